@@ -1,0 +1,34 @@
+//! Flow-control state machines. Sans-I/O: every method takes `now` (nanoseconds on a
+//! monotonic clock chosen by the caller) and returns what to send and when to be called again.
+
+pub mod pfc;
+
+pub use pfc::{PauseTimers, PfcGenerator, PfcThresholds};
+
+/// Number of 802.1p priorities.
+pub const PRIORITIES: usize = 8;
+
+/// Nanoseconds one pause quantum (512 bit times) lasts at `speed_bps`.
+///
+/// Returns the time for `quanta` quanta, rounded up so a pause is never shorter than asked.
+pub fn quanta_to_ns(quanta: u16, speed_bps: u64) -> u64 {
+    let bits = u128::from(quanta) * 512 * 1_000_000_000;
+    let speed = u128::from(speed_bps.max(1));
+    bits.div_ceil(speed) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quanta_at_common_speeds() {
+        // One quantum is 512 ns at 1G, 51.2 ns at 10G, 5.12 ns at 100G.
+        assert_eq!(quanta_to_ns(1, 1_000_000_000), 512);
+        assert_eq!(quanta_to_ns(10, 10_000_000_000), 512);
+        assert_eq!(quanta_to_ns(100, 100_000_000_000), 512);
+        assert_eq!(quanta_to_ns(1, 10_000_000_000), 52); // 51.2 rounded up
+        assert_eq!(quanta_to_ns(0xffff, 1_000_000_000), 33_553_920);
+        assert_eq!(quanta_to_ns(0, 1_000_000_000), 0);
+    }
+}

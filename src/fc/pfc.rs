@@ -1,0 +1,293 @@
+//! 802.1Qbb priority flow control: the congestion point that generates PFC frames from
+//! buffer occupancy, and the reaction point that keeps per-priority pause timers.
+
+use super::{quanta_to_ns, PRIORITIES};
+use crate::wire::MacControl;
+
+/// XOFF/XON thresholds of one (ingress port, priority) buffer, in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PfcThresholds {
+    /// At or above this many bytes the priority is paused upstream.
+    pub xoff: u64,
+    /// At or below this many bytes a paused priority is resumed.
+    pub xon: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Signal {
+    /// Not pausing the upstream.
+    Xon,
+    /// Pausing the upstream; the pause must be refreshed at `refresh_at`.
+    Xoff { refresh_at: u64 },
+}
+
+/// Congestion point of one ingress port: turns per-priority buffer occupancy into PFC frames.
+///
+/// Occupancy is an input (the dataplane charges bytes from RX until the frame leaves on TX);
+/// [`PfcGenerator::poll`] decides whether a frame must go out now: XOFF when a priority
+/// reaches its XOFF threshold, a refresh before the pause it sent expires while the priority
+/// is still above XON, and a zero time once it falls to XON.
+#[derive(Debug, Clone)]
+pub struct PfcGenerator {
+    thresholds: [Option<PfcThresholds>; PRIORITIES],
+    state: [Signal; PRIORITIES],
+    pause_quanta: u16,
+    refresh_ns: u64,
+    xoff_transitions: [u64; PRIORITIES],
+}
+
+impl PfcGenerator {
+    /// A generator that sends `pause_quanta` per XOFF, refreshed after half the pause time
+    /// at `speed_bps`. Priorities with `None` thresholds never generate PFC.
+    pub fn new(
+        thresholds: [Option<PfcThresholds>; PRIORITIES],
+        pause_quanta: u16,
+        speed_bps: u64,
+    ) -> Self {
+        let refresh_ns = (quanta_to_ns(pause_quanta, speed_bps) / 2).max(1);
+        PfcGenerator {
+            thresholds,
+            state: [Signal::Xon; PRIORITIES],
+            pause_quanta,
+            refresh_ns,
+            xoff_transitions: [0; PRIORITIES],
+        }
+    }
+
+    /// Decides the PFC frame to send at `now` for the given per-priority occupancy.
+    pub fn poll(&mut self, now: u64, occupancy: &[u64; PRIORITIES]) -> Option<MacControl> {
+        let mut enable = 0u8;
+        let mut quanta = [0u16; PRIORITIES];
+        for p in 0..PRIORITIES {
+            let Some(t) = self.thresholds[p] else { continue };
+            let bytes = occupancy[p];
+            let send = match self.state[p] {
+                Signal::Xon if bytes >= t.xoff => {
+                    self.xoff_transitions[p] += 1;
+                    Some(self.pause_quanta)
+                }
+                Signal::Xoff { .. } if bytes <= t.xon => Some(0),
+                Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
+                _ => None,
+            };
+            if let Some(q) = send {
+                enable |= 1 << p;
+                quanta[p] = q;
+                self.state[p] = if q == 0 {
+                    Signal::Xon
+                } else {
+                    Signal::Xoff {
+                        refresh_at: now + self.refresh_ns,
+                    }
+                };
+            }
+        }
+        (enable != 0).then_some(MacControl::Pfc { enable, quanta })
+    }
+
+    /// The earliest time a refresh is due, if any priority is paused.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.state
+            .iter()
+            .filter_map(|s| match s {
+                Signal::Xoff { refresh_at } => Some(*refresh_at),
+                Signal::Xon => None,
+            })
+            .min()
+    }
+
+    /// Bitmask of priorities this generator currently holds paused upstream.
+    pub fn xoff_mask(&self) -> u8 {
+        (0..PRIORITIES).fold(0, |m, p| {
+            m | (u8::from(matches!(self.state[p], Signal::Xoff { .. })) << p)
+        })
+    }
+
+    /// XON→XOFF transitions per priority since creation.
+    pub fn xoff_transitions(&self) -> &[u64; PRIORITIES] {
+        &self.xoff_transitions
+    }
+}
+
+/// Reaction point of one egress port: per-priority pause timers driven by received
+/// PAUSE/PFC frames. A new time replaces the running timer; zero resumes; PAUSE pauses all.
+#[derive(Debug, Clone)]
+pub struct PauseTimers {
+    speed_bps: u64,
+    until: [u64; PRIORITIES],
+    accounted_to: [u64; PRIORITIES],
+    paused_ns: [u64; PRIORITIES],
+}
+
+impl PauseTimers {
+    /// Timers for a port whose quanta run at `speed_bps`.
+    pub fn new(speed_bps: u64) -> Self {
+        PauseTimers {
+            speed_bps,
+            until: [0; PRIORITIES],
+            accounted_to: [0; PRIORITIES],
+            paused_ns: [0; PRIORITIES],
+        }
+    }
+
+    /// New pause deadlines that `frame` received at `now` sets, per priority (`None` = untouched).
+    pub fn deadlines(frame: &MacControl, now: u64, speed_bps: u64) -> [Option<u64>; PRIORITIES] {
+        let mut out = [None; PRIORITIES];
+        match *frame {
+            MacControl::Pause { quanta } => {
+                let until = now + quanta_to_ns(quanta, speed_bps);
+                out = [Some(until); PRIORITIES];
+            }
+            MacControl::Pfc { enable, quanta } => {
+                for p in 0..PRIORITIES {
+                    if enable & (1 << p) != 0 {
+                        out[p] = Some(now + quanta_to_ns(quanta[p], speed_bps));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Applies a received PAUSE or PFC frame.
+    pub fn on_frame(&mut self, frame: &MacControl, now: u64) {
+        self.settle(now);
+        for (p, d) in Self::deadlines(frame, now, self.speed_bps).iter().enumerate() {
+            if let Some(until) = *d {
+                self.until[p] = until;
+            }
+        }
+    }
+
+    /// True if priority `p` may not be transmitted at `now`.
+    pub fn is_paused(&self, p: usize, now: u64) -> bool {
+        self.until[p] > now
+    }
+
+    /// Bitmask of paused priorities at `now`.
+    pub fn paused_mask(&self, now: u64) -> u8 {
+        (0..PRIORITIES).fold(0, |m, p| m | (u8::from(self.is_paused(p, now)) << p))
+    }
+
+    /// The earliest time a running pause ends, if any.
+    pub fn next_resume(&self, now: u64) -> Option<u64> {
+        self.until.iter().copied().filter(|&u| u > now).min()
+    }
+
+    /// Total time each priority has spent paused up to `now`.
+    pub fn paused_ns(&mut self, now: u64) -> [u64; PRIORITIES] {
+        self.settle(now);
+        self.paused_ns
+    }
+
+    fn settle(&mut self, now: u64) {
+        for p in 0..PRIORITIES {
+            let from = self.accounted_to[p];
+            let to = self.until[p].min(now);
+            if to > from {
+                self.paused_ns[p] += to - from;
+            }
+            self.accounted_to[p] = self.accounted_to[p].max(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GBIT: u64 = 1_000_000_000;
+    const T: PfcThresholds = PfcThresholds {
+        xoff: 10_000,
+        xon: 5_000,
+    };
+
+    fn gen() -> PfcGenerator {
+        let mut th = [None; PRIORITIES];
+        th[3] = Some(T);
+        PfcGenerator::new(th, 1000, GBIT) // 1000 quanta = 512 us at 1G; refresh every 256 us
+    }
+
+    fn occ(p3: u64) -> [u64; PRIORITIES] {
+        let mut o = [0; PRIORITIES];
+        o[3] = p3;
+        o
+    }
+
+    fn pfc(enable: u8, p: usize, q: u16) -> MacControl {
+        let mut quanta = [0; PRIORITIES];
+        quanta[p] = q;
+        MacControl::Pfc { enable, quanta }
+    }
+
+    #[test]
+    fn xoff_xon_hysteresis() {
+        let mut g = gen();
+        assert_eq!(g.poll(0, &occ(9_999)), None);
+        assert_eq!(g.poll(1, &occ(10_000)), Some(pfc(0x08, 3, 1000)));
+        assert_eq!(g.xoff_mask(), 0x08);
+        // Between XON and XOFF nothing changes, in either direction.
+        assert_eq!(g.poll(2, &occ(7_000)), None);
+        assert_eq!(g.poll(3, &occ(12_000)), None);
+        assert_eq!(g.poll(4, &occ(5_001)), None);
+        assert_eq!(g.poll(5, &occ(5_000)), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.xoff_mask(), 0);
+        assert_eq!(g.poll(6, &occ(9_000)), None, "below XOFF after XON: stay resumed");
+        assert_eq!(g.xoff_transitions()[3], 1);
+        // Priorities without thresholds never pause.
+        let mut o = occ(0);
+        o[0] = u64::MAX;
+        assert_eq!(g.poll(7, &o), None);
+    }
+
+    #[test]
+    fn refresh_before_expiry_while_above_xon() {
+        let mut g = gen();
+        g.poll(0, &occ(20_000)).unwrap();
+        assert_eq!(g.next_deadline(), Some(256_000));
+        assert_eq!(g.poll(255_999, &occ(20_000)), None);
+        assert_eq!(g.poll(256_000, &occ(8_000)), Some(pfc(0x08, 3, 1000)));
+        assert_eq!(g.next_deadline(), Some(512_000));
+        // The refresh lands well before the 512 us pause would have run out.
+        assert!(256_000 < quanta_to_ns(1000, GBIT));
+        assert_eq!(g.poll(300_000, &occ(100)), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.next_deadline(), None);
+        assert_eq!(g.xoff_transitions()[3], 1, "a refresh is not a transition");
+    }
+
+    #[test]
+    fn timer_replacement_and_zero_resume() {
+        let mut t = PauseTimers::new(10 * GBIT);
+        t.on_frame(&pfc(0x08, 3, 1000), 0); // 51.2 us at 10G
+        assert!(t.is_paused(3, 51_199));
+        assert!(!t.is_paused(3, 51_200));
+        assert!(!t.is_paused(2, 1));
+        // A new value replaces the timer, even when shorter.
+        t.on_frame(&pfc(0x08, 3, 100), 10_000);
+        assert_eq!(t.next_resume(10_000), Some(15_120));
+        // Zero resumes at once.
+        t.on_frame(&pfc(0x08, 3, 0xffff), 20_000);
+        assert_eq!(t.paused_mask(20_001), 0x08);
+        t.on_frame(&pfc(0x08, 3, 0), 30_000);
+        assert_eq!(t.paused_mask(30_000), 0);
+        // Paused time: 0..15_120 then 20_000..30_000.
+        assert_eq!(t.paused_ns(40_000)[3], 15_120 + 10_000);
+        // Bits not enabled leave other timers alone.
+        t.on_frame(&pfc(0x10, 3, 0), 40_000);
+        t.on_frame(&pfc(0x08, 3, 500), 40_000);
+        t.on_frame(&pfc(0x10, 3, 0), 41_000);
+        assert!(t.is_paused(3, 41_000));
+    }
+
+    #[test]
+    fn pause_pauses_every_priority_at_port_speed() {
+        for (speed, ns) in [(GBIT, 512_000), (10 * GBIT, 51_200), (100 * GBIT, 5_120)] {
+            let mut t = PauseTimers::new(speed);
+            t.on_frame(&MacControl::Pause { quanta: 1000 }, 1_000);
+            assert_eq!(t.paused_mask(1_000), 0xff);
+            assert_eq!(t.next_resume(1_000), Some(1_000 + ns));
+            assert_eq!(t.paused_mask(1_000 + ns), 0);
+            assert_eq!(t.paused_ns(10_000_000), [ns; PRIORITIES]);
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Headroom math (filled in by the calculator work).

@@ -1,0 +1,256 @@
+//! Test traffic: Ethernet + optional 802.1Q tag (PCP = priority) + IPv4 + UDP, with a payload
+//! that identifies the frame.
+//!
+//! Payload layout (our own format, big-endian), right after the UDP header:
+//! ```text
+//! 0      4        8              16             24
+//! | "LSLT" | flow id | sequence number | TX timestamp (ns, CLOCK_MONOTONIC) | zero fill to frame size
+//! ```
+
+use super::{be16, need, EtherType, EthernetFrame, EthernetRepr, WireError};
+
+/// Magic that opens every test payload.
+pub const MAGIC: [u8; 4] = *b"LSLT";
+/// Payload bytes the test header occupies.
+pub const PAYLOAD_HEADER_LEN: usize = 24;
+const IPV4_LEN: usize = 20;
+const UDP_LEN: usize = 8;
+
+/// Everything needed to build one test frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestFrame {
+    /// Ethernet header; `vlan.pcp` carries the priority.
+    pub eth: EthernetRepr,
+    /// IPv4 source address.
+    pub src_ip: [u8; 4],
+    /// IPv4 destination address.
+    pub dst_ip: [u8; 4],
+    /// DSCP (6 bits) for DSCP-trusting classifiers.
+    pub dscp: u8,
+    /// UDP source port.
+    pub src_port: u16,
+    /// UDP destination port (the XDP program steers test traffic by it).
+    pub dst_port: u16,
+    /// Flow identifier.
+    pub flow: u32,
+    /// Sequence number within the flow, from 0.
+    pub seq: u64,
+    /// Transmit timestamp in nanoseconds.
+    pub tx_ns: u64,
+    /// Total frame length without FCS.
+    pub len: usize,
+}
+
+impl TestFrame {
+    /// Smallest frame that holds the headers and the test payload header.
+    pub fn min_len(tagged: bool) -> usize {
+        14 + if tagged { 4 } else { 0 } + IPV4_LEN + UDP_LEN + PAYLOAD_HEADER_LEN
+    }
+
+    /// Offset of the sequence number within the frame (for in-place stamping).
+    pub fn seq_offset(&self) -> usize {
+        self.eth.header_len() + IPV4_LEN + UDP_LEN + 8
+    }
+
+    /// Writes the frame into `buf` and returns its length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
+        let tagged = self.eth.vlan.is_some();
+        if self.len < Self::min_len(tagged) || self.len > u16::MAX as usize {
+            return Err(WireError::BadValue {
+                field: "test frame length",
+                value: self.len as u64,
+            });
+        }
+        need(buf, self.len, "test frame buffer")?;
+        let frame = &mut buf[..self.len];
+        let eth = EthernetRepr {
+            ethertype: EtherType::IPV4,
+            ..self.eth
+        };
+        let l3 = eth.emit(frame)?;
+        let ip_total = (self.len - l3) as u16;
+        let ip = &mut frame[l3..l3 + IPV4_LEN];
+        ip[0] = 0x45;
+        ip[1] = self.dscp << 2;
+        ip[2..4].copy_from_slice(&ip_total.to_be_bytes());
+        ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]); // id 0, don't fragment
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[10..12].fill(0);
+        ip[12..16].copy_from_slice(&self.src_ip);
+        ip[16..20].copy_from_slice(&self.dst_ip);
+        let csum = ipv4_checksum(ip);
+        ip[10..12].copy_from_slice(&csum.to_be_bytes());
+        let l4 = l3 + IPV4_LEN;
+        let udp = &mut frame[l4..l4 + UDP_LEN];
+        udp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        udp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        udp[4..6].copy_from_slice(&(ip_total - IPV4_LEN as u16).to_be_bytes());
+        udp[6..8].fill(0); // checksum optional over IPv4
+        let p = l4 + UDP_LEN;
+        frame[p..p + 4].copy_from_slice(&MAGIC);
+        frame[p + 4..p + 8].copy_from_slice(&self.flow.to_be_bytes());
+        frame[p + 8..p + 16].copy_from_slice(&self.seq.to_be_bytes());
+        frame[p + 16..p + 24].copy_from_slice(&self.tx_ns.to_be_bytes());
+        frame[p + PAYLOAD_HEADER_LEN..].fill(0);
+        Ok(self.len)
+    }
+
+    /// Rewrites sequence number and timestamp of a frame emitted from `self` in place.
+    pub fn stamp(&self, frame: &mut [u8], seq: u64, tx_ns: u64) {
+        let at = self.seq_offset();
+        frame[at..at + 8].copy_from_slice(&seq.to_be_bytes());
+        frame[at + 8..at + 16].copy_from_slice(&tx_ns.to_be_bytes());
+    }
+}
+
+/// Internet checksum over an IPv4 header.
+pub fn ipv4_checksum(header: &[u8]) -> u16 {
+    let mut sum: u32 = header
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// What a receiver reads from a test frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TestFrameView {
+    /// 802.1Q PCP, if tagged.
+    pub pcp: Option<u8>,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// Flow identifier.
+    pub flow: u32,
+    /// Sequence number.
+    pub seq: u64,
+    /// Transmit timestamp in nanoseconds.
+    pub tx_ns: u64,
+}
+
+impl TestFrameView {
+    /// Parses a whole frame; anything that is not a well-formed test frame is an error.
+    pub fn parse(frame: &[u8]) -> Result<Self, WireError> {
+        let eth = EthernetFrame::new_checked(frame)?;
+        if eth.ethertype() != EtherType::IPV4 {
+            return Err(WireError::BadValue {
+                field: "EtherType (expected IPv4)",
+                value: u64::from(eth.ethertype()),
+            });
+        }
+        let ip = eth.payload();
+        need(ip, IPV4_LEN, "IPv4 header")?;
+        if ip[0] >> 4 != 4 {
+            return Err(WireError::BadValue {
+                field: "IP version",
+                value: u64::from(ip[0] >> 4),
+            });
+        }
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        if ihl < IPV4_LEN {
+            return Err(WireError::BadValue {
+                field: "IPv4 IHL",
+                value: ihl as u64,
+            });
+        }
+        if ip[9] != 17 {
+            return Err(WireError::BadValue {
+                field: "IP protocol (expected UDP)",
+                value: u64::from(ip[9]),
+            });
+        }
+        need(ip, ihl + UDP_LEN + PAYLOAD_HEADER_LEN, "test payload")?;
+        let udp = &ip[ihl..];
+        let p = &udp[UDP_LEN..];
+        if p[0..4] != MAGIC {
+            return Err(WireError::BadValue {
+                field: "test payload magic",
+                value: u64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+            });
+        }
+        let u64_at = |o: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&p[o..o + 8]);
+            u64::from_be_bytes(b)
+        };
+        Ok(TestFrameView {
+            pcp: eth.vlan().map(|v| v.pcp),
+            dst_port: be16(udp, 2),
+            flow: u32::from_be_bytes([p[4], p[5], p[6], p[7]]),
+            seq: u64_at(8),
+            tx_ns: u64_at(16),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{MacAddr, VlanTag};
+
+    fn sample(len: usize) -> TestFrame {
+        TestFrame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: Some(VlanTag { pcp: 3, dei: false, vid: 0 }),
+                ethertype: EtherType::IPV4,
+            },
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 0, 2],
+            dscp: 26,
+            src_port: 40000,
+            dst_port: 48879,
+            flow: 7,
+            seq: 0x0102030405,
+            tx_ns: 99,
+            len,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_stamp() {
+        let f = sample(1000);
+        let mut buf = vec![0xeeu8; 1500];
+        assert_eq!(f.emit(&mut buf).unwrap(), 1000);
+        let v = TestFrameView::parse(&buf[..1000]).unwrap();
+        assert_eq!((v.pcp, v.flow, v.seq, v.tx_ns, v.dst_port), (Some(3), 7, 0x0102030405, 99, 48879));
+        f.stamp(&mut buf, 42, 1_000_000);
+        let v = TestFrameView::parse(&buf[..1000]).unwrap();
+        assert_eq!((v.seq, v.tx_ns), (42, 1_000_000));
+        // The IPv4 header checksums to zero when verified.
+        assert_eq!(ipv4_checksum(&buf[18..38]), 0);
+        assert_eq!(u16::from_be_bytes([buf[20], buf[21]]), 1000 - 18);
+    }
+
+    #[test]
+    fn known_checksum() {
+        // Example header from RFC 1071 discussions (checksum field zeroed): 0xb861.
+        let h = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        assert_eq!(ipv4_checksum(&h), 0xb861);
+    }
+
+    #[test]
+    fn rejects_bad_and_truncated() {
+        let f = sample(100);
+        let mut buf = vec![0u8; 100];
+        f.emit(&mut buf).unwrap();
+        for n in 0..TestFrame::min_len(true) {
+            assert!(TestFrameView::parse(&buf[..n]).is_err(), "len {n}");
+        }
+        let mut bad = buf.clone();
+        bad[18 + 28] = b'X';
+        assert!(TestFrameView::parse(&bad).is_err());
+        let mut bad = buf.clone();
+        bad[18] = 0x41; // IHL 4
+        assert!(TestFrameView::parse(&bad).is_err());
+        assert!(sample(40).emit(&mut buf).is_err());
+        assert!(sample(200).emit(&mut buf).is_err());
+    }
+}
