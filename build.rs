@@ -16,6 +16,8 @@ fn main() {
         .obj(out.join("lossless.bpf.o"))
         .clang_args(["-O2", "-g", "-Wall", multiarch.as_str()])
         .build()
-        .unwrap_or_else(|e| panic!("compiling {SRC} failed (is clang installed? run scripts/setup): {e:#}"));
+        .unwrap_or_else(|e| {
+            panic!("compiling {SRC} failed (is clang installed? run scripts/setup): {e:#}")
+        });
     println!("cargo:rerun-if-changed={SRC}");
 }

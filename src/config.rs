@@ -1,1 +1,495 @@
-//! config
+//! The daemon's TOML configuration: raw serde types (unknown fields rejected) and their
+//! validation into a typed [`Plan`] whose errors name the file, the field and the reason.
+
+use std::{collections::BTreeMap, path::Path};
+
+use serde::Deserialize;
+
+use crate::{
+    dataplane::{classify::Trust, xdp_prog::XdpMode},
+    fc::{PfcThresholds, PRIORITIES},
+    units,
+};
+
+/// Default UDP destination port of test traffic.
+pub const DEFAULT_TEST_UDP_PORT: u16 = 48879;
+
+/// A configuration error: which file, which field, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        /// File path.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax or type error (toml names the key and position).
+    #[error("{file}: {message}")]
+    Parse {
+        /// File path.
+        file: String,
+        /// toml's message.
+        message: String,
+    },
+    /// A value that parses but is not acceptable.
+    #[error("{file}: field `{field}`: {reason}")]
+    Invalid {
+        /// File path.
+        file: String,
+        /// Dotted field path, e.g. `priority.3.xon`.
+        field: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+}
+
+/// A byte size written as an integer (bytes) or a string with a unit ("64KiB").
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum SizeValue {
+    /// Plain bytes.
+    Bytes(u64),
+    /// With a unit.
+    Text(String),
+}
+
+/// `[daemon]`: process-wide settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Worker threads; worker q owns RX/TX queue q of every port.
+    #[serde(default = "one")]
+    pub workers: usize,
+    /// CPU cores to pin workers to, in worker order (empty: no pinning).
+    #[serde(default)]
+    pub cores: Vec<usize>,
+    /// XDP attach mode.
+    #[serde(default)]
+    pub xdp_mode: XdpMode,
+    /// Packet I/O backend.
+    #[serde(default)]
+    pub backend: Backend,
+    /// Frames in each worker's pool (2 KiB each).
+    #[serde(default = "default_frames")]
+    pub frames: u32,
+    /// Spin instead of sleeping in poll() when idle (lowest latency, burns a core per worker).
+    #[serde(default)]
+    pub busy_poll: bool,
+    /// Seconds between progress lines on stderr (0 = none).
+    #[serde(default)]
+    pub stats_interval_s: u64,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn default_frames() -> u32 {
+    16384
+}
+
+impl Default for DaemonSection {
+    fn default() -> Self {
+        DaemonSection {
+            workers: 1,
+            cores: Vec::new(),
+            xdp_mode: XdpMode::Auto,
+            backend: Backend::Auto,
+            frames: default_frames(),
+            busy_poll: false,
+            stats_interval_s: 0,
+        }
+    }
+}
+
+/// Packet I/O backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// AF_XDP, falling back to AF_PACKET where AF_XDP is refused.
+    #[default]
+    Auto,
+    /// AF_XDP only.
+    AfXdp,
+    /// AF_PACKET only (no XDP program; copies every frame).
+    AfPacket,
+}
+
+/// `[[port]]`: one interface.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSection {
+    /// Interface name.
+    pub iface: String,
+    /// Line rate the egress is shaped to and PFC quanta run at ("1Gbit", "10G").
+    pub speed: String,
+    /// Classification: `pcp` (802.1Q priority) or `dscp` (IPv4 DSCP class selector).
+    #[serde(default)]
+    pub trust: Trust,
+    /// Pause time sent in each PFC XOFF, in quanta (default 65535).
+    #[serde(default = "max_quanta")]
+    pub pause_quanta: u16,
+}
+
+fn max_quanta() -> u16 {
+    u16::MAX
+}
+
+/// Flow-control mode of a priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrioMode {
+    /// Tail-drops at `limit`.
+    #[default]
+    Lossy,
+    /// Lossless with 802.1Qbb PFC.
+    Pfc,
+}
+
+/// `[priority.N]`: per-priority buffer settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrioritySection {
+    /// `pfc` or `lossy`.
+    #[serde(default)]
+    pub mode: PrioMode,
+    /// PFC: bytes (per ingress port) at which XOFF is sent.
+    pub xoff: Option<SizeValue>,
+    /// PFC: bytes at which XON (zero pause time) is sent.
+    pub xon: Option<SizeValue>,
+    /// PFC: bytes accepted beyond XOFF while the pause takes effect.
+    pub headroom: Option<SizeValue>,
+    /// Lossy: bytes (per ingress port) beyond which frames are tail-dropped.
+    pub limit: Option<SizeValue>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[daemon]`.
+    #[serde(default)]
+    pub daemon: DaemonSection,
+    /// `[[port]]`: exactly two in wire mode.
+    #[serde(default)]
+    pub port: Vec<PortSection>,
+    /// `[priority.N]`, N in 0..=7.
+    #[serde(default)]
+    pub priority: BTreeMap<String, PrioritySection>,
+}
+
+/// Default lossy limit per (ingress port, priority).
+pub const DEFAULT_LOSSY_LIMIT: u64 = 512 * 1024;
+/// Default PFC XOFF threshold.
+pub const DEFAULT_XOFF: u64 = 128 * 1024;
+/// Default PFC XON threshold.
+pub const DEFAULT_XON: u64 = 64 * 1024;
+/// Default PFC headroom.
+pub const DEFAULT_HEADROOM: u64 = 256 * 1024;
+
+/// What a priority does with its buffer, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "mode", rename_all = "lowercase")]
+pub enum PrioPlan {
+    /// Tail-drop above `limit` bytes.
+    Lossy {
+        /// Bytes.
+        limit: u64,
+    },
+    /// Lossless: PFC at `xoff`/`xon`; never drops below `xoff + headroom`.
+    Pfc {
+        /// XOFF bytes.
+        xoff: u64,
+        /// XON bytes.
+        xon: u64,
+        /// Headroom bytes beyond XOFF.
+        headroom: u64,
+    },
+}
+
+impl PrioPlan {
+    /// PFC thresholds, for lossless priorities.
+    pub fn thresholds(&self) -> Option<PfcThresholds> {
+        match *self {
+            PrioPlan::Pfc { xoff, xon, .. } => Some(PfcThresholds { xoff, xon }),
+            PrioPlan::Lossy { .. } => None,
+        }
+    }
+
+    /// Bytes above which an arriving frame is dropped.
+    pub fn admit_limit(&self) -> u64 {
+        match *self {
+            PrioPlan::Lossy { limit } => limit,
+            PrioPlan::Pfc { xoff, headroom, .. } => xoff + headroom,
+        }
+    }
+}
+
+/// One port, validated.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PortPlan {
+    /// Interface.
+    pub iface: String,
+    /// Line rate in bit/s.
+    pub speed_bps: u64,
+    /// Classification.
+    pub trust: Trust,
+    /// PFC XOFF pause time in quanta.
+    pub pause_quanta: u16,
+}
+
+/// The validated configuration the daemon runs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// `[daemon]` as given.
+    pub daemon: DaemonSection,
+    /// The two ports of the wire.
+    pub ports: Vec<PortPlan>,
+    /// Per priority.
+    pub prios: [PrioPlan; PRIORITIES],
+}
+
+impl Plan {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses and validates TOML `text` (named `file` in errors).
+    pub fn parse(text: &str, file: &str) -> Result<Plan, ConfigError> {
+        let raw: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        validate(raw, file)
+    }
+}
+
+fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
+    let invalid = |field: String, reason: String| ConfigError::Invalid {
+        file: file.to_string(),
+        field,
+        reason,
+    };
+    let d = &raw.daemon;
+    if d.workers == 0 || d.workers > 64 {
+        return Err(invalid(
+            "daemon.workers".into(),
+            format!("{} is not in 1..=64", d.workers),
+        ));
+    }
+    if !d.cores.is_empty() && d.cores.len() < d.workers {
+        return Err(invalid(
+            "daemon.cores".into(),
+            format!("{} cores listed for {} workers", d.cores.len(), d.workers),
+        ));
+    }
+    if d.frames < 4096 {
+        return Err(invalid(
+            "daemon.frames".into(),
+            format!("{} is below the minimum of 4096", d.frames),
+        ));
+    }
+    if raw.port.len() != 2 {
+        return Err(invalid(
+            "port".into(),
+            format!(
+                "wire mode forwards between exactly 2 ports, {} given",
+                raw.port.len()
+            ),
+        ));
+    }
+    let mut ports = Vec::new();
+    for (i, p) in raw.port.iter().enumerate() {
+        if p.iface.is_empty() || p.iface.len() > 15 {
+            return Err(invalid(
+                format!("port[{i}].iface"),
+                format!("{:?} is not an interface name", p.iface),
+            ));
+        }
+        if raw.port[..i].iter().any(|q| q.iface == p.iface) {
+            return Err(invalid(
+                format!("port[{i}].iface"),
+                format!("{} is listed twice", p.iface),
+            ));
+        }
+        let speed_bps = units::parse_rate(&p.speed)
+            .map_err(|e| invalid(format!("port[{i}].speed"), e.to_string()))?;
+        if p.pause_quanta == 0 {
+            return Err(invalid(
+                format!("port[{i}].pause_quanta"),
+                "must be at least 1".into(),
+            ));
+        }
+        ports.push(PortPlan {
+            iface: p.iface.clone(),
+            speed_bps,
+            trust: p.trust,
+            pause_quanta: p.pause_quanta,
+        });
+    }
+    let mut prios = [PrioPlan::Lossy {
+        limit: DEFAULT_LOSSY_LIMIT,
+    }; PRIORITIES];
+    for (key, s) in &raw.priority {
+        let p: usize = key
+            .parse()
+            .ok()
+            .filter(|p| *p < PRIORITIES)
+            .ok_or_else(|| invalid(format!("priority.{key}"), "priority must be 0..=7".into()))?;
+        let size = |name: &str, v: &Option<SizeValue>, default: u64| -> Result<u64, ConfigError> {
+            match v {
+                None => Ok(default),
+                Some(SizeValue::Bytes(b)) => Ok(*b),
+                Some(SizeValue::Text(t)) => units::parse_size(t)
+                    .map_err(|e| invalid(format!("priority.{key}.{name}"), e.to_string())),
+            }
+        };
+        prios[p] = match s.mode {
+            PrioMode::Lossy => {
+                for (name, v) in [
+                    ("xoff", &s.xoff),
+                    ("xon", &s.xon),
+                    ("headroom", &s.headroom),
+                ] {
+                    if v.is_some() {
+                        return Err(invalid(
+                            format!("priority.{key}.{name}"),
+                            "only applies to mode = \"pfc\"".into(),
+                        ));
+                    }
+                }
+                PrioPlan::Lossy {
+                    limit: size("limit", &s.limit, DEFAULT_LOSSY_LIMIT)?,
+                }
+            }
+            PrioMode::Pfc => {
+                if s.limit.is_some() {
+                    return Err(invalid(
+                        format!("priority.{key}.limit"),
+                        "a lossless priority never tail-drops; size it with xoff/headroom".into(),
+                    ));
+                }
+                let xoff = size("xoff", &s.xoff, DEFAULT_XOFF)?;
+                let xon = size("xon", &s.xon, DEFAULT_XON)?;
+                let headroom = size("headroom", &s.headroom, DEFAULT_HEADROOM)?;
+                if xon >= xoff {
+                    return Err(invalid(
+                        format!("priority.{key}.xon"),
+                        format!("xon ({xon}) must be below xoff ({xoff})"),
+                    ));
+                }
+                if headroom < 2 * 1522 {
+                    return Err(invalid(
+                        format!("priority.{key}.headroom"),
+                        format!("{headroom} bytes cannot absorb even two in-flight frames"),
+                    ));
+                }
+                PrioPlan::Pfc {
+                    xoff,
+                    xon,
+                    headroom,
+                }
+            }
+        };
+    }
+    let buffer: u64 = prios.iter().map(PrioPlan::admit_limit).sum::<u64>() * 2;
+    let pool_bytes = u64::from(d.frames) * 2048;
+    if buffer / 256 > u64::from(d.frames) {
+        tracing::warn!(
+            buffer,
+            pool_bytes,
+            "configured buffers exceed what the frame pool can hold with small frames"
+        );
+    }
+    Ok(Plan {
+        daemon: raw.daemon,
+        ports,
+        prios,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[daemon]
+workers = 1
+
+[[port]]
+iface = "veth0"
+speed = "1Gbit"
+
+[[port]]
+iface = "veth1"
+speed = "10G"
+trust = "dscp"
+
+[priority.3]
+mode = "pfc"
+xoff = "64KiB"
+xon = 32768
+headroom = "128KiB"
+
+[priority.0]
+limit = "1MB"
+"#;
+
+    fn err(text: &str) -> String {
+        Plan::parse(text, "test.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn good_config() {
+        let p = Plan::parse(GOOD, "x").unwrap();
+        assert_eq!(p.ports[1].speed_bps, 10_000_000_000);
+        assert_eq!(p.ports[1].trust, Trust::Dscp);
+        assert_eq!(
+            p.prios[3],
+            PrioPlan::Pfc {
+                xoff: 65536,
+                xon: 32768,
+                headroom: 131072
+            }
+        );
+        assert_eq!(p.prios[0], PrioPlan::Lossy { limit: 1_000_000 });
+        assert_eq!(
+            p.prios[5],
+            PrioPlan::Lossy {
+                limit: DEFAULT_LOSSY_LIMIT
+            }
+        );
+        assert_eq!(p.prios[3].admit_limit(), 65536 + 131072);
+    }
+
+    #[test]
+    fn errors_name_file_field_and_reason() {
+        let e = err(&GOOD.replace("xon = 32768", "xon = 99999"));
+        assert!(
+            e.contains("test.toml") && e.contains("priority.3.xon") && e.contains("below xoff"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("speed = \"10G\"", "speed = \"fast\""));
+        assert!(e.contains("port[1].speed"), "{e}");
+        let e = err(&GOOD.replace("workers = 1", "workers = 1\nworkerz = 2"));
+        assert!(e.contains("unknown field") && e.contains("workerz"), "{e}");
+        let e = err(&GOOD.replace("[priority.0]", "[priority.9]"));
+        assert!(e.contains("priority.9"), "{e}");
+        let e = err(&GOOD.replace("limit = \"1MB\"", "limit = \"1MB\"\nxoff = 5"));
+        assert!(e.contains("priority.0.xoff"), "{e}");
+        let e = err(&GOOD.replace("iface = \"veth1\"", "iface = \"veth0\""));
+        assert!(e.contains("listed twice"), "{e}");
+        let e = err("[[port]]\niface = \"a\"\nspeed = \"1G\"\n");
+        assert!(e.contains("exactly 2 ports"), "{e}");
+        let e = err(&GOOD.replace("trust = \"dscp\"", "trust = \"vibes\""));
+        assert!(e.contains("trust") || e.contains("vibes"), "{e}");
+    }
+}

@@ -18,4 +18,6 @@ pub mod control;
 pub mod dataplane;
 pub mod fc;
 pub mod headroom;
+pub mod traffic;
+pub mod units;
 pub mod wire;

@@ -1,1 +1,53 @@
-fn main() {}
+//! `lossless`: the daemon and its tools.
+
+use clap::{Parser, Subcommand};
+use lossless::cli;
+use tracing_subscriber::EnvFilter;
+
+/// Lossless Ethernet in software: an AF_XDP dataplane with PFC, a traffic generator and sink
+/// that honour flow control, and a headroom calculator.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the daemon: forward between two ports with PFC (wire mode).
+    Run(cli::run::RunArgs),
+    /// Validate a configuration file and explain what it sets up.
+    CheckConfig(cli::run::CheckArgs),
+    /// Send test traffic that honours PAUSE/PFC.
+    Gen(cli::gen::GenArgs),
+    /// Receive test traffic and prove delivery by sequence number.
+    Sink(cli::sink::SinkArgs),
+    /// Inject PFC or PAUSE frames.
+    #[command(subcommand)]
+    Send(cli::send::SendCommand),
+    /// Size PFC headroom, thresholds and buffers, showing every term.
+    Headroom(cli::headroom::HeadroomArgs),
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            EnvFilter::try_from_env("LOSSLESS_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result: Result<(), (String, i32)> = match &cli.command {
+        Command::Run(a) => cli::run::run(a).map_err(|e| (e.to_string(), e.exit_code())),
+        Command::CheckConfig(a) => cli::run::check(a).map_err(|e| (e.to_string(), e.exit_code())),
+        Command::Gen(a) => cli::gen::run(a).map_err(|e| (e, 1)),
+        Command::Sink(a) => cli::sink::run(a).map_err(|e| (e, 1)),
+        Command::Send(c) => cli::send::run(c).map_err(|e| (e, 1)),
+        Command::Headroom(a) => cli::headroom::run(a).map_err(|e| (e.to_string(), 2)),
+    };
+    if let Err((msg, code)) = result {
+        eprintln!("lossless: error: {msg}");
+        std::process::exit(code);
+    }
+}

@@ -1,1 +1,8 @@
-//! Command-line subcommands.
+//! Command-line subcommands: each module holds one command's flags and its runner.
+
+pub mod common;
+pub mod gen;
+pub mod headroom;
+pub mod run;
+pub mod send;
+pub mod sink;

@@ -1,1 +1,17 @@
-//! dataplane
+//! The dataplane: frame pools, ports (AF_XDP, AF_PACKET, in-memory), per-priority queues, the
+//! shaper and the worker loops that forward, generate and sink traffic.
+
+pub mod af_packet;
+pub mod af_xdp;
+pub mod classify;
+pub mod clock;
+pub mod forward;
+pub mod idle;
+pub mod open;
+pub mod pool;
+pub mod port;
+pub mod queue;
+pub mod shaper;
+pub mod shared;
+pub mod stats;
+pub mod xdp_prog;

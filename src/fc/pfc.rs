@@ -59,7 +59,9 @@ impl PfcGenerator {
         let mut enable = 0u8;
         let mut quanta = [0u16; PRIORITIES];
         for p in 0..PRIORITIES {
-            let Some(t) = self.thresholds[p] else { continue };
+            let Some(t) = self.thresholds[p] else {
+                continue;
+            };
             let bytes = occupancy[p];
             let send = match self.state[p] {
                 Signal::Xon if bytes >= t.xoff => {
@@ -152,7 +154,10 @@ impl PauseTimers {
     /// Applies a received PAUSE or PFC frame.
     pub fn on_frame(&mut self, frame: &MacControl, now: u64) {
         self.settle(now);
-        for (p, d) in Self::deadlines(frame, now, self.speed_bps).iter().enumerate() {
+        for (p, d) in Self::deadlines(frame, now, self.speed_bps)
+            .iter()
+            .enumerate()
+        {
             if let Some(until) = *d {
                 self.until[p] = until;
             }
@@ -232,7 +237,11 @@ mod tests {
         assert_eq!(g.poll(4, &occ(5_001)), None);
         assert_eq!(g.poll(5, &occ(5_000)), Some(pfc(0x08, 3, 0)));
         assert_eq!(g.xoff_mask(), 0);
-        assert_eq!(g.poll(6, &occ(9_000)), None, "below XOFF after XON: stay resumed");
+        assert_eq!(
+            g.poll(6, &occ(9_000)),
+            None,
+            "below XOFF after XON: stay resumed"
+        );
         assert_eq!(g.xoff_transitions()[3], 1);
         // Priorities without thresholds never pause.
         let mut o = occ(0);

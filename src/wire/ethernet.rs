@@ -170,7 +170,14 @@ mod tests {
     #[test]
     fn parses_captured_tagged_header() {
         let r = EthernetRepr::parse(&TAGGED).unwrap();
-        assert_eq!(r.vlan, Some(VlanTag { pcp: 3, dei: false, vid: 10 }));
+        assert_eq!(
+            r.vlan,
+            Some(VlanTag {
+                pcp: 3,
+                dei: false,
+                vid: 10
+            })
+        );
         assert_eq!(r.ethertype, EtherType::IPV4);
         assert_eq!(r.src.0, [2, 0, 0, 0, 0, 1]);
         let mut out = [0u8; 18];
@@ -199,6 +206,9 @@ mod tests {
         }
         assert!(EthernetRepr::parse(&TAGGED[..14]).is_err());
         let mut small = [0u8; 10];
-        assert!(EthernetRepr::parse(&TAGGED).unwrap().emit(&mut small).is_err());
+        assert!(EthernetRepr::parse(&TAGGED)
+            .unwrap()
+            .emit(&mut small)
+            .is_err());
     }
 }

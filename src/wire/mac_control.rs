@@ -153,7 +153,10 @@ mod tests {
     #[test]
     fn malformed_inputs_are_errors_not_panics() {
         for n in 0..CAPTURED_PFC.len().min(34) {
-            assert!(MacControl::parse_frame(&CAPTURED_PFC[..n]).is_err(), "len {n}");
+            assert!(
+                MacControl::parse_frame(&CAPTURED_PFC[..n]).is_err(),
+                "len {n}"
+            );
         }
         let mut bad = CAPTURED_PFC;
         bad[14] = 0x02; // unknown opcode 0x0201

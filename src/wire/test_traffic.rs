@@ -196,7 +196,11 @@ mod tests {
             eth: EthernetRepr {
                 dst: MacAddr([2, 0, 0, 0, 0, 2]),
                 src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: Some(VlanTag { pcp: 3, dei: false, vid: 0 }),
+                vlan: Some(VlanTag {
+                    pcp: 3,
+                    dei: false,
+                    vid: 0,
+                }),
                 ethertype: EtherType::IPV4,
             },
             src_ip: [10, 0, 0, 1],
@@ -217,7 +221,10 @@ mod tests {
         let mut buf = vec![0xeeu8; 1500];
         assert_eq!(f.emit(&mut buf).unwrap(), 1000);
         let v = TestFrameView::parse(&buf[..1000]).unwrap();
-        assert_eq!((v.pcp, v.flow, v.seq, v.tx_ns, v.dst_port), (Some(3), 7, 0x0102030405, 99, 48879));
+        assert_eq!(
+            (v.pcp, v.flow, v.seq, v.tx_ns, v.dst_port),
+            (Some(3), 7, 0x0102030405, 99, 48879)
+        );
         f.stamp(&mut buf, 42, 1_000_000);
         let v = TestFrameView::parse(&buf[..1000]).unwrap();
         assert_eq!((v.seq, v.tx_ns), (42, 1_000_000));

@@ -1,0 +1,75 @@
+//! Flags shared by the single-interface tools and helpers for their output.
+
+use std::str::FromStr;
+
+use clap::Args;
+use serde::Serialize;
+
+use crate::{config::Backend, dataplane::xdp_prog::XdpMode, traffic::IfaceSetup, units};
+
+/// How a tool reaches its interface.
+#[derive(Debug, Clone, Args)]
+pub struct IfaceArgs {
+    /// Interface to use.
+    #[arg(long)]
+    pub iface: String,
+    /// Packet I/O backend: auto (AF_XDP, else AF_PACKET), af-xdp or af-packet.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// XDP attach mode: auto (native, else generic), native or skb.
+    #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
+    pub xdp_mode: XdpMode,
+    /// Frames in the frame pool (2 KiB each).
+    #[arg(long, default_value_t = 8192)]
+    pub frames: u32,
+    /// Spin instead of sleeping when idle (lowest latency; burns a core).
+    #[arg(long)]
+    pub busy_poll: bool,
+}
+
+impl IfaceArgs {
+    /// The traffic module's view of these flags.
+    pub fn setup(&self) -> IfaceSetup {
+        IfaceSetup {
+            iface: self.iface.clone(),
+            backend: self.backend,
+            xdp_mode: self.xdp_mode,
+            frames: self.frames,
+            busy_poll: self.busy_poll,
+        }
+    }
+}
+
+/// Parses a rate flag ("2Gbit").
+pub fn rate(s: &str) -> Result<u64, String> {
+    units::parse_rate(s).map_err(|e| e.to_string())
+}
+
+/// Parses a size flag ("64KiB").
+pub fn size(s: &str) -> Result<u64, String> {
+    units::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Parses a duration flag ("5s").
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// Parses an IPv4 address flag.
+pub fn ipv4(s: &str) -> Result<[u8; 4], String> {
+    std::net::Ipv4Addr::from_str(s)
+        .map(|a| a.octets())
+        .map_err(|e| format!("{s:?}: {e}"))
+}
+
+/// Prints `report` as pretty JSON (scripts) or through `text` (people).
+pub fn print_report<T: Serialize>(report: &T, json: bool, text: impl FnOnce(&T) -> String) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(report).expect("reports serialise")
+        );
+    } else {
+        print!("{}", text(report));
+    }
+}

@@ -1,0 +1,127 @@
+//! `lossless gen`: the traffic generator.
+
+use clap::Args;
+
+use super::common::{self, IfaceArgs};
+use crate::{
+    config::DEFAULT_TEST_UDP_PORT,
+    control::shutdown,
+    dataplane::xdp_prog::Steering,
+    traffic::{
+        gen::{self, GenReport, GenSetup},
+        open_iface,
+    },
+    units::format_rate,
+    wire::{test_traffic::TestFrame, MacAddr},
+};
+
+/// Flags of `lossless gen`.
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    #[command(flatten)]
+    pub iface: IfaceArgs,
+    /// Line rate to send at, wire overhead included ("2Gbit", "500Mbit").
+    #[arg(long, value_parser = common::rate)]
+    pub rate: u64,
+    /// Frame size in bytes, without FCS (64..=1518 with the 802.1Q tag).
+    #[arg(long, default_value_t = 1000)]
+    pub size: usize,
+    /// Priority: the 802.1Q PCP of every frame (and DSCP class selector).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub priority: u8,
+    /// Number of flows, sent round-robin, each with its own sequence numbers.
+    #[arg(long, default_value_t = 1)]
+    pub flows: u32,
+    /// How long to send ("5s").
+    #[arg(long, value_parser = common::duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Stop after this many frames.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Link speed PAUSE/PFC quanta are counted at (must match the peer's port speed).
+    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
+    pub link_speed: u64,
+    /// Destination MAC address.
+    #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
+    pub dst_mac: MacAddr,
+    /// Source IPv4 address.
+    #[arg(long, value_parser = common::ipv4, default_value = "198.18.0.1")]
+    pub src_ip: [u8; 4],
+    /// Destination IPv4 address.
+    #[arg(long, value_parser = common::ipv4, default_value = "198.18.0.2")]
+    pub dst_ip: [u8; 4],
+    /// UDP destination port of the test traffic.
+    #[arg(long, default_value_t = DEFAULT_TEST_UDP_PORT)]
+    pub port: u16,
+    /// VLAN id of the 802.1Q tag (0 = priority-tagged).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=4094))]
+    pub vid: u16,
+    /// Keep sending through PAUSE/PFC (shows what a source without flow control does).
+    #[arg(long)]
+    pub ignore_pause: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `lossless gen`.
+pub fn run(args: &GenArgs) -> Result<(), String> {
+    let min = TestFrame::min_len(true);
+    if args.size < min.max(60) || args.size > 1518 {
+        return Err(format!(
+            "--size {}: must be {}..=1518",
+            args.size,
+            min.max(60)
+        ));
+    }
+    if args.duration.is_none() && args.count.is_none() {
+        return Err("give --duration or --count (or both)".into());
+    }
+    if args.flows == 0 {
+        return Err("--flows must be at least 1".into());
+    }
+    let stop = shutdown::install();
+    let steering = Steering {
+        forward_all: false,
+        test_udp_port: 0,
+        sfc_udp_port: 0,
+    };
+    let (ports, _attached) =
+        open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let setup = GenSetup {
+        rate_bps: args.rate,
+        link_speed_bps: args.link_speed,
+        size: args.size,
+        priority: args.priority,
+        vid: args.vid,
+        flows: args.flows,
+        duration: args.duration,
+        count: args.count,
+        dst_mac: args.dst_mac,
+        src_ip: args.src_ip,
+        dst_ip: args.dst_ip,
+        dst_port: args.port,
+        ignore_pause: args.ignore_pause,
+    };
+    tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
+    let report = gen::run(ports, &setup, args.iface.busy_poll, stop);
+    common::print_report(&report, args.json, text);
+    Ok(())
+}
+
+fn text(r: &GenReport) -> String {
+    format!(
+        "gen {iface} ({backend}): sent {frames} frames, {bytes} bytes in {secs:.3} s ({rate})\n\
+         flow control: paused {paused:.3} ms, PFC received {pfc} (for our priority; {pfc_all} total), PAUSE received {pause}\n",
+        iface = r.iface,
+        backend = r.backend,
+        frames = r.frames_sent,
+        bytes = r.bytes_sent,
+        secs = r.elapsed_s,
+        rate = format_rate(r.rate_bps),
+        paused = r.paused_ns as f64 / 1e6,
+        pfc = r.pfc_rx,
+        pfc_all = r.pfc_rx_total,
+        pause = r.pause_rx,
+    )
+}

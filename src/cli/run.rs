@@ -1,0 +1,102 @@
+//! `lossless run` and `lossless check-config`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common;
+use crate::{
+    config::{Plan, PrioPlan},
+    control::{daemon, shutdown},
+    units::format_rate,
+};
+
+/// Flags of `lossless run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Configuration file (TOML).
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Print the final report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Flags of `lossless check-config`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Configuration file (TOML).
+    pub file: PathBuf,
+}
+
+/// Exit code for a configuration error (sysexits EX_CONFIG; systemd does not restart on it).
+pub const EXIT_CONFIG: i32 = 78;
+
+/// Errors of these commands, with the exit code each maps to.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The daemon failed.
+    #[error(transparent)]
+    Daemon(#[from] daemon::DaemonError),
+}
+
+impl RunError {
+    /// Process exit code.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            RunError::Config(_) => EXIT_CONFIG,
+            RunError::Daemon(_) => 1,
+        }
+    }
+}
+
+/// Runs the daemon.
+pub fn run(args: &RunArgs) -> Result<(), RunError> {
+    let plan = Plan::load(&args.config)?;
+    let stop = shutdown::install();
+    let report = daemon::run(&plan, stop)?;
+    common::print_report(&report, args.json, |r| {
+        let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
+        for p in &r.ports {
+            s += &format!(
+                "{}: rx {} frames, tx {} frames, PFC tx {:?}, PFC rx {:?}, drops {:?}\n",
+                p.iface, p.rx_frames, p.tx_frames, p.pfc_tx, p.pfc_rx, p.drops
+            );
+        }
+        s
+    });
+    Ok(())
+}
+
+/// Validates a configuration file and explains what it will do.
+pub fn check(args: &CheckArgs) -> Result<(), RunError> {
+    let plan = Plan::load(&args.file)?;
+    println!("{}: OK", args.file.display());
+    for p in &plan.ports {
+        println!(
+            "port {}: {} , trust {:?}, PFC pause {} quanta",
+            p.iface,
+            format_rate(p.speed_bps as f64),
+            p.trust,
+            p.pause_quanta
+        );
+    }
+    for (prio, p) in plan.prios.iter().enumerate() {
+        match p {
+            PrioPlan::Lossy { limit } => {
+                println!("priority {prio}: lossy, tail-drop above {limit} bytes")
+            }
+            PrioPlan::Pfc {
+                xoff,
+                xon,
+                headroom,
+            } => println!(
+                "priority {prio}: lossless (PFC), XOFF {xoff} B, XON {xon} B, headroom {headroom} B"
+            ),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! `lossless sink`: the traffic sink.
+
+use clap::Args;
+
+use super::common::{self, IfaceArgs};
+use crate::{
+    config::DEFAULT_TEST_UDP_PORT,
+    control::shutdown,
+    dataplane::xdp_prog::Steering,
+    fc::PfcThresholds,
+    traffic::{
+        open_iface,
+        sink::{self, SinkCongestion, SinkReport, SinkSetup},
+    },
+    units::format_rate,
+};
+
+/// Flags of `lossless sink`.
+#[derive(Debug, Clone, Args)]
+pub struct SinkArgs {
+    #[command(flatten)]
+    pub iface: IfaceArgs,
+    /// Stop after this long ("10s").
+    #[arg(long, value_parser = common::duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Stop this long after the last test frame, once traffic has started ("1s").
+    #[arg(long, value_parser = common::duration)]
+    pub idle_timeout: Option<std::time::Duration>,
+    /// Stop after this many test frames.
+    #[arg(long)]
+    pub expect: Option<u64>,
+    /// Flow ids accounted: 0..max-flows (8 KiB of state per flow seen).
+    #[arg(long, default_value_t = 1024)]
+    pub max_flows: u32,
+    /// UDP destination port of the test traffic.
+    #[arg(long, default_value_t = DEFAULT_TEST_UDP_PORT)]
+    pub port: u16,
+    /// Be a congestion point: drain the receive buffer at this rate and send PFC upstream.
+    #[arg(long, value_parser = common::rate)]
+    pub drain_rate: Option<u64>,
+    /// Congestion point: receive buffer per priority; frames beyond it are dropped.
+    #[arg(long, value_parser = common::size, default_value = "512KiB")]
+    pub buffer: u64,
+    /// Congestion point: XOFF threshold per priority.
+    #[arg(long, value_parser = common::size, default_value = "128KiB")]
+    pub xoff: u64,
+    /// Congestion point: XON threshold per priority.
+    #[arg(long, value_parser = common::size, default_value = "64KiB")]
+    pub xon: u64,
+    /// Congestion point: pause time of each XOFF, in quanta.
+    #[arg(long, default_value_t = u16::MAX)]
+    pub pause_quanta: u16,
+    /// Congestion point: link speed the quanta are counted at.
+    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
+    pub link_speed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `lossless sink`.
+pub fn run(args: &SinkArgs) -> Result<(), String> {
+    if args.duration.is_none() && args.idle_timeout.is_none() && args.expect.is_none() {
+        tracing::info!("no --duration, --idle-timeout or --expect: runs until interrupted");
+    }
+    let congestion = match args.drain_rate {
+        None => None,
+        Some(drain_rate_bps) => {
+            if args.xon >= args.xoff || args.xoff > args.buffer {
+                return Err(format!(
+                    "need --xon ({}) < --xoff ({}) <= --buffer ({})",
+                    args.xon, args.xoff, args.buffer
+                ));
+            }
+            Some(SinkCongestion {
+                drain_rate_bps,
+                buffer_bytes: args.buffer,
+                thresholds: PfcThresholds {
+                    xoff: args.xoff,
+                    xon: args.xon,
+                },
+                pause_quanta: args.pause_quanta,
+                link_speed_bps: args.link_speed,
+            })
+        }
+    };
+    let stop = shutdown::install();
+    let steering = Steering {
+        forward_all: false,
+        test_udp_port: args.port,
+        sfc_udp_port: 0,
+    };
+    let (ports, _attached) =
+        open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let setup = SinkSetup {
+        duration: args.duration,
+        idle_timeout: args.idle_timeout,
+        expect: args.expect,
+        max_flows: args.max_flows,
+        dst_port: args.port,
+        congestion,
+    };
+    tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
+    let report = sink::run(ports, &setup, args.iface.busy_poll, stop);
+    common::print_report(&report, args.json, text);
+    Ok(())
+}
+
+fn text(r: &SinkReport) -> String {
+    let mut s = format!(
+        "sink {iface} ({backend}): received {rx} frames ({uniq} unique) in {secs:.3} s ({rate})\n\
+         lost {lost}, duplicated {dup}, reordered {reo}; other frames {other}\n\
+         latency: p50 {p50:.1} us, p99 {p99:.1} us, p99.9 {p999:.1} us, max {max:.1} us\n",
+        iface = r.iface,
+        backend = r.backend,
+        rx = r.received,
+        uniq = r.unique,
+        secs = r.elapsed_s,
+        rate = format_rate(r.rate_bps),
+        lost = r.lost,
+        dup = r.duplicates,
+        reo = r.reordered,
+        other = r.other_rx,
+        p50 = r.latency.p50_us,
+        p99 = r.latency.p99_us,
+        p999 = r.latency.p999_us,
+        max = r.latency.max_us,
+    );
+    if r.pfc_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
+        s += &format!(
+            "congestion point: PFC sent {}, buffer overflow drops {}, peak buffer {} bytes\n",
+            r.pfc_tx, r.buffer_overflow, r.peak_buffer_bytes
+        );
+    }
+    s
+}

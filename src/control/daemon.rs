@@ -1,0 +1,178 @@
+//! `lossless run`: attaches XDP, opens every worker's ports, runs the forwarding workers and
+//! the control-plane loop (tokio), and on SIGINT/SIGTERM stops the workers, releases their
+//! queues and detaches XDP before reporting.
+
+use std::{
+    sync::{atomic::AtomicBool, atomic::Ordering, Arc},
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use serde::Serialize;
+
+use crate::{
+    config::{Backend, Plan, PrioPlan},
+    dataplane::{
+        forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
+        open::{attach_all, open_worker_ports, OpenError},
+        shared::SharedPort,
+        stats::{snapshot, PortSnapshot, WorkerStats},
+        xdp_prog::Steering,
+    },
+    fc::PRIORITIES,
+};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Ports could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// A worker failed.
+    #[error("worker {worker}: {source}")]
+    Worker {
+        /// Worker index.
+        worker: usize,
+        /// The failure.
+        source: WorkerError,
+    },
+    /// The control-plane runtime could not start.
+    #[error("starting the control plane failed: {0}")]
+    Runtime(std::io::Error),
+    /// A worker panicked (a bug).
+    #[error("worker {0} panicked")]
+    Panic(usize),
+}
+
+/// What the daemon reports when it stops.
+#[derive(Debug, Clone, Serialize)]
+pub struct DaemonReport {
+    /// Backend in use.
+    pub backend: &'static str,
+    /// Worker threads.
+    pub workers: usize,
+    /// Per-priority plan.
+    pub priorities: [PrioPlan; PRIORITIES],
+    /// Per-port counters summed over workers.
+    pub ports: Vec<PortSnapshot>,
+}
+
+fn pin_to_core(core: usize) {
+    // SAFETY: a zeroed cpu_set_t with one bit set is a valid mask for the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            tracing::warn!(core, error = %std::io::Error::last_os_error(), "pinning failed");
+        }
+    }
+}
+
+/// Runs the daemon until `stop` is set (by a signal) or a worker fails.
+pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, DaemonError> {
+    let d = &plan.daemon;
+    let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
+    let steering = Steering {
+        forward_all: true,
+        test_udp_port: 0,
+        sfc_udp_port: 0,
+    };
+    let attached = match d.backend {
+        Backend::AfPacket => None,
+        Backend::AfXdp => Some(attach_all(&ifaces, d.xdp_mode, steering).map_err(OpenError::from)?),
+        Backend::Auto => attach_all(&ifaces, d.xdp_mode, steering)
+            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
+            .ok(),
+    };
+    let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
+    let mut all_stats = Vec::new();
+    let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
+    let mut backend = "af_xdp";
+    for w in 0..d.workers {
+        let ports = open_worker_ports(&ifaces, w as u32, d.frames, d.backend, attached.as_ref())?;
+        backend = ports.backend;
+        let stats = Arc::new(WorkerStats::new(ifaces.len()));
+        all_stats.push(stats.clone());
+        let setup = ForwardSetup {
+            ports: plan
+                .ports
+                .iter()
+                .map(|p| PortSetup {
+                    speed_bps: p.speed_bps,
+                    trust: p.trust,
+                    pause_quanta: p.pause_quanta,
+                })
+                .collect(),
+            prios: plan.prios,
+            pfc_generator: w == 0,
+            rate_share: 1.0 / d.workers as f64,
+            busy_poll: d.busy_poll,
+        };
+        let worker = ForwardWorker::new(ports.pool, ports.ports, shared.clone(), stats, setup);
+        let core = d.cores.get(w).copied();
+        let handle = std::thread::Builder::new()
+            .name(format!("lossless-w{w}"))
+            .spawn(move || {
+                if let Some(c) = core {
+                    pin_to_core(c);
+                }
+                worker.run(stop)
+            })
+            .map_err(DaemonError::Runtime)?;
+        handles.push(handle);
+    }
+    tracing::info!(workers = d.workers, backend, ports = ?ifaces, "ready");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    let progress = Duration::from_secs(d.stats_interval_s);
+    rt.block_on(async {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        let mut last_progress = tokio::time::Instant::now();
+        loop {
+            tick.tick().await;
+            if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
+                break;
+            }
+            if !progress.is_zero() && last_progress.elapsed() >= progress {
+                last_progress = tokio::time::Instant::now();
+                let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
+                for (i, iface) in ifaces.iter().enumerate() {
+                    let s = snapshot(iface, i, &refs);
+                    tracing::info!(
+                        iface = %s.iface, rx = s.rx_frames, tx = s.tx_frames,
+                        pfc_tx = s.pfc_tx.iter().sum::<u64>(), pfc_rx = s.pfc_rx.iter().sum::<u64>(),
+                        drops = s.drops.values().sum::<u64>(), "progress"
+                    );
+                }
+            }
+        }
+    });
+    stop.store(true, Ordering::SeqCst);
+    let mut failure = None;
+    for (w, h) in handles.into_iter().enumerate() {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => {
+                failure = failure.or(Some(DaemonError::Worker { worker: w, source }))
+            }
+            Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
+        }
+    }
+    drop(attached); // detaches XDP
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
+    Ok(DaemonReport {
+        backend,
+        workers: d.workers,
+        priorities: plan.prios,
+        ports: ifaces
+            .iter()
+            .enumerate()
+            .map(|(i, iface)| snapshot(iface, i, &refs))
+            .collect(),
+    })
+}

@@ -1,0 +1,234 @@
+//! AF_XDP port: one socket per (interface, queue), all of a worker's sockets sharing its UMEM.
+
+use std::{
+    os::fd::{AsRawFd, RawFd},
+    time::{Duration, Instant},
+};
+
+use xsk_rs::{
+    config::{BindFlags, Interface, LibxdpFlags, SocketConfig},
+    CompQueue, FillQueue, FrameDesc, RxQueue, Socket, TxQueue,
+};
+
+use super::{
+    pool::{Frame, FramePool},
+    port::{iface_mac, Port, PortError, RxFrame},
+    xdp_prog::XdpProgram,
+};
+use crate::wire::MacAddr;
+
+/// Descriptors per RX and TX ring.
+const RING: u32 = 4096;
+/// Frames kept in the fill ring.
+const FILL_TARGET: usize = 2048;
+/// Largest batch handled per call.
+pub const MAX_BATCH: usize = 256;
+/// An RX stamp older than this is not believed (it would be a stale value in the metadata).
+const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
+
+/// Options for opening an AF_XDP port.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AfXdpOptions {
+    /// Force copy mode (veth supports nothing else).
+    pub force_copy: bool,
+}
+
+/// An AF_XDP socket bound to one queue of an interface.
+pub struct AfXdpPort {
+    name: String,
+    mac: MacAddr,
+    tx: TxQueue,
+    rx: RxQueue,
+    fq: FillQueue,
+    cq: CompQueue,
+    fd: RawFd,
+    scratch: Vec<FrameDesc>,
+    in_fill: usize,
+    in_tx: usize,
+}
+
+// SAFETY: the rings are only used from the worker thread that owns the port.
+unsafe impl Send for AfXdpPort {}
+
+fn is_transient(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EAGAIN) | Some(libc::EBUSY) | Some(libc::ENOBUFS) | Some(libc::ENETDOWN)
+    )
+}
+
+impl AfXdpPort {
+    /// Creates a socket on `iface`/`queue` over `pool`'s UMEM and registers it with `prog`.
+    pub fn open(
+        pool: &mut FramePool,
+        prog: &XdpProgram,
+        queue: u32,
+        opts: AfXdpOptions,
+    ) -> Result<Self, PortError> {
+        let iface = prog.iface().to_string();
+        let err = |reason: String| PortError::Open {
+            backend: "AF_XDP",
+            iface: iface.clone(),
+            queue,
+            reason,
+        };
+        let umem = pool
+            .as_umem()
+            .ok_or_else(|| err("the worker's frame pool is not a UMEM".into()))?
+            .clone();
+        let mut bind = BindFlags::XDP_USE_NEED_WAKEUP;
+        if opts.force_copy {
+            bind |= BindFlags::XDP_COPY;
+        }
+        let config = SocketConfig::builder()
+            .rx_queue_size(RING.try_into().expect("power of two"))
+            .tx_queue_size(RING.try_into().expect("power of two"))
+            .libxdp_flags(LibxdpFlags::XSK_LIBXDP_FLAGS_INHIBIT_PROG_LOAD)
+            .bind_flags(bind)
+            .build();
+        let name: Interface = iface.parse().map_err(|e| err(format!("{e:?}")))?;
+        // A re-bind right after an unclean exit can get EBUSY for about a second: retry.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let (tx, rx, rings) = loop {
+            // SAFETY: the UMEM outlives the socket (the socket holds a clone of it).
+            match unsafe { Socket::new(config, &umem, &name, queue) } {
+                Ok(s) => break s,
+                Err(e) if Instant::now() < deadline && format!("{e:?}").contains("busy") => {
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => return Err(err(format!("{e}: {e:?}"))),
+            }
+        };
+        let (fq, cq) =
+            rings.ok_or_else(|| err("socket came without fill/completion rings".into()))?;
+        let fd = rx.fd().as_raw_fd();
+        prog.register_socket(queue, fd)
+            .map_err(|e| err(e.to_string()))?;
+        let mut port = AfXdpPort {
+            mac: iface_mac(&iface).unwrap_or_default(),
+            name: iface,
+            tx,
+            rx,
+            fq,
+            cq,
+            fd,
+            scratch: vec![FrameDesc::default(); MAX_BATCH.max(FILL_TARGET)],
+            in_fill: 0,
+            in_tx: 0,
+        };
+        port.refill(pool)?;
+        Ok(port)
+    }
+
+    fn refill(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+        let want = FILL_TARGET
+            .saturating_sub(self.in_fill)
+            .min(pool.available());
+        if want < 32 && self.in_fill > 0 {
+            return Ok(()); // refill in batches
+        }
+        let mut n = 0;
+        while n < want {
+            let Some(idx) = pool.alloc() else { break };
+            self.scratch[n] = pool.fill_desc(idx);
+            n += 1;
+        }
+        // SAFETY: the frames are free (just taken from the pool) and belong to this UMEM.
+        let done = unsafe { self.fq.produce(&self.scratch[..n]) };
+        for d in &self.scratch[done..n] {
+            let idx = pool.adopt_desc(d).idx;
+            pool.release(idx);
+        }
+        self.in_fill += done;
+        if done > 0 && self.fq.needs_wakeup() {
+            if let Err(e) = self.fq.wakeup(self.rx.fd_mut(), 0) {
+                if !is_transient(&e) {
+                    return Err(PortError::Io {
+                        iface: self.name.clone(),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Port for AfXdpPort {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn mac(&self) -> MacAddr {
+        self.mac
+    }
+
+    fn recv(
+        &mut self,
+        pool: &mut FramePool,
+        out: &mut Vec<RxFrame>,
+        max: usize,
+        now: u64,
+    ) -> Result<usize, PortError> {
+        let max = max.min(MAX_BATCH);
+        // SAFETY: the descriptors are written by the kernel for frames of this UMEM.
+        let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
+        for d in &self.scratch[..n] {
+            let frame = pool.adopt_desc(d);
+            let stamp = pool.take_meta_u64(frame.idx);
+            let rx_ns = match stamp {
+                Some(t) if t <= now && now - t < MAX_STAMP_AGE_NS => t,
+                _ => now,
+            };
+            out.push(RxFrame { frame, rx_ns });
+        }
+        self.in_fill -= n.min(self.in_fill);
+        self.refill(pool)?;
+        Ok(n)
+    }
+
+    fn tx_room(&mut self) -> usize {
+        self.tx.nb_free(MAX_BATCH as u32) as usize
+    }
+
+    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
+        let n = frames.len().min(MAX_BATCH);
+        for (slot, f) in self.scratch.iter_mut().zip(&frames[..n]) {
+            *slot = pool.tx_desc(*f);
+        }
+        // SAFETY: the frames are owned by the caller, who hands them to the kernel here.
+        let done = unsafe { self.tx.produce(&self.scratch[..n]) };
+        self.in_tx += done;
+        if done > 0 {
+            if let Err(e) = self.tx.wakeup() {
+                if !is_transient(&e) {
+                    return Err(PortError::Io {
+                        iface: self.name.clone(),
+                        source: e,
+                    });
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+        let cap = self.scratch.len();
+        // SAFETY: completed descriptors are frames of this UMEM the kernel is done with.
+        let n = unsafe { self.cq.consume(&mut self.scratch[..cap]) };
+        for d in &self.scratch[..n] {
+            let idx = pool.adopt_desc(d).idx;
+            pool.release(idx);
+        }
+        self.in_tx -= n.min(self.in_tx);
+        // Copy-mode TX sends a bounded batch per kick; keep kicking while frames are outstanding.
+        if self.in_tx > 0 && self.tx.needs_wakeup() {
+            let _ = self.tx.wakeup();
+        }
+        self.refill(pool)
+    }
+
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.fd)
+    }
+}

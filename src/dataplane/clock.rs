@@ -1,0 +1,14 @@
+//! The dataplane's clock: CLOCK_MONOTONIC in nanoseconds (vDSO, no syscall), the same clock
+//! the XDP program stamps RX frames with (`bpf_ktime_get_ns`).
+
+/// Nanoseconds on CLOCK_MONOTONIC.
+#[inline]
+pub fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

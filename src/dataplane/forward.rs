@@ -1,0 +1,367 @@
+//! The forwarding worker of wire mode: what enters port A leaves port B and back, through
+//! per-priority egress queues, buffer accounting per (ingress port, priority), the PFC
+//! congestion point, the PFC reaction point and a shaper at each port's line rate.
+
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Arc,
+};
+
+use super::{
+    classify::{self, Trust},
+    clock::now_ns,
+    idle::Idler,
+    pool::{Frame, FramePool},
+    port::{Port, PortError, RxFrame},
+    queue::{PrioQueues, Queued},
+    shaper::Shaper,
+    shared::SharedPort,
+    stats::{DropReason, PortCounters, WorkerStats},
+};
+use crate::{
+    config::PrioPlan,
+    fc::{PauseTimers, PfcGenerator, PRIORITIES},
+    wire::{EtherType, EthernetFrame, MacControl},
+};
+
+/// Frames handled per RX or TX batch.
+pub const BATCH: usize = 64;
+
+/// What one port of the wire needs besides its socket.
+#[derive(Debug, Clone)]
+pub struct PortSetup {
+    /// Line rate (shaper and pause quanta).
+    pub speed_bps: u64,
+    /// Classification of frames received on this port.
+    pub trust: Trust,
+    /// Pause time of each XOFF, quanta.
+    pub pause_quanta: u16,
+}
+
+/// Settings of one forwarding worker.
+#[derive(Debug, Clone)]
+pub struct ForwardSetup {
+    /// The two ports, in the order of the ports handed to [`ForwardWorker::new`].
+    pub ports: Vec<PortSetup>,
+    /// Per-priority buffer policy.
+    pub prios: [PrioPlan; PRIORITIES],
+    /// This worker generates PFC frames (exactly one worker does).
+    pub pfc_generator: bool,
+    /// Share of each port's line rate this worker's shaper gets (1/workers).
+    pub rate_share: f64,
+    /// Spin instead of sleeping when idle.
+    pub busy_poll: bool,
+}
+
+/// One worker of wire mode.
+pub struct ForwardWorker {
+    pool: FramePool,
+    ports: Vec<Box<dyn Port>>,
+    shared: Vec<Arc<SharedPort>>,
+    stats: Arc<WorkerStats>,
+    setup: ForwardSetup,
+    egress: Vec<PrioQueues>,
+    shapers: Vec<Shaper>,
+    timers: Vec<PauseTimers>,
+    generators: Vec<PfcGenerator>,
+    /// A control frame that found the TX ring full, sent first next turn.
+    pending_ctrl: Vec<Option<Frame>>,
+    rx: Vec<RxFrame>,
+    tx: Vec<Frame>,
+}
+
+/// Why a worker stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// A port failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+impl ForwardWorker {
+    /// A worker over `ports` (two, in `setup.ports` order) sharing `pool`.
+    pub fn new(
+        pool: FramePool,
+        ports: Vec<Box<dyn Port>>,
+        shared: Vec<Arc<SharedPort>>,
+        stats: Arc<WorkerStats>,
+        setup: ForwardSetup,
+    ) -> Self {
+        let now = now_ns();
+        let n = ports.len();
+        let cap = pool.capacity() as usize;
+        let thresholds = std::array::from_fn(|p| setup.prios[p].thresholds());
+        ForwardWorker {
+            egress: (0..n).map(|_| PrioQueues::new(cap)).collect(),
+            shapers: setup
+                .ports
+                .iter()
+                .map(|p| {
+                    let rate = ((p.speed_bps as f64) * setup.rate_share) as u64;
+                    // Burst: two full frames or 20 us at line rate, whichever is larger.
+                    Shaper::new(rate, (rate / 8 / 50_000).max(2 * 1538), now)
+                })
+                .collect(),
+            timers: setup
+                .ports
+                .iter()
+                .map(|p| PauseTimers::new(p.speed_bps))
+                .collect(),
+            generators: setup
+                .ports
+                .iter()
+                .map(|p| PfcGenerator::new(thresholds, p.pause_quanta, p.speed_bps))
+                .collect(),
+            pending_ctrl: vec![None; n],
+            rx: Vec::with_capacity(BATCH),
+            tx: Vec::with_capacity(BATCH),
+            pool,
+            ports,
+            shared,
+            stats,
+            setup,
+        }
+    }
+
+    /// Runs until `stop` is set; then releases every queued frame.
+    pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
+        let mut idler = Idler::new(self.ports.iter().map(|p| p.poll_fd()), self.setup.busy_poll);
+        while !stop.load(Ordering::Relaxed) {
+            let now = now_ns();
+            self.stats.heartbeat.add(1);
+            let mut work = 0;
+            for p in 0..self.ports.len() {
+                work += self.receive(p, now)?;
+            }
+            if self.setup.pfc_generator {
+                for p in 0..self.ports.len() {
+                    self.generate_pfc(p, now);
+                }
+            }
+            for e in 0..self.ports.len() {
+                work += self.transmit(e, now)?;
+            }
+            if work == 0 {
+                let deadline = self.next_deadline(now);
+                idler.wait(now, deadline);
+            }
+        }
+        self.shutdown();
+        Ok(())
+    }
+
+    fn receive(&mut self, p: usize, now: u64) -> Result<usize, WorkerError> {
+        self.ports[p].reclaim(&mut self.pool)?;
+        self.rx.clear();
+        let n = self.ports[p].recv(&mut self.pool, &mut self.rx, BATCH, now)?;
+        for i in 0..n {
+            let rx = self.rx[i];
+            self.ingress(p, rx, now);
+        }
+        Ok(n)
+    }
+
+    /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
+    /// is consumed, data is admitted to the other port's queue or dropped with a reason.
+    fn ingress(&mut self, p: usize, rx: RxFrame, now: u64) {
+        let c = &self.stats.ports[p];
+        let len = u64::from(rx.frame.len);
+        c.rx_frames.add(1);
+        c.rx_bytes.add(len);
+        let data = self.pool.data(rx.frame);
+        let Ok(eth) = EthernetFrame::new_checked(data) else {
+            return self.discard(p, rx.frame, DropReason::Malformed);
+        };
+        if eth.ethertype() == EtherType::MAC_CONTROL {
+            let parsed = MacControl::parse(eth.payload());
+            return match parsed {
+                Ok(m) => {
+                    self.react(p, &m, now);
+                    self.pool.release(rx.frame.idx);
+                }
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        let dst = eth.dst().0;
+        if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
+            return self.discard(p, rx.frame, DropReason::LinkLocal);
+        }
+        let prio = classify::priority(&eth, self.setup.ports[p].trust);
+        let plan = self.setup.prios[prio];
+        let before = self.shared[p].occupancy(prio);
+        if before + len > plan.admit_limit() {
+            let reason = match plan {
+                PrioPlan::Pfc { .. } => DropReason::HeadroomOverflow,
+                PrioPlan::Lossy { .. } => DropReason::TailDrop,
+            };
+            return self.discard(p, rx.frame, reason);
+        }
+        let e = 1 - p;
+        let q = Queued {
+            idx: rx.frame.idx,
+            len: rx.frame.len,
+            ingress: p as u8,
+            rx_ns: rx.rx_ns,
+        };
+        match self.egress[e].push(prio, q) {
+            Ok(()) => {
+                self.shared[p].charge(prio, len);
+            }
+            Err(_) => self.discard(p, rx.frame, DropReason::NoBuffer),
+        }
+    }
+
+    fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
+        self.stats.ports[p].drop(reason);
+        self.pool.release(frame.idx);
+    }
+
+    /// Reaction point: a PAUSE/PFC frame received on port `p` pauses `p`'s egress.
+    fn react(&mut self, p: usize, m: &MacControl, now: u64) {
+        let c: &PortCounters = &self.stats.ports[p];
+        match *m {
+            MacControl::Pause { .. } => c.pause_rx.add(1),
+            MacControl::Pfc { enable, .. } => {
+                for (prio, counter) in c.pfc_rx.iter().enumerate() {
+                    if enable & (1 << prio) != 0 {
+                        counter.add(1);
+                    }
+                }
+            }
+        }
+        let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
+        self.shared[p].set_pause(&deadlines);
+        self.timers[p].on_frame(m, now);
+    }
+
+    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`.
+    fn generate_pfc(&mut self, p: usize, now: u64) {
+        let occupancy = self.shared[p].occupancy_all();
+        let Some(m) = self.generators[p].poll(now, &occupancy) else {
+            return;
+        };
+        let c = &self.stats.ports[p];
+        if let MacControl::Pfc { enable, .. } = m {
+            for (prio, counter) in c.pfc_tx.iter().enumerate() {
+                if enable & (1 << prio) != 0 {
+                    counter.add(1);
+                }
+            }
+        }
+        for (prio, n) in self.generators[p].xoff_transitions().iter().enumerate() {
+            c.xoff_transitions[prio].set(*n);
+        }
+        let Some(idx) = self.pool.alloc() else {
+            // No frame to build it in: the generator will refresh the signal shortly.
+            return c.drop(DropReason::NoBuffer);
+        };
+        let src = self.ports[p].mac();
+        let len = m
+            .emit_frame(src, self.pool.buf_mut(idx))
+            .expect("a pool frame holds a MAC control frame");
+        if let Some(old) = self.pending_ctrl[p].replace(Frame {
+            idx,
+            len: len as u32,
+        }) {
+            // A newer signal supersedes one still waiting for TX room.
+            self.pool.release(old.idx);
+        }
+    }
+
+    fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
+        let mut sent = 0;
+        if let Some(ctrl) = self.pending_ctrl[e] {
+            if self.ports[e].send(&mut self.pool, &[ctrl])? == 1 {
+                self.pending_ctrl[e] = None;
+                self.shapers[e].charge(ctrl.len, now);
+                let c = &self.stats.ports[e];
+                c.tx_frames.add(1);
+                c.tx_bytes.add(u64::from(ctrl.len));
+                sent += 1;
+            }
+        }
+        let (paused, _) = self.shared[e].paused(now);
+        let room = self.ports[e].tx_room().min(BATCH);
+        self.tx.clear();
+        while self.tx.len() < room {
+            let Some(prio) = self.egress[e].select(paused) else {
+                break;
+            };
+            let head = *self.egress[e]
+                .ring(prio)
+                .front()
+                .expect("selected ring is non-empty");
+            if !self.shapers[e].try_send(head.len, now) {
+                break;
+            }
+            self.egress[e].ring(prio).pop();
+            self.shared[usize::from(head.ingress)].release(prio, u64::from(head.len));
+            self.tx.push(head.frame());
+        }
+        if !self.tx.is_empty() {
+            let n = self.ports[e].send(&mut self.pool, &self.tx)?;
+            let c = &self.stats.ports[e];
+            let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
+            c.tx_frames.add(n as u64);
+            c.tx_bytes.add(bytes);
+            // `tx_room` promised space; should the ring still refuse, the frames are dropped
+            // and counted rather than leaked.
+            for f in &self.tx[n..] {
+                c.drop(DropReason::NoBuffer);
+                self.pool.release(f.idx);
+            }
+            sent += n;
+        }
+        let c = &self.stats.ports[e];
+        let depth = self.egress[e].bytes();
+        let peak = self.egress[e].peak_bytes();
+        let paused_ns = self.timers[e].paused_ns(now);
+        for p in 0..PRIORITIES {
+            c.queue_bytes[p].set(depth[p]);
+            c.queue_peak_bytes[p].set(peak[p]);
+            c.paused_ns[p].set(paused_ns[p]);
+        }
+        Ok(sent)
+    }
+
+    /// The earliest time something can happen without a frame arriving.
+    fn next_deadline(&self, now: u64) -> Option<u64> {
+        let mut next: Option<u64> = None;
+        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        for e in 0..self.ports.len() {
+            if self.pending_ctrl[e].is_some() {
+                consider(now);
+            }
+            if self.egress[e].is_empty() {
+                continue;
+            }
+            let (paused, resume) = self.shared[e].paused(now);
+            if self.egress[e].select(paused).is_some() {
+                consider(self.shapers[e].ready_at());
+            } else if let Some(r) = resume {
+                consider(r);
+            }
+        }
+        if self.setup.pfc_generator {
+            for g in &self.generators {
+                if let Some(t) = g.next_deadline() {
+                    consider(t);
+                }
+            }
+        }
+        next
+    }
+
+    fn shutdown(&mut self) {
+        for e in 0..self.egress.len() {
+            let pool = &mut self.pool;
+            let shared = &self.shared;
+            for prio in 0..PRIORITIES {
+                while let Some(q) = self.egress[e].ring(prio).pop() {
+                    shared[usize::from(q.ingress)].release(prio, u64::from(q.len));
+                    pool.release(q.idx);
+                }
+            }
+        }
+    }
+}

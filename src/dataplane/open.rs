@@ -1,0 +1,103 @@
+//! Opening a worker's ports with the configured backend: AF_XDP over a UMEM pool with the
+//! XDP program attached, falling back to AF_PACKET over a heap pool where AF_XDP is refused.
+
+use std::sync::Arc;
+
+use super::{
+    af_packet::AfPacketPort,
+    af_xdp::{AfXdpOptions, AfXdpPort},
+    pool::{FramePool, PoolError},
+    port::{Port, PortError},
+    xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
+};
+use crate::config::Backend;
+
+/// Why ports could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The frame pool could not be created.
+    #[error(transparent)]
+    Pool(#[from] PoolError),
+    /// The XDP program could not be attached.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    /// A socket could not be opened.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// XDP programs attached to a set of interfaces (detached on drop).
+pub struct Attached {
+    /// One per interface, in the order given.
+    pub programs: Vec<Arc<XdpProgram>>,
+}
+
+/// Attaches the XDP program to every interface in `ifaces`.
+pub fn attach_all(
+    ifaces: &[String],
+    mode: XdpMode,
+    steering: Steering,
+) -> Result<Attached, XdpError> {
+    let programs = ifaces
+        .iter()
+        .map(|i| XdpProgram::attach(i, mode, steering).map(Arc::new))
+        .collect::<Result<_, _>>()?;
+    Ok(Attached { programs })
+}
+
+/// The ports of one worker and the pool they share.
+pub struct WorkerPorts {
+    /// Frame memory.
+    pub pool: FramePool,
+    /// One port per interface, in the order given.
+    pub ports: Vec<Box<dyn Port>>,
+    /// The backend actually used.
+    pub backend: &'static str,
+}
+
+/// Opens queue `queue` of each interface for one worker.
+///
+/// `attached` must be `Some` for AF_XDP (the programs steer frames to the sockets).
+pub fn open_worker_ports(
+    ifaces: &[String],
+    queue: u32,
+    frames: u32,
+    backend: Backend,
+    attached: Option<&Attached>,
+) -> Result<WorkerPorts, OpenError> {
+    if backend != Backend::AfPacket {
+        if let Some(att) = attached {
+            match open_af_xdp(att, queue, frames) {
+                Ok(wp) => return Ok(wp),
+                Err(e) if backend == Backend::Auto => {
+                    tracing::warn!(error = %e, "AF_XDP refused; falling back to AF_PACKET");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    let mut pool = FramePool::heap(frames)?;
+    let ports = ifaces
+        .iter()
+        .map(|i| AfPacketPort::open(i, &mut pool).map(|p| Box::new(p) as Box<dyn Port>))
+        .collect::<Result<_, _>>()?;
+    Ok(WorkerPorts {
+        pool,
+        ports,
+        backend: "af_packet",
+    })
+}
+
+fn open_af_xdp(att: &Attached, queue: u32, frames: u32) -> Result<WorkerPorts, OpenError> {
+    let mut pool = FramePool::umem(frames)?;
+    let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    for prog in &att.programs {
+        let p = AfXdpPort::open(&mut pool, prog, queue, AfXdpOptions::default())?;
+        ports.push(Box::new(p));
+    }
+    Ok(WorkerPorts {
+        pool,
+        ports,
+        backend: "af_xdp",
+    })
+}

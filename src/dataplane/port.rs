@@ -1,0 +1,76 @@
+//! The `Port` trait: what a worker needs from a network interface, whatever the backend.
+
+use std::os::fd::RawFd;
+
+use super::pool::{Frame, FramePool};
+use crate::wire::MacAddr;
+
+/// A received frame and when it arrived (CLOCK_MONOTONIC ns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxFrame {
+    /// The frame, now owned by the worker.
+    pub frame: Frame,
+    /// RX timestamp: from the XDP program where available, else the worker's clock.
+    pub rx_ns: u64,
+}
+
+/// Why a port operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PortError {
+    /// Opening the port failed.
+    #[error("opening {backend} port on {iface} queue {queue} failed: {reason}")]
+    Open {
+        /// Backend name.
+        backend: &'static str,
+        /// Interface.
+        iface: String,
+        /// Queue index.
+        queue: u32,
+        /// Why.
+        reason: String,
+    },
+    /// An I/O error on an open port.
+    #[error("I/O on {iface}: {source}")]
+    Io {
+        /// Interface.
+        iface: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// One RX/TX queue pair of an interface, bound to a worker's [`FramePool`].
+///
+/// All methods work in batches and never allocate: a worker calls them once per loop turn.
+pub trait Port: Send {
+    /// Interface name.
+    fn name(&self) -> &str;
+    /// The interface's MAC address (source of the frames the daemon originates).
+    fn mac(&self) -> MacAddr;
+    /// Receives up to `max` frames, appending them to `out`; returns how many.
+    fn recv(
+        &mut self,
+        pool: &mut FramePool,
+        out: &mut Vec<RxFrame>,
+        max: usize,
+        now: u64,
+    ) -> Result<usize, PortError>;
+    /// How many frames [`Port::send`] would accept right now.
+    fn tx_room(&mut self) -> usize;
+    /// Transmits a prefix of `frames` and returns its length; the port owns those frames until
+    /// [`Port::reclaim`] returns them to the pool. Frames not taken stay the caller's.
+    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError>;
+    /// Returns completed TX frames to the pool and tops up the RX buffers.
+    fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
+    /// A file descriptor that becomes readable when frames arrive, for `poll()`.
+    fn poll_fd(&self) -> Option<RawFd>;
+}
+
+/// Reads an interface's MAC address from sysfs.
+pub fn iface_mac(iface: &str) -> Option<MacAddr> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}

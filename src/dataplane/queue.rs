@@ -1,0 +1,195 @@
+//! Per-priority egress queues: fixed-capacity rings of frame handles, allocated once.
+
+use super::pool::Frame;
+use crate::fc::PRIORITIES;
+
+/// A queued frame and the ingress port its bytes are charged to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Queued {
+    /// Frame index in the worker's pool.
+    pub idx: u32,
+    /// Frame length.
+    pub len: u32,
+    /// Ingress port (index in the worker's port list).
+    pub ingress: u8,
+    /// RX timestamp (for queueing-delay measurements).
+    pub rx_ns: u64,
+}
+
+impl Queued {
+    /// The pool frame.
+    pub fn frame(&self) -> Frame {
+        Frame {
+            idx: self.idx,
+            len: self.len,
+        }
+    }
+}
+
+/// A bounded FIFO ring that never allocates after creation.
+#[derive(Debug)]
+pub struct Ring {
+    slots: Box<[Queued]>,
+    head: usize,
+    len: usize,
+    bytes: u64,
+}
+
+impl Ring {
+    /// A ring for at most `cap` frames.
+    pub fn new(cap: usize) -> Self {
+        Ring {
+            slots: vec![Queued::default(); cap.max(1)].into_boxed_slice(),
+            head: 0,
+            len: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Appends `q`; returns it back when full.
+    pub fn push(&mut self, q: Queued) -> Result<(), Queued> {
+        if self.len == self.slots.len() {
+            return Err(q);
+        }
+        let at = (self.head + self.len) % self.slots.len();
+        self.slots[at] = q;
+        self.len += 1;
+        self.bytes += u64::from(q.len);
+        Ok(())
+    }
+
+    /// The oldest frame.
+    pub fn front(&self) -> Option<&Queued> {
+        (self.len > 0).then(|| &self.slots[self.head])
+    }
+
+    /// Removes the oldest frame.
+    pub fn pop(&mut self) -> Option<Queued> {
+        if self.len == 0 {
+            return None;
+        }
+        let q = self.slots[self.head];
+        self.head = (self.head + 1) % self.slots.len();
+        self.len -= 1;
+        self.bytes -= u64::from(q.len);
+        Some(q)
+    }
+
+    /// Frames queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes queued.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+/// Eight priority queues of one egress port with strict-priority selection.
+#[derive(Debug)]
+pub struct PrioQueues {
+    rings: [Ring; PRIORITIES],
+    peak_bytes: [u64; PRIORITIES],
+}
+
+impl PrioQueues {
+    /// Queues holding at most `cap` frames each.
+    pub fn new(cap: usize) -> Self {
+        PrioQueues {
+            rings: std::array::from_fn(|_| Ring::new(cap)),
+            peak_bytes: [0; PRIORITIES],
+        }
+    }
+
+    /// Enqueues at priority `p`; returns the frame back when the ring is full.
+    pub fn push(&mut self, p: usize, q: Queued) -> Result<(), Queued> {
+        self.rings[p].push(q)?;
+        self.peak_bytes[p] = self.peak_bytes[p].max(self.rings[p].bytes());
+        Ok(())
+    }
+
+    /// The highest priority with a frame queued whose bit is clear in `paused`.
+    pub fn select(&self, paused: u8) -> Option<usize> {
+        (0..PRIORITIES)
+            .rev()
+            .find(|&p| paused & (1 << p) == 0 && !self.rings[p].is_empty())
+    }
+
+    /// The ring of priority `p`.
+    pub fn ring(&mut self, p: usize) -> &mut Ring {
+        &mut self.rings[p]
+    }
+
+    /// Bytes queued per priority.
+    pub fn bytes(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.rings[p].bytes())
+    }
+
+    /// Highest bytes ever queued per priority.
+    pub fn peak_bytes(&self) -> [u64; PRIORITIES] {
+        self.peak_bytes
+    }
+
+    /// True when nothing is queued at any priority.
+    pub fn is_empty(&self) -> bool {
+        self.rings.iter().all(Ring::is_empty)
+    }
+
+    /// Removes every queued frame (shutdown), handing each to `f`.
+    pub fn drain(&mut self, mut f: impl FnMut(Queued)) {
+        for r in &mut self.rings {
+            while let Some(q) = r.pop() {
+                f(q);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(idx: u32, len: u32) -> Queued {
+        Queued {
+            idx,
+            len,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ring_is_fifo_bounded_and_counts_bytes() {
+        let mut r = Ring::new(2);
+        r.push(q(1, 100)).unwrap();
+        r.push(q(2, 50)).unwrap();
+        assert_eq!(r.push(q(3, 1)), Err(q(3, 1)));
+        assert_eq!(r.bytes(), 150);
+        assert_eq!(r.pop().unwrap().idx, 1);
+        r.push(q(3, 10)).unwrap(); // wraps around
+        assert_eq!(r.pop().unwrap().idx, 2);
+        assert_eq!(r.pop().unwrap().idx, 3);
+        assert!(r.pop().is_none());
+        assert_eq!(r.bytes(), 0);
+    }
+
+    #[test]
+    fn strict_priority_skips_paused() {
+        let mut pq = PrioQueues::new(4);
+        pq.push(1, q(1, 10)).unwrap();
+        pq.push(5, q(2, 10)).unwrap();
+        assert_eq!(pq.select(0), Some(5));
+        assert_eq!(pq.select(1 << 5), Some(1));
+        assert_eq!(pq.select((1 << 5) | (1 << 1)), None);
+        assert_eq!(pq.peak_bytes()[5], 10);
+        let mut n = 0;
+        pq.drain(|_| n += 1);
+        assert_eq!(n, 2);
+        assert!(pq.is_empty());
+    }
+}

@@ -1,0 +1,64 @@
+//! Per-port state every worker must see: buffer occupancy per priority (charged at RX,
+//! released at TX, whichever workers do those) and pause deadlines from received PFC frames.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use crate::fc::PRIORITIES;
+
+/// Shared state of one port.
+#[derive(Debug, Default)]
+pub struct SharedPort {
+    /// Bytes charged to this port as ingress, per priority.
+    occupancy: [AtomicU64; PRIORITIES],
+    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused.
+    pause_until: [AtomicU64; PRIORITIES],
+}
+
+impl SharedPort {
+    /// Charges `bytes` to priority `p`; returns the occupancy before the charge.
+    #[inline]
+    pub fn charge(&self, p: usize, bytes: u64) -> u64 {
+        self.occupancy[p].fetch_add(bytes, Relaxed)
+    }
+
+    /// Releases `bytes` of priority `p`.
+    #[inline]
+    pub fn release(&self, p: usize, bytes: u64) {
+        self.occupancy[p].fetch_sub(bytes, Relaxed);
+    }
+
+    /// Bytes charged to priority `p`.
+    #[inline]
+    pub fn occupancy(&self, p: usize) -> u64 {
+        self.occupancy[p].load(Relaxed)
+    }
+
+    /// All priorities' occupancy.
+    pub fn occupancy_all(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.occupancy(p))
+    }
+
+    /// Applies new pause deadlines (a new value replaces the running timer).
+    pub fn set_pause(&self, deadlines: &[Option<u64>; PRIORITIES]) {
+        for (p, d) in deadlines.iter().enumerate() {
+            if let Some(until) = d {
+                self.pause_until[p].store(*until, Relaxed);
+            }
+        }
+    }
+
+    /// Bitmask of priorities paused at `now`, and the earliest running deadline.
+    #[inline]
+    pub fn paused(&self, now: u64) -> (u8, Option<u64>) {
+        let mut mask = 0u8;
+        let mut next: Option<u64> = None;
+        for p in 0..PRIORITIES {
+            let u = self.pause_until[p].load(Relaxed);
+            if u > now {
+                mask |= 1 << p;
+                next = Some(next.map_or(u, |n| n.min(u)));
+            }
+        }
+        (mask, next)
+    }
+}

@@ -1,0 +1,220 @@
+//! Per-worker counter shards: each worker writes its own plain atomics (no contention, no
+//! locked instructions), readers sum the shards at report or scrape time.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::Serialize;
+
+use crate::fc::PRIORITIES;
+
+/// A counter with one writer (its worker) and any number of readers.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n` (single writer: a plain load and store, no locked instruction).
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    /// Sets a gauge value.
+    #[inline]
+    pub fn set(&self, v: u64) {
+        self.0.store(v, Relaxed);
+    }
+
+    /// Reads the value.
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Why a frame was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// A lossy priority exceeded its limit.
+    TailDrop = 0,
+    /// A lossless priority exceeded XOFF + headroom: the headroom was too small.
+    HeadroomOverflow = 1,
+    /// The frame could not be parsed (runt, bad MAC control, ...).
+    Malformed = 2,
+    /// Link-local control traffic (LLDP, PTP, ...) that is not forwarded.
+    LinkLocal = 3,
+    /// The egress queue had no slot (frame pool exhausted).
+    NoBuffer = 4,
+}
+
+impl DropReason {
+    /// All reasons, in index order.
+    pub const ALL: [DropReason; 5] = [
+        DropReason::TailDrop,
+        DropReason::HeadroomOverflow,
+        DropReason::Malformed,
+        DropReason::LinkLocal,
+        DropReason::NoBuffer,
+    ];
+
+    /// Label value used in reports and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            DropReason::TailDrop => "tail_drop",
+            DropReason::HeadroomOverflow => "headroom_overflow",
+            DropReason::Malformed => "malformed",
+            DropReason::LinkLocal => "link_local",
+            DropReason::NoBuffer => "no_buffer",
+        }
+    }
+}
+
+/// One worker's counters for one port.
+#[derive(Debug, Default)]
+pub struct PortCounters {
+    /// Frames received.
+    pub rx_frames: Counter,
+    /// Bytes received.
+    pub rx_bytes: Counter,
+    /// Frames transmitted (data and control).
+    pub tx_frames: Counter,
+    /// Bytes transmitted.
+    pub tx_bytes: Counter,
+    /// PFC frames received with the priority's enable bit set.
+    pub pfc_rx: [Counter; PRIORITIES],
+    /// 802.3x PAUSE frames received.
+    pub pause_rx: Counter,
+    /// PFC frames sent with the priority's enable bit set.
+    pub pfc_tx: [Counter; PRIORITIES],
+    /// XON→XOFF transitions of this (ingress) port's priorities.
+    pub xoff_transitions: [Counter; PRIORITIES],
+    /// Time this (egress) port's priorities spent paused, ns.
+    pub paused_ns: [Counter; PRIORITIES],
+    /// Bytes queued for egress on this port now.
+    pub queue_bytes: [Counter; PRIORITIES],
+    /// Highest bytes queued for egress on this port.
+    pub queue_peak_bytes: [Counter; PRIORITIES],
+    /// Drops by [`DropReason`] index.
+    pub drops: [Counter; 5],
+}
+
+impl PortCounters {
+    /// Counts a drop.
+    #[inline]
+    pub fn drop(&self, reason: DropReason) {
+        self.drops[reason as usize].add(1);
+    }
+}
+
+/// Everything one worker counts.
+#[derive(Debug)]
+pub struct WorkerStats {
+    /// Per port, in plan order.
+    pub ports: Vec<PortCounters>,
+    /// Incremented every loop turn (for the watchdog).
+    pub heartbeat: Counter,
+}
+
+impl WorkerStats {
+    /// Zeroed counters for `ports` ports.
+    pub fn new(ports: usize) -> Self {
+        WorkerStats {
+            ports: (0..ports).map(|_| PortCounters::default()).collect(),
+            heartbeat: Counter::default(),
+        }
+    }
+}
+
+/// Per-port counters summed over workers, for reports.
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+pub struct PortSnapshot {
+    /// Interface.
+    pub iface: String,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames transmitted.
+    pub tx_frames: u64,
+    /// Bytes transmitted.
+    pub tx_bytes: u64,
+    /// PFC frames received per priority.
+    pub pfc_rx: [u64; PRIORITIES],
+    /// PAUSE frames received.
+    pub pause_rx: u64,
+    /// PFC frames sent per priority.
+    pub pfc_tx: [u64; PRIORITIES],
+    /// XOFF transitions per priority.
+    pub xoff_transitions: [u64; PRIORITIES],
+    /// Paused time per priority, ns.
+    pub paused_ns: [u64; PRIORITIES],
+    /// Queue depth per priority, bytes.
+    pub queue_bytes: [u64; PRIORITIES],
+    /// Peak queue depth per priority, bytes (max over workers).
+    pub queue_peak_bytes: [u64; PRIORITIES],
+    /// Drops by reason.
+    pub drops: std::collections::BTreeMap<&'static str, u64>,
+}
+
+fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
+    std::array::from_fn(|p| shards.iter().map(|s| s[p].get()).sum())
+}
+
+/// Sums the shards of port `port` over `workers`.
+pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnapshot {
+    let c: Vec<&PortCounters> = workers.iter().map(|w| &w.ports[port]).collect();
+    let sum = |f: fn(&PortCounters) -> &Counter| c.iter().map(|pc| f(pc).get()).sum();
+    let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
+        sum8(&c.iter().map(|pc| f(pc)).collect::<Vec<_>>())
+    };
+    PortSnapshot {
+        iface: iface.to_string(),
+        rx_frames: sum(|p| &p.rx_frames),
+        rx_bytes: sum(|p| &p.rx_bytes),
+        tx_frames: sum(|p| &p.tx_frames),
+        tx_bytes: sum(|p| &p.tx_bytes),
+        pfc_rx: arr(|p| &p.pfc_rx),
+        pause_rx: sum(|p| &p.pause_rx),
+        pfc_tx: arr(|p| &p.pfc_tx),
+        xoff_transitions: arr(|p| &p.xoff_transitions),
+        paused_ns: arr(|p| &p.paused_ns),
+        queue_bytes: arr(|p| &p.queue_bytes),
+        queue_peak_bytes: std::array::from_fn(|p| {
+            c.iter()
+                .map(|pc| pc.queue_peak_bytes[p].get())
+                .max()
+                .unwrap_or(0)
+        }),
+        drops: DropReason::ALL
+            .iter()
+            .map(|r| {
+                (
+                    r.label(),
+                    c.iter().map(|pc| pc.drops[*r as usize].get()).sum(),
+                )
+            })
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_sum() {
+        let a = WorkerStats::new(1);
+        let b = WorkerStats::new(1);
+        a.ports[0].rx_frames.add(3);
+        b.ports[0].rx_frames.add(4);
+        a.ports[0].pfc_tx[3].add(1);
+        b.ports[0].queue_peak_bytes[3].set(10);
+        a.ports[0].queue_peak_bytes[3].set(7);
+        b.ports[0].drop(DropReason::HeadroomOverflow);
+        let s = snapshot("x", 0, &[&a, &b]);
+        assert_eq!(s.rx_frames, 7);
+        assert_eq!(s.pfc_tx[3], 1);
+        assert_eq!(s.queue_peak_bytes[3], 10);
+        assert_eq!(s.drops["headroom_overflow"], 1);
+        assert_eq!(s.drops["tail_drop"], 0);
+    }
+}

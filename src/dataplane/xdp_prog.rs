@@ -1,0 +1,209 @@
+//! Loading and attaching the XDP steering program (`bpf/lossless.bpf.c`) with libbpf-rs.
+
+use std::{
+    ffi::CString,
+    os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
+};
+
+use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
+use serde::Deserialize;
+
+/// The compiled XDP object, built by `build.rs`.
+static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lossless.bpf.o"));
+
+/// How the XDP program is attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum XdpMode {
+    /// Native (driver) mode if the driver supports it, else generic (SKB) mode.
+    #[default]
+    Auto,
+    /// Driver mode only.
+    Native,
+    /// Generic SKB mode only.
+    Skb,
+}
+
+/// Which frames the program steers to the daemon on one interface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Steering {
+    /// Every frame (a forwarding port).
+    pub forward_all: bool,
+    /// UDP destination port of test traffic (0 = none).
+    pub test_udp_port: u16,
+    /// UDP destination port of SFC messages (0 = none).
+    pub sfc_udp_port: u16,
+}
+
+/// Why the program could not be loaded or attached.
+#[derive(Debug, thiserror::Error)]
+pub enum XdpError {
+    /// The interface does not exist.
+    #[error("interface {0:?} not found")]
+    NoInterface(String),
+    /// libbpf refused the object.
+    #[error("loading the XDP program failed: {0}")]
+    Load(String),
+    /// The kernel refused the attachment.
+    #[error("attaching XDP in {mode:?} mode to {iface} failed: {reason}")]
+    Attach {
+        /// Interface.
+        iface: String,
+        /// Mode asked for.
+        mode: XdpMode,
+        /// The kernel's answer.
+        reason: String,
+    },
+    /// A map update failed.
+    #[error("updating XDP map {map} on {iface} failed: {reason}")]
+    Map {
+        /// Interface.
+        iface: String,
+        /// Map name.
+        map: &'static str,
+        /// The kernel's answer.
+        reason: String,
+    },
+}
+
+/// The program attached to one interface; detached when dropped.
+pub struct XdpProgram {
+    obj: Object,
+    prog_fd: RawFd,
+    iface: String,
+    ifindex: i32,
+    /// Attach flags in force (`XdpFlags` bits; the type is not `Copy`).
+    flags: u32,
+    mode: XdpMode,
+}
+
+/// Interface index of `iface`, if it exists.
+pub fn ifindex(iface: &str) -> Option<i32> {
+    let name = CString::new(iface).ok()?;
+    // SAFETY: `name` is a valid NUL-terminated string.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    (idx != 0).then_some(idx as i32)
+}
+
+impl XdpProgram {
+    /// Loads a fresh copy of the program, configures its steering and attaches it to `iface`,
+    /// replacing any program left behind by a crashed run.
+    pub fn attach(iface: &str, mode: XdpMode, steering: Steering) -> Result<Self, XdpError> {
+        let ifindex = ifindex(iface).ok_or_else(|| XdpError::NoInterface(iface.to_string()))?;
+        let open = ObjectBuilder::default()
+            .open_memory(OBJECT)
+            .map_err(|e| XdpError::Load(e.to_string()))?;
+        let obj = open.load().map_err(|e| XdpError::Load(e.to_string()))?;
+        let prog_fd = obj
+            .progs()
+            .find(|p| p.name() == "lossless_xdp")
+            .map(|p| p.as_fd().as_raw_fd())
+            .ok_or_else(|| XdpError::Load("object has no program lossless_xdp".into()))?;
+        let mut prog = Self {
+            obj,
+            prog_fd,
+            iface: iface.to_string(),
+            ifindex,
+            flags: 0,
+            mode,
+        };
+        prog.write_steering(steering)?;
+        prog.attach_mode(mode)?;
+        Ok(prog)
+    }
+
+    fn attach_mode(&mut self, mode: XdpMode) -> Result<(), XdpError> {
+        let (drv, skb) = (XdpFlags::DRV_MODE.bits(), XdpFlags::SKB_MODE.bits());
+        let tries: &[u32] = match mode {
+            XdpMode::Auto => &[drv, skb],
+            XdpMode::Native => &[drv],
+            XdpMode::Skb => &[skb],
+        };
+        let mut last = String::new();
+        for &flags in tries {
+            // A stale program from a crashed run (in either mode) is replaced, not an error.
+            for stale in [drv, skb] {
+                let stale = XdpFlags::from_bits_retain(stale);
+                if self
+                    .xdp()
+                    .query_id(self.ifindex, XdpFlags::from_bits_retain(stale.bits()))
+                    .unwrap_or(0)
+                    != 0
+                {
+                    tracing::warn!(iface = %self.iface, "replacing an XDP program already attached");
+                    let _ = self.xdp().detach(self.ifindex, stale);
+                }
+            }
+            match self
+                .xdp()
+                .attach(self.ifindex, XdpFlags::from_bits_retain(flags))
+            {
+                Ok(()) => {
+                    self.flags = flags;
+                    tracing::info!(iface = %self.iface, native = flags == drv, "XDP program attached");
+                    return Ok(());
+                }
+                Err(e) => last = e.to_string(),
+            }
+        }
+        Err(XdpError::Attach {
+            iface: self.iface.clone(),
+            mode,
+            reason: last,
+        })
+    }
+
+    fn xdp(&self) -> Xdp<'_> {
+        // SAFETY: the program fd is owned by `self.obj`, which outlives the returned borrow.
+        Xdp::new(unsafe { BorrowedFd::borrow_raw(self.prog_fd) })
+    }
+
+    fn map_update(&self, name: &'static str, key: &[u8], value: &[u8]) -> Result<(), XdpError> {
+        let map = self
+            .obj
+            .maps()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| XdpError::Load(format!("object has no map {name}")))?;
+        map.update(key, value, MapFlags::ANY)
+            .map_err(|e| XdpError::Map {
+                iface: self.iface.clone(),
+                map: name,
+                reason: e.to_string(),
+            })
+    }
+
+    fn write_steering(&self, s: Steering) -> Result<(), XdpError> {
+        let mut v = [0u8; 8];
+        v[0..4].copy_from_slice(&u32::from(s.forward_all).to_ne_bytes());
+        v[4..6].copy_from_slice(&s.test_udp_port.to_ne_bytes());
+        v[6..8].copy_from_slice(&s.sfc_udp_port.to_ne_bytes());
+        self.map_update("settings", &0u32.to_ne_bytes(), &v)
+    }
+
+    /// Steers frames received on `queue` to the AF_XDP socket `fd`.
+    pub fn register_socket(&self, queue: u32, fd: RawFd) -> Result<(), XdpError> {
+        self.map_update("xsks", &queue.to_ne_bytes(), &fd.to_ne_bytes())
+    }
+
+    /// The interface this program is attached to.
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    /// The mode asked for at attach time.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+}
+
+impl Drop for XdpProgram {
+    fn drop(&mut self) {
+        match self
+            .xdp()
+            .detach(self.ifindex, XdpFlags::from_bits_retain(self.flags))
+        {
+            Ok(()) => tracing::info!(iface = %self.iface, "XDP program detached"),
+            Err(e) => tracing::warn!(iface = %self.iface, error = %e, "detaching XDP failed"),
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Adaptive headroom from a measured round trip (the daemon's peer-delay exchange at link-up).
+//!
+//! ```text
+//! X        = speed · ((T4 − T1) − (T3 − T2))        bits in flight over the measured loop
+//! DV       = X + 2·MaxFrame + PFCFrame + PeerResponse
+//! Headroom = ⌈DV · α⌉ rounded up to whole cells
+//! ```
+//!
+//! T1 is when the request left this station, T2 when it reached the peer, T3 when the
+//! peer's reply left, T4 when the reply arrived (T1, T4 on the local clock, T2, T3 on the
+//! peer's, so clock offsets cancel). The measured loop already contains both cable delays and
+//! both stations' interface delays, which Annex N has to take from worst-case tables.
+//!
+//! α accounts for buffer cells: a frame of s octets stored in cells of c octets uses
+//! ⌈s/c⌉·c octets, so a stream of the worst-sized frames fills the buffer α = max_s ⌈s/c⌉·c / s
+//! times faster than its byte count suggests (a 65-byte frame in 64-byte cells: 128/65 ≈ 1.97).
+//! α is evaluated over every frame size from 64 octets to the maximum frame.
+
+use super::units::{Duration, Speed};
+use super::{
+    ceil_tolerant, frame_bit_times, round_up_to_cells, HeadroomError, Quantity, Term,
+    MIN_FRAME_OCTETS,
+};
+use serde::Serialize;
+
+/// How the round trip was measured.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RoundTrip {
+    /// The four peer-delay timestamps.
+    Timestamps {
+        /// Request sent (local clock).
+        t1: Duration,
+        /// Request received (peer clock).
+        t2: Duration,
+        /// Reply sent (peer clock).
+        t3: Duration,
+        /// Reply received (local clock).
+        t4: Duration,
+    },
+    /// The link round trip `(T4 − T1) − (T3 − T2)` measured by other means.
+    Measured(Duration),
+}
+
+impl RoundTrip {
+    /// The link's round-trip time with the peer's turnaround removed.
+    pub fn link_round_trip(&self) -> Result<Duration, HeadroomError> {
+        match *self {
+            RoundTrip::Measured(d) => Ok(d),
+            RoundTrip::Timestamps { t1, t2, t3, t4 } => {
+                let outer = t4.seconds() - t1.seconds();
+                let inner = t3.seconds() - t2.seconds();
+                if outer < 0.0 {
+                    return Err(HeadroomError::invalid(
+                        Quantity::Timestamps,
+                        format!("T4 ({t4}) is before T1 ({t1})"),
+                    ));
+                }
+                if inner < 0.0 {
+                    return Err(HeadroomError::invalid(
+                        Quantity::Timestamps,
+                        format!("T3 ({t3}) is before T2 ({t2})"),
+                    ));
+                }
+                if inner > outer {
+                    return Err(HeadroomError::invalid(
+                        Quantity::Timestamps,
+                        format!(
+                            "peer turnaround T3 - T2 ({}) exceeds the round trip T4 - T1 ({})",
+                            Duration::from_secs(inner).unwrap_or(Duration::ZERO),
+                            Duration::from_secs(outer).unwrap_or(Duration::ZERO)
+                        ),
+                    ));
+                }
+                Duration::from_secs(outer - inner)
+            }
+        }
+    }
+}
+
+/// Inputs of the adaptive headroom.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdaptiveInput {
+    /// Link speed.
+    pub speed: Speed,
+    /// The measurement.
+    pub round_trip: RoundTrip,
+    /// Largest frame on the priority, octets.
+    pub max_frame_octets: u64,
+    /// PFC frame size, octets.
+    pub pfc_frame_octets: u64,
+    /// The peer's response time (802.3 allowance or measured), bit times.
+    pub peer_response_bit_times: u64,
+    /// Buffer cell size, bytes (1 = byte-granular accounting, α = 1).
+    pub cell_size: u64,
+    /// Override of the cell-overhead factor α (≥ 1); `None` derives it from the cell size.
+    pub alpha: Option<f64>,
+}
+
+/// The cell-overhead factor α and the frame size that attains it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CellAlpha {
+    /// max over frame sizes s of ⌈s/c⌉·c / s.
+    pub alpha: f64,
+    /// The frame size (octets) with the worst ratio.
+    pub worst_frame_octets: u64,
+    /// Cells that frame occupies.
+    pub worst_frame_cells: u64,
+}
+
+/// α for `cell_size`-byte cells over frames of 64..=`max_frame_octets` octets.
+pub fn cell_alpha(cell_size: u64, max_frame_octets: u64) -> Result<CellAlpha, HeadroomError> {
+    if cell_size == 0 {
+        return Err(HeadroomError::invalid(
+            Quantity::CellSize,
+            "must be at least 1 byte",
+        ));
+    }
+    if max_frame_octets < MIN_FRAME_OCTETS {
+        return Err(HeadroomError::invalid(
+            Quantity::MaxFrame,
+            format!("must be at least 64 octets, got {max_frame_octets}"),
+        ));
+    }
+    let mut best = CellAlpha {
+        alpha: 1.0,
+        worst_frame_octets: max_frame_octets,
+        worst_frame_cells: max_frame_octets.div_ceil(cell_size),
+    };
+    for s in MIN_FRAME_OCTETS..=max_frame_octets {
+        let cells = s.div_ceil(cell_size);
+        let ratio = (cells * cell_size) as f64 / s as f64;
+        if ratio > best.alpha {
+            best = CellAlpha {
+                alpha: ratio,
+                worst_frame_octets: s,
+                worst_frame_cells: cells,
+            };
+        }
+    }
+    Ok(best)
+}
+
+/// The adaptive headroom with every term.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AdaptiveResult {
+    /// The inputs, echoed.
+    pub input: AdaptiveInput,
+    /// `(T4 − T1) − (T3 − T2)`.
+    pub link_round_trip: Duration,
+    /// X = speed · link round trip, bit times (rounded up).
+    pub x_bit_times: u64,
+    /// DV = X + 2·MaxFrame + PFCFrame + peer response, bit times.
+    pub delay_value_bit_times: u64,
+    /// α used and where it came from.
+    pub alpha: CellAlpha,
+    /// Whether α was given by the operator instead of derived.
+    pub alpha_overridden: bool,
+    /// Terms of the headroom (DV terms, then byte and cell overheads); they add up to
+    /// `headroom_bytes` × 8 bit times.
+    pub terms: Vec<Term>,
+    /// The headroom, bytes (a whole number of cells).
+    pub headroom_bytes: u64,
+    /// The headroom, cells.
+    pub headroom_cells: u64,
+}
+
+/// Computes the adaptive headroom.
+pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> {
+    if input.pfc_frame_octets < MIN_FRAME_OCTETS {
+        return Err(HeadroomError::invalid(
+            Quantity::PfcFrame,
+            format!("must be at least 64 octets, got {}", input.pfc_frame_octets),
+        ));
+    }
+    let derived = cell_alpha(input.cell_size, input.max_frame_octets)?;
+    let (alpha, overridden) = match input.alpha {
+        Some(a) if !(a.is_finite() && a >= 1.0) => {
+            return Err(HeadroomError::invalid(
+                Quantity::Alpha,
+                format!("must be >= 1, got {a}"),
+            ))
+        }
+        Some(a) => (
+            CellAlpha {
+                alpha: a,
+                ..derived
+            },
+            true,
+        ),
+        None => (derived, false),
+    };
+    let rtt = input.round_trip.link_round_trip()?;
+    let x = input.speed.bit_times_in(rtt);
+    let max2 = 2 * frame_bit_times(input.max_frame_octets);
+    let pfc = frame_bit_times(input.pfc_frame_octets);
+    let peer = input.peer_response_bit_times;
+    let dv = x + max2 + pfc + peer;
+    let dv_bytes = dv.div_ceil(8);
+    let scaled = ceil_tolerant(dv as f64 * alpha.alpha / 8.0) as u64;
+    let scaled = scaled.max(dv_bytes);
+    let headroom = round_up_to_cells(scaled, input.cell_size);
+    let terms = vec![
+        Term::from_bit_times("X (measured loop)", format!("{} x {rtt}", input.speed), x),
+        Term::from_bit_times(
+            "2 x max frame",
+            format!("2 x ({} + 20) x 8", input.max_frame_octets),
+            max2,
+        ),
+        Term::from_bit_times(
+            "PFC frame",
+            format!("({} + 20) x 8", input.pfc_frame_octets),
+            pfc,
+        ),
+        Term::from_bit_times(
+            "peer response",
+            format!("{} quanta", peer as f64 / 512.0),
+            peer,
+        ),
+        Term::from_bit_times("round DV up to bytes", "", dv_bytes * 8 - dv),
+        Term::from_bytes(
+            "cell overhead (alpha - 1)",
+            format!(
+                "alpha = {:.4} ({}-octet frame in {} x {}-byte cells)",
+                alpha.alpha, alpha.worst_frame_octets, alpha.worst_frame_cells, input.cell_size
+            ),
+            scaled - dv_bytes,
+        ),
+        Term::from_bytes(
+            "round up to whole cells",
+            format!(
+                "{} cells of {} B",
+                headroom / input.cell_size,
+                input.cell_size
+            ),
+            headroom - scaled,
+        ),
+    ];
+    Ok(AdaptiveResult {
+        input: input.clone(),
+        link_round_trip: rtt,
+        x_bit_times: x,
+        delay_value_bit_times: dv,
+        alpha,
+        alpha_overridden: overridden,
+        terms,
+        headroom_bytes: headroom,
+        headroom_cells: headroom / input.cell_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn us(v: f64) -> Duration {
+        Duration::from_secs(v * 1e-6).unwrap()
+    }
+
+    fn input(cell: u64) -> AdaptiveInput {
+        AdaptiveInput {
+            speed: Speed::from_gbps(100).unwrap(),
+            // Peer clock 10 us ahead; T4 - T1 = 1.2 us, T3 - T2 = 0.2 us -> loop 1 us.
+            round_trip: RoundTrip::Timestamps {
+                t1: us(0.0),
+                t2: us(10.0),
+                t3: us(10.2),
+                t4: us(1.2),
+            },
+            max_frame_octets: 9216,
+            pfc_frame_octets: 64,
+            peer_response_bit_times: 394 * 512,
+            cell_size: cell,
+            alpha: None,
+        }
+    }
+
+    #[test]
+    fn alpha_from_cell_size() {
+        // 64-byte cells: a 65-octet frame takes 2 cells -> 128/65.
+        let a = cell_alpha(64, 9216).unwrap();
+        assert_eq!(a.worst_frame_octets, 65);
+        assert!((a.alpha - 128.0 / 65.0).abs() < 1e-12);
+        // 144-byte cells (Spectrum-2): a 64-octet frame takes a whole cell -> 2.25.
+        let a = cell_alpha(144, 9216).unwrap();
+        assert_eq!(a.worst_frame_octets, 64);
+        assert!((a.alpha - 2.25).abs() < 1e-12);
+        // 80-byte cells: 81-octet frame in 2 cells -> 160/81 beats 80/64.
+        let a = cell_alpha(80, 9216).unwrap();
+        assert_eq!(a.worst_frame_octets, 81);
+        // Byte accounting: no overhead.
+        assert_eq!(cell_alpha(1, 9216).unwrap().alpha, 1.0);
+        assert_eq!(
+            cell_alpha(0, 9216).unwrap_err().quantity(),
+            Quantity::CellSize
+        );
+    }
+
+    /// 100G, loop 1 us: X = 100,000 BT; DV = 100,000 + 147,776 + 672 + 201,728 = 450,176 BT
+    /// = 56,272 B. Byte accounting: headroom 56,272 B.
+    #[test]
+    fn worked_example_bytes() {
+        let r = headroom(&input(1)).unwrap();
+        assert!((r.link_round_trip.nanos() - 1000.0).abs() < 1e-6);
+        assert_eq!(r.x_bit_times, 100_000);
+        assert_eq!(r.delay_value_bit_times, 450_176);
+        assert_eq!(r.headroom_bytes, 56_272);
+        assert_eq!(
+            crate::headroom::total_bit_times(&r.terms),
+            r.headroom_bytes * 8
+        );
+    }
+
+    /// Same link, 144-byte cells: ⌈56,272 · 2.25⌉ = 126,612 B -> 880 cells = 126,720 B.
+    #[test]
+    fn worked_example_cells() {
+        let r = headroom(&input(144)).unwrap();
+        assert_eq!(r.headroom_cells, 880);
+        assert_eq!(r.headroom_bytes, 126_720);
+        assert_eq!(crate::headroom::total_bit_times(&r.terms), 126_720 * 8);
+    }
+
+    #[test]
+    fn alpha_override_and_errors() {
+        let mut i = input(1);
+        i.alpha = Some(1.5);
+        let r = headroom(&i).unwrap();
+        assert_eq!(r.headroom_bytes, 84_408); // 56,272 x 1.5
+        i.alpha = Some(0.5);
+        assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Alpha);
+        let mut i = input(1);
+        i.round_trip = RoundTrip::Timestamps {
+            t1: us(5.0),
+            t2: us(0.0),
+            t3: us(0.1),
+            t4: us(1.0),
+        };
+        assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Timestamps);
+        i.round_trip = RoundTrip::Timestamps {
+            t1: us(0.0),
+            t2: us(0.0),
+            t3: us(3.0),
+            t4: us(1.0),
+        };
+        assert!(headroom(&i).unwrap_err().to_string().contains("turnaround"));
+    }
+
+    #[test]
+    fn measured_round_trip() {
+        let mut i = input(1);
+        i.round_trip = RoundTrip::Measured(us(1.0));
+        assert_eq!(headroom(&i).unwrap().headroom_bytes, 56_272);
+    }
+}

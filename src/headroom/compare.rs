@@ -1,0 +1,225 @@
+//! One link sized by every model, side by side: 802.1Q Annex N, adaptive (measured or
+//! estimated round trip), the Linux mlx5 driver and SONiC's Mellanox calculation.
+//!
+//! Each row reports the headroom a model reserves above XOFF (for SONiC also the full PG
+//! size), its ratio to Annex N's delay value and to the adaptive headroom, and the
+//! difference in bytes. A ratio below 1 means the model reserves *less* than the link can
+//! need, and frames may be dropped in the worst case.
+
+use super::adaptive::{self, AdaptiveInput, AdaptiveResult, RoundTrip};
+use super::annex_n::{self, AnnexNInput, AnnexNResult};
+use super::units::Duration;
+use super::vendor::{self, Mlx5Input, Mlx5Result, SonicAsic, SonicInput, SonicResult};
+use super::{HeadroomError, MIN_FRAME_OCTETS};
+use serde::Serialize;
+
+/// Ethernet header + FCS: a netdev MTU of M carries frames of M + 18 octets.
+pub const L2_OVERHEAD_OCTETS: u64 = 18;
+
+/// Inputs of a comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareInput {
+    /// The link as Annex N sees it (speed, cable, frames, interface delays, HD).
+    pub annex_n: AnnexNInput,
+    /// Measured link round trip; `None` estimates it as 2·cable + both stations' delays.
+    pub measured_round_trip: Option<Duration>,
+    /// Peer response time for the adaptive model, bit times.
+    pub peer_response_bit_times: u64,
+    /// Cell size for the adaptive model, bytes.
+    pub cell_size: u64,
+    /// SONiC ASIC parameters.
+    pub sonic_asic: SonicAsic,
+}
+
+/// One row of the comparison table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    /// Model name.
+    pub model: String,
+    /// Headroom reserved above XOFF, bytes.
+    pub headroom_bytes: u64,
+    /// `headroom_bytes / Annex N DV bytes`.
+    pub vs_annex_n: f64,
+    /// `headroom_bytes / adaptive headroom`.
+    pub vs_adaptive: f64,
+    /// `headroom_bytes − Annex N DV bytes`.
+    pub delta_vs_annex_n_bytes: i64,
+    /// What the number is.
+    pub note: String,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// Annex N in full.
+    pub annex_n: AnnexNResult,
+    /// Adaptive in full.
+    pub adaptive: AdaptiveResult,
+    /// Whether the adaptive round trip was estimated rather than measured.
+    pub adaptive_round_trip_estimated: bool,
+    /// mlx5 in full.
+    pub mlx5: Mlx5Result,
+    /// SONiC in full.
+    pub sonic: SonicResult,
+    /// The table.
+    pub rows: Vec<CompareRow>,
+}
+
+/// The round trip the adaptive model would measure on an ideal link: both cable delays and
+/// both stations' TX + RX delays.
+pub fn estimated_round_trip(a: &AnnexNInput) -> Duration {
+    let cable = annex_n::cable_delay_bit_times(a.speed, a.cable_length, a.medium);
+    let bt = 2 * cable
+        + a.local.tx_bit_times
+        + a.local.rx_bit_times
+        + a.remote.tx_bit_times
+        + a.remote.rx_bit_times;
+    a.speed.duration_of(bt)
+}
+
+/// Sizes the link with every model.
+pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
+    let a = &input.annex_n;
+    let annex = annex_n::delay_value(a)?;
+    let (rtt, estimated) = match input.measured_round_trip {
+        Some(d) => (d, false),
+        None => (estimated_round_trip(a), true),
+    };
+    let adaptive = adaptive::headroom(&AdaptiveInput {
+        speed: a.speed,
+        round_trip: RoundTrip::Measured(rtt),
+        max_frame_octets: a.max_frame_octets,
+        pfc_frame_octets: a.pfc_frame_octets,
+        peer_response_bit_times: input.peer_response_bit_times,
+        cell_size: input.cell_size,
+        alpha: None,
+    })?;
+    let mtu = a
+        .max_frame_octets
+        .saturating_sub(L2_OVERHEAD_OCTETS)
+        .max(MIN_FRAME_OCTETS);
+    let mlx = vendor::mlx5(&Mlx5Input {
+        speed: a.speed,
+        cable_length_m: a.cable_length.meters().ceil() as u64,
+        mtu,
+        max_mtu: mtu,
+        cell_size: vendor::MLX5_DEFAULT_CELL,
+        buffer_bytes: None,
+    })?;
+    let mut sonic_in = SonicInput::new(a.speed, a.cable_length.meters(), input.sonic_asic);
+    sonic_in.port_mtu = mtu;
+    let sonic = vendor::sonic(&sonic_in)?;
+
+    let reference = annex.delay_value_bytes.max(1);
+    let adaptive_ref = adaptive.headroom_bytes.max(1);
+    let row = |model: &str, bytes: u64, note: String| CompareRow {
+        model: model.to_string(),
+        headroom_bytes: bytes,
+        vs_annex_n: bytes as f64 / reference as f64,
+        vs_adaptive: bytes as f64 / adaptive_ref as f64,
+        delta_vs_annex_n_bytes: bytes as i64 - annex.delay_value_bytes as i64,
+        note,
+    };
+    let rows = vec![
+        row(
+            "802.1Q Annex N",
+            annex.delay_value_bytes,
+            format!(
+                "DV = {} BT, worst-case interface tables",
+                annex.delay_value_bit_times
+            ),
+        ),
+        row(
+            "adaptive",
+            adaptive.headroom_bytes,
+            format!(
+                "{} loop {}, alpha {:.3}, {} B cells",
+                if estimated { "estimated" } else { "measured" },
+                rtt,
+                adaptive.alpha.alpha,
+                input.cell_size
+            ),
+        ),
+        row(
+            "Linux mlx5",
+            mlx.xoff_bytes,
+            format!(
+                "xoff at {} Gb/s, {} m, MTU {}",
+                mlx.effective_speed_mbps / 1000,
+                mlx.input.cable_length_m,
+                mtu
+            ),
+        ),
+        row(
+            "SONiC (Mellanox) xoff",
+            sonic.xoff_bytes,
+            format!(
+                "{}, cell occupancy {:.3}, lossless MTU {}",
+                input.sonic_asic.name, sonic.cell_occupancy, sonic.input.lossless_mtu
+            ),
+        ),
+        row(
+            "SONiC (Mellanox) size",
+            sonic.size_bytes,
+            format!("xoff + xon ({} B pipeline)", sonic.xon_bytes),
+        ),
+    ];
+    Ok(CompareReport {
+        annex_n: annex,
+        adaptive,
+        adaptive_round_trip_estimated: estimated,
+        mlx5: mlx,
+        sonic,
+        rows,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headroom::presets::lookup;
+    use crate::headroom::vendor::SPECTRUM2;
+
+    #[test]
+    fn compare_annex_n_example_link() {
+        let p = lookup("10gbase-t").unwrap();
+        let mut a = AnnexNInput::from_preset(p, "100m".parse().unwrap(), 2000);
+        a.higher_layer_bit_times = 6_144;
+        let r = compare(&CompareInput {
+            annex_n: a,
+            measured_round_trip: None,
+            peer_response_bit_times: p.response_bit_times(),
+            cell_size: 1,
+            sonic_asic: SPECTRUM2,
+        })
+        .unwrap();
+        assert!(r.adaptive_round_trip_estimated);
+        assert_eq!(r.rows.len(), 5);
+        assert_eq!(r.rows[0].headroom_bytes, 15_753);
+        assert!((r.rows[0].vs_annex_n - 1.0).abs() < 1e-12);
+        // Estimated loop = 2·5,556 + 4·18,944 = 86,888 BT; adaptive DV = 86,888 + 32,320 + 672
+        // + 67·512 = 154,184 BT = 19,273 B.
+        assert_eq!(r.adaptive.x_bit_times, 86_888);
+        assert_eq!(r.adaptive.headroom_bytes, 19_273);
+        // mlx5: 10G clamped to 40G, 100 m, MTU 1982: (301 + 216)·40 + 272·1982/100 = 26,071.
+        assert_eq!(r.mlx5.xoff_bytes, 20_680 + 5_391);
+        assert_eq!(r.rows[2].headroom_bytes, 26_071);
+        assert_eq!(r.rows[2].delta_vs_annex_n_bytes, 26_071 - 15_753);
+    }
+
+    #[test]
+    fn measured_round_trip_is_used() {
+        let p = lookup("100g").unwrap();
+        let a = AnnexNInput::from_preset(p, "3m".parse().unwrap(), 9216);
+        let r = compare(&CompareInput {
+            annex_n: a,
+            measured_round_trip: Some("1us".parse().unwrap()),
+            peer_response_bit_times: p.response_bit_times(),
+            cell_size: 1,
+            sonic_asic: SPECTRUM2,
+        })
+        .unwrap();
+        assert!(!r.adaptive_round_trip_estimated);
+        assert_eq!(r.adaptive.headroom_bytes, 56_272);
+    }
+}

@@ -1,0 +1,228 @@
+//! XOFF/XON thresholds for a priority's buffer.
+//!
+//! ```text
+//! reaction data = R · (T_gen + T_link + T_act)   arrives while PFC is generated, travels
+//!                                                and is acted on
+//! wire data     = R · T_link                     already on the wire when the sender stops
+//! headroom      = reaction data + wire data      (rounded up to cells)
+//! XOFF          = buffer − headroom              (rounded down to cells)
+//! XON           = XOFF − hysteresis              (hysteresis defaults to one reaction data)
+//! ```
+//!
+//! The buffer must hold the headroom plus one MTU (so at least one maximum frame fits below
+//! XOFF); otherwise [`HeadroomError::BufferTooSmall`] names all three numbers.
+//!
+//! Defaults used by the CLI (each overridable): `T_gen` = one maximum frame plus the PFC frame
+//! (the PFC frame waits behind a frame in transmission), `T_link` = one-way cable propagation,
+//! `T_act` = the 802.3 response-time allowance plus one maximum frame (the sender finishes the
+//! frame it has started).
+
+use super::units::{Duration, Speed};
+use super::{ceil_tolerant, round_up_to_cells, HeadroomError, Quantity, Term};
+use serde::Serialize;
+
+/// Inputs of the threshold calculation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdInput {
+    /// Arrival rate R (the link speed).
+    pub speed: Speed,
+    /// Buffer available to the priority (or PG), bytes.
+    pub buffer_bytes: u64,
+    /// One MTU (maximum frame), bytes.
+    pub mtu_bytes: u64,
+    /// Time for the receiver to generate and send PFC.
+    pub t_gen: Duration,
+    /// One-way link delay.
+    pub t_link: Duration,
+    /// Time for the sender to act on PFC.
+    pub t_act: Duration,
+    /// XOFF − XON, bytes; `None` = one reaction data (capped so XON ≥ 0).
+    pub hysteresis_bytes: Option<u64>,
+    /// Buffer cell size, bytes (1 = byte accounting).
+    pub cell_size: u64,
+}
+
+/// Thresholds with every term.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThresholdResult {
+    /// The inputs, echoed.
+    pub input: ThresholdInput,
+    /// Terms of the headroom (reaction data, wire data, cell rounding).
+    pub terms: Vec<Term>,
+    /// R·(T_gen + T_link + T_act), bytes (rounded up).
+    pub reaction_bytes: u64,
+    /// R·T_link, bytes (rounded up).
+    pub wire_bytes: u64,
+    /// Headroom above XOFF, bytes.
+    pub headroom_bytes: u64,
+    /// XOFF threshold: send XOFF when the priority's occupancy reaches this, bytes.
+    pub xoff_bytes: u64,
+    /// XON threshold: send XON when occupancy falls to this, bytes.
+    pub xon_bytes: u64,
+    /// XOFF − XON, bytes.
+    pub hysteresis_bytes: u64,
+    /// True when the default hysteresis was cut down so that XON ≥ 0.
+    pub hysteresis_capped: bool,
+}
+
+/// Computes XOFF/XON thresholds.
+pub fn thresholds(input: &ThresholdInput) -> Result<ThresholdResult, HeadroomError> {
+    if input.cell_size == 0 {
+        return Err(HeadroomError::invalid(
+            Quantity::CellSize,
+            "must be at least 1 byte",
+        ));
+    }
+    if input.mtu_bytes == 0 {
+        return Err(HeadroomError::invalid(
+            Quantity::MaxFrame,
+            "must be greater than zero",
+        ));
+    }
+    let r = input.speed.bps_f64() / 8.0;
+    let reaction_time = input.t_gen.plus(input.t_link).plus(input.t_act);
+    let reaction = ceil_tolerant(r * reaction_time.seconds()) as u64;
+    let wire = ceil_tolerant(r * input.t_link.seconds()) as u64;
+    let raw = reaction + wire;
+    let headroom = round_up_to_cells(raw, input.cell_size);
+    let needed = headroom + input.mtu_bytes;
+    if input.buffer_bytes < needed {
+        return Err(HeadroomError::BufferTooSmall {
+            buffer: input.buffer_bytes,
+            headroom,
+            mtu: input.mtu_bytes,
+            needed,
+        });
+    }
+    let cell = input.cell_size.max(1);
+    let xoff = (input.buffer_bytes - headroom) / cell * cell;
+    let (hysteresis, capped) = match input.hysteresis_bytes {
+        Some(h) if h > xoff => {
+            return Err(HeadroomError::invalid(
+                Quantity::Hysteresis,
+                format!(
+                    "{h} B is larger than the XOFF threshold ({xoff} B); XON would be negative"
+                ),
+            ))
+        }
+        Some(h) => (h, false),
+        None => (reaction.min(xoff), reaction > xoff),
+    };
+    let xon = (xoff - hysteresis) / cell * cell;
+    let terms = vec![
+        Term::from_bytes(
+            "reaction data",
+            format!(
+                "{} x ({} + {} + {})",
+                input.speed, input.t_gen, input.t_link, input.t_act
+            ),
+            reaction,
+        ),
+        Term::from_bytes(
+            "wire data",
+            format!("{} x {}", input.speed, input.t_link),
+            wire,
+        ),
+        Term::from_bytes(
+            "round up to whole cells",
+            format!("{} B cells", input.cell_size),
+            headroom - raw,
+        ),
+    ];
+    Ok(ThresholdResult {
+        input: input.clone(),
+        terms,
+        reaction_bytes: reaction,
+        wire_bytes: wire,
+        headroom_bytes: headroom,
+        xoff_bytes: xoff,
+        xon_bytes: xon,
+        hysteresis_bytes: xoff - xon,
+        hysteresis_capped: capped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headroom::units::{Distance, Medium};
+
+    /// 100G, 100 m fibre, 9216-octet frames, 1 MiB buffer:
+    /// T_gen = (9236 + 84)·8 BT = 745.6 ns, T_link = 100 m / 1.98e8 m/s = 505.05 ns,
+    /// T_act = 394·512 + 9236·8 BT = 2,756.16 ns;
+    /// reaction = 12.5 GB/s · 4,006.81 ns = 50,085.13 → 50,086 B; wire = 6,313.13 → 6,314 B;
+    /// headroom 56,400 B; XOFF = 1,048,576 − 56,400 = 992,176; XON = 992,176 − 50,086 = 942,090.
+    fn example() -> ThresholdInput {
+        let speed = Speed::from_gbps(100).unwrap();
+        ThresholdInput {
+            speed,
+            buffer_bytes: 1 << 20,
+            mtu_bytes: 9216,
+            t_gen: speed.duration_of((9236 + 84) * 8),
+            t_link: Distance::from_meters(100.0)
+                .unwrap()
+                .propagation(Medium::Fiber),
+            t_act: speed.duration_of(394 * 512 + 9236 * 8),
+            hysteresis_bytes: None,
+            cell_size: 1,
+        }
+    }
+
+    #[test]
+    fn worked_example() {
+        let r = thresholds(&example()).unwrap();
+        assert_eq!(r.reaction_bytes, 50_086);
+        assert_eq!(r.wire_bytes, 6_314);
+        assert_eq!(r.headroom_bytes, 56_400);
+        assert_eq!(r.xoff_bytes, 992_176);
+        assert_eq!(r.xon_bytes, 942_090);
+        assert!(!r.hysteresis_capped);
+        assert_eq!(crate::headroom::total_bit_times(&r.terms), 56_400 * 8);
+    }
+
+    #[test]
+    fn cells_round_headroom_up_and_thresholds_down() {
+        let mut i = example();
+        i.cell_size = 144;
+        let r = thresholds(&i).unwrap();
+        assert_eq!(r.headroom_bytes, 56_448); // 392 cells
+        assert_eq!(r.xoff_bytes % 144, 0);
+        assert_eq!(r.xon_bytes % 144, 0);
+        assert!(r.xoff_bytes <= (1 << 20) - 56_448);
+    }
+
+    #[test]
+    fn buffer_too_small_names_the_numbers() {
+        let mut i = example();
+        i.buffer_bytes = 60_000;
+        let e = thresholds(&i).unwrap_err();
+        assert_eq!(
+            e,
+            HeadroomError::BufferTooSmall {
+                buffer: 60_000,
+                headroom: 56_400,
+                mtu: 9216,
+                needed: 65_616
+            }
+        );
+        assert!(e
+            .to_string()
+            .contains("cannot hold the headroom (56400 B) plus one MTU (9216 B)"));
+        // Exactly headroom + MTU fits, with the default hysteresis capped.
+        i.buffer_bytes = 65_616;
+        let r = thresholds(&i).unwrap();
+        assert_eq!(r.xoff_bytes, 9216);
+        assert_eq!(r.xon_bytes, 0);
+        assert!(r.hysteresis_capped);
+    }
+
+    #[test]
+    fn explicit_hysteresis() {
+        let mut i = example();
+        i.hysteresis_bytes = Some(20_000);
+        let r = thresholds(&i).unwrap();
+        assert_eq!(r.xon_bytes, 972_176);
+        i.hysteresis_bytes = Some(2_000_000);
+        assert_eq!(thresholds(&i).unwrap_err().quantity(), Quantity::Hysteresis);
+    }
+}

@@ -1,0 +1,499 @@
+//! Typed physical quantities and their parsers: speeds (`"10G"`, `"25Gbit"`, `"400G"`),
+//! distances (`"100m"`, `"2km"`), durations (`"1.5us"`) and byte sizes (`"9216"`, `"12MiB"`).
+
+use super::{HeadroomError, Quantity};
+use serde::Serialize;
+use std::fmt;
+use std::str::FromStr;
+
+/// Propagation speed of light used by the Annex N worked example and by this calculator,
+/// in m/s. Annex N's 10GBASE-T example (5,556 BT for 100 m of copper at 0.6c) is reproduced
+/// with the rounded value 3·10⁸ m/s; the exact 299,792,458 m/s would give 5,560 BT.
+pub const SPEED_OF_LIGHT_M_PER_S: f64 = 3.0e8;
+
+/// Splits `"1.5us"` into `(1.5, "us")`. Leading sign is kept in the number.
+fn split_number(s: &str) -> (&str, &str) {
+    let s = s.trim();
+    let end = s
+        .char_indices()
+        .find(|&(i, c)| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || ((c == '-' || c == '+') && i == 0)
+                || ((c == 'e' || c == 'E')
+                    && s[i + 1..]
+                        .starts_with(|d: char| d.is_ascii_digit() || d == '-' || d == '+')
+                    && i > 0))
+        })
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    (&s[..end], s[end..].trim())
+}
+
+fn parse_number(q: Quantity, text: &str, num: &str) -> Result<f64, HeadroomError> {
+    let v: f64 = num.parse().map_err(|_| {
+        HeadroomError::invalid(q, format!("cannot parse {text:?} as a number with a unit"))
+    })?;
+    if !v.is_finite() {
+        return Err(HeadroomError::invalid(q, format!("{text:?} is not finite")));
+    }
+    Ok(v)
+}
+
+/// A link speed in bits per second. Always greater than zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Speed(u64);
+
+impl Speed {
+    /// A speed of `bps` bits per second; zero is rejected.
+    pub fn from_bps(bps: u64) -> Result<Self, HeadroomError> {
+        if bps == 0 {
+            return Err(HeadroomError::invalid(
+                Quantity::Speed,
+                "must be greater than zero",
+            ));
+        }
+        Ok(Speed(bps))
+    }
+
+    /// `gbps` gigabits per second.
+    pub fn from_gbps(gbps: u64) -> Result<Self, HeadroomError> {
+        Self::from_bps(gbps.saturating_mul(1_000_000_000))
+    }
+
+    /// Bits per second.
+    pub fn bps(self) -> u64 {
+        self.0
+    }
+
+    /// Bits per second as `f64`.
+    pub fn bps_f64(self) -> f64 {
+        self.0 as f64
+    }
+
+    /// Megabits per second (rounded down), as vendor formulas take it.
+    pub fn mbps(self) -> u64 {
+        self.0 / 1_000_000
+    }
+
+    /// Bit times (rounded up to a whole bit time) that `d` lasts at this speed.
+    pub fn bit_times_in(self, d: Duration) -> u64 {
+        super::ceil_tolerant(d.seconds() * self.bps_f64()) as u64
+    }
+
+    /// Bytes (rounded up) that arrive in `d` at this speed.
+    pub fn bytes_in(self, d: Duration) -> u64 {
+        super::ceil_tolerant(d.seconds() * self.bps_f64() / 8.0) as u64
+    }
+
+    /// Duration of `bit_times` bit times at this speed.
+    pub fn duration_of(self, bit_times: u64) -> Duration {
+        Duration(bit_times as f64 / self.bps_f64())
+    }
+}
+
+impl FromStr for Speed {
+    type Err = HeadroomError;
+
+    /// Parses `"10G"`, `"25Gbit"`, `"400G"`, `"100Gb/s"`, `"1.6T"`, `"100M"`, `"2500Mbps"`.
+    /// A unit is required (a bare `"10"` is ambiguous).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let q = Quantity::Speed;
+        let (num, unit) = split_number(s);
+        let v = parse_number(q, s, num)?;
+        let lower = unit.to_ascii_lowercase();
+        let rest = lower
+            .strip_suffix("bit/s")
+            .or_else(|| lower.strip_suffix("bps"))
+            .or_else(|| lower.strip_suffix("b/s"))
+            .or_else(|| lower.strip_suffix("bit"))
+            .or_else(|| lower.strip_suffix("b"))
+            .unwrap_or(&lower);
+        let mult = match rest {
+            "" if !lower.is_empty() => 1.0,
+            "k" => 1e3,
+            "m" => 1e6,
+            "g" => 1e9,
+            "t" => 1e12,
+            _ => {
+                return Err(HeadroomError::invalid(
+                    q,
+                    format!("{s:?} needs a unit such as 10G, 25Gbit, 400G or 100M"),
+                ))
+            }
+        };
+        if v <= 0.0 {
+            return Err(HeadroomError::invalid(
+                q,
+                format!("{s:?}: must be greater than zero"),
+            ));
+        }
+        let bps = (v * mult).round();
+        if bps < 1.0 || bps > u64::MAX as f64 {
+            return Err(HeadroomError::invalid(q, format!("{s:?} is out of range")));
+        }
+        Speed::from_bps(bps as u64)
+    }
+}
+
+impl fmt::Display for Speed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0 as f64;
+        let (v, u) = if b >= 1e12 {
+            (b / 1e12, "Tb/s")
+        } else if b >= 1e9 {
+            (b / 1e9, "Gb/s")
+        } else if b >= 1e6 {
+            (b / 1e6, "Mb/s")
+        } else if b >= 1e3 {
+            (b / 1e3, "kb/s")
+        } else {
+            (b, "b/s")
+        };
+        write!(f, "{} {u}", trim_float(v))
+    }
+}
+
+/// Formats `v` with up to 3 decimals and no trailing zeros.
+pub(crate) fn trim_float(v: f64) -> String {
+    let s = format!("{v:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    s.to_string()
+}
+
+/// A non-negative, finite distance in metres.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct Distance(f64);
+
+impl Distance {
+    /// `m` metres; negative or non-finite values are rejected.
+    pub fn from_meters(m: f64) -> Result<Self, HeadroomError> {
+        if !m.is_finite() || m < 0.0 {
+            return Err(HeadroomError::invalid(
+                Quantity::CableLength,
+                format!("must be a non-negative length, got {m} m"),
+            ));
+        }
+        Ok(Distance(m))
+    }
+
+    /// Metres.
+    pub fn meters(self) -> f64 {
+        self.0
+    }
+
+    /// One-way propagation time over this distance in `medium`.
+    pub fn propagation(self, medium: Medium) -> Duration {
+        Duration(self.0 / (medium.velocity_factor() * SPEED_OF_LIGHT_M_PER_S))
+    }
+}
+
+impl FromStr for Distance {
+    type Err = HeadroomError;
+
+    /// Parses `"100m"`, `"2km"`, `"50cm"`, `"3mm"`, `"1.5 km"`; a bare number is metres.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let q = Quantity::CableLength;
+        let (num, unit) = split_number(s);
+        let v = parse_number(q, s, num)?;
+        let mult = match unit.to_ascii_lowercase().as_str() {
+            "" | "m" => 1.0,
+            "km" => 1e3,
+            "cm" => 1e-2,
+            "mm" => 1e-3,
+            _ => {
+                return Err(HeadroomError::invalid(
+                    q,
+                    format!("{s:?}: unknown unit (use m, km, cm or mm)"),
+                ))
+            }
+        };
+        if v < 0.0 {
+            return Err(HeadroomError::invalid(
+                q,
+                format!("{s:?}: length must not be negative"),
+            ));
+        }
+        Distance::from_meters(v * mult)
+    }
+}
+
+impl fmt::Display for Distance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 >= 1000.0 {
+            write!(f, "{} km", trim_float(self.0 / 1000.0))
+        } else {
+            write!(f, "{} m", trim_float(self.0))
+        }
+    }
+}
+
+/// A non-negative, finite duration in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
+pub struct Duration(f64);
+
+impl Duration {
+    /// The zero duration.
+    pub const ZERO: Duration = Duration(0.0);
+
+    /// `s` seconds; negative or non-finite values are rejected.
+    pub fn from_secs(s: f64) -> Result<Self, HeadroomError> {
+        if !s.is_finite() || s < 0.0 {
+            return Err(HeadroomError::invalid(
+                Quantity::Duration,
+                format!("must be a non-negative time, got {s} s"),
+            ));
+        }
+        Ok(Duration(s))
+    }
+
+    /// `ns` nanoseconds (negative values are rejected).
+    pub fn from_nanos(ns: f64) -> Result<Self, HeadroomError> {
+        Self::from_secs(ns * 1e-9)
+    }
+
+    /// Seconds.
+    pub fn seconds(self) -> f64 {
+        self.0
+    }
+
+    /// Nanoseconds.
+    pub fn nanos(self) -> f64 {
+        self.0 * 1e9
+    }
+
+    /// Sum of two durations.
+    pub fn plus(self, other: Duration) -> Duration {
+        Duration(self.0 + other.0)
+    }
+}
+
+impl FromStr for Duration {
+    type Err = HeadroomError;
+
+    /// Parses `"1.5us"`, `"1.5µs"`, `"500ns"`, `"250ps"`, `"10ms"`, `"1s"`. A unit is required.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let q = Quantity::Duration;
+        let (num, unit) = split_number(s);
+        let v = parse_number(q, s, num)?;
+        let mult = match unit {
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" | "μs" => 1e-6,
+            "ns" => 1e-9,
+            "ps" => 1e-12,
+            _ => {
+                return Err(HeadroomError::invalid(
+                    q,
+                    format!("{s:?} needs a unit: s, ms, us, ns or ps (for example 1.5us)"),
+                ))
+            }
+        };
+        if v < 0.0 {
+            return Err(HeadroomError::invalid(
+                q,
+                format!("{s:?}: must not be negative"),
+            ));
+        }
+        Duration::from_secs(v * mult)
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self.0;
+        if s == 0.0 {
+            write!(f, "0 s")
+        } else if s >= 1.0 {
+            write!(f, "{} s", trim_float(s))
+        } else if s >= 1e-3 {
+            write!(f, "{} ms", trim_float(s * 1e3))
+        } else if s >= 1e-6 {
+            write!(f, "{} us", trim_float(s * 1e6))
+        } else {
+            write!(f, "{} ns", trim_float(s * 1e9))
+        }
+    }
+}
+
+/// A byte count, parsed from `"9216"`, `"512KB"`, `"12MiB"`, `"1.5MB"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ByteSize(pub u64);
+
+impl FromStr for ByteSize {
+    type Err = HeadroomError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let q = Quantity::Buffer;
+        let (num, unit) = split_number(s);
+        let v = parse_number(q, s, num)?;
+        let mult = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1.0,
+            "kb" | "k" => 1e3,
+            "mb" | "m" => 1e6,
+            "gb" | "g" => 1e9,
+            "kib" => 1024.0,
+            "mib" => 1024.0 * 1024.0,
+            "gib" => 1024.0 * 1024.0 * 1024.0,
+            _ => {
+                return Err(HeadroomError::invalid(
+                    q,
+                    format!("{s:?}: unknown unit (use B, KB, MB, GB, KiB, MiB or GiB)"),
+                ))
+            }
+        };
+        if v < 0.0 {
+            return Err(HeadroomError::invalid(
+                q,
+                format!("{s:?}: must not be negative"),
+            ));
+        }
+        let b = (v * mult).round();
+        if b > u64::MAX as f64 {
+            return Err(HeadroomError::invalid(q, format!("{s:?} is out of range")));
+        }
+        Ok(ByteSize(b as u64))
+    }
+}
+
+/// Transmission medium, which fixes the propagation velocity factor v/c.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "velocity_factor")]
+pub enum Medium {
+    /// Twisted-pair or twinax copper, v ≈ 0.6c (the value Annex N's example uses).
+    Copper,
+    /// Optical fibre, v ≈ 0.66c (refractive index ≈ 1.5).
+    Fiber,
+    /// Any other medium with the given velocity factor, 0 < v/c ≤ 1.
+    Custom(f64),
+}
+
+impl Medium {
+    /// Builds a custom medium, checking 0 < `factor` ≤ 1.
+    pub fn custom(factor: f64) -> Result<Self, HeadroomError> {
+        if !(factor > 0.0 && factor <= 1.0) {
+            return Err(HeadroomError::invalid(
+                Quantity::VelocityFactor,
+                format!("must be in (0, 1], got {factor}"),
+            ));
+        }
+        Ok(Medium::Custom(factor))
+    }
+
+    /// Propagation velocity as a fraction of c.
+    pub fn velocity_factor(self) -> f64 {
+        match self {
+            Medium::Copper => 0.6,
+            Medium::Fiber => 0.66,
+            Medium::Custom(f) => f,
+        }
+    }
+}
+
+impl FromStr for Medium {
+    type Err = HeadroomError;
+
+    /// `"copper"`, `"fiber"`/`"fibre"`, or a velocity factor such as `"0.7"`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "copper" | "cu" | "dac" => Ok(Medium::Copper),
+            "fiber" | "fibre" | "optical" => Ok(Medium::Fiber),
+            other => match other.parse::<f64>() {
+                Ok(f) => Medium::custom(f),
+                Err(_) => Err(HeadroomError::invalid(
+                    Quantity::VelocityFactor,
+                    format!("{s:?}: use copper, fiber or a velocity factor such as 0.7"),
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Medium {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Medium::Copper => write!(f, "copper (v = 0.6c)"),
+            Medium::Fiber => write!(f, "fiber (v = 0.66c)"),
+            Medium::Custom(v) => write!(f, "custom (v = {}c)", trim_float(*v)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds() {
+        assert_eq!("10G".parse::<Speed>().unwrap().bps(), 10_000_000_000);
+        assert_eq!("25Gbit".parse::<Speed>().unwrap().bps(), 25_000_000_000);
+        assert_eq!("400G".parse::<Speed>().unwrap().bps(), 400_000_000_000);
+        assert_eq!("100Gb/s".parse::<Speed>().unwrap().bps(), 100_000_000_000);
+        assert_eq!("2500Mbps".parse::<Speed>().unwrap().bps(), 2_500_000_000);
+        assert_eq!("1.6T".parse::<Speed>().unwrap().bps(), 1_600_000_000_000);
+        assert_eq!("40gbit/s".parse::<Speed>().unwrap().mbps(), 40_000);
+        for bad in ["0G", "10", "10X", "", "-10G", "G"] {
+            let e = bad.parse::<Speed>().unwrap_err();
+            assert_eq!(e.quantity(), Quantity::Speed, "{bad}");
+        }
+        assert_eq!(Speed::from_gbps(100).unwrap().to_string(), "100 Gb/s");
+    }
+
+    #[test]
+    fn distances() {
+        assert_eq!("100m".parse::<Distance>().unwrap().meters(), 100.0);
+        assert_eq!("2km".parse::<Distance>().unwrap().meters(), 2000.0);
+        assert_eq!("1.5 km".parse::<Distance>().unwrap().meters(), 1500.0);
+        assert_eq!("50cm".parse::<Distance>().unwrap().meters(), 0.5);
+        assert_eq!("7".parse::<Distance>().unwrap().meters(), 7.0);
+        let e = "-5m".parse::<Distance>().unwrap_err();
+        assert_eq!(e.quantity(), Quantity::CableLength);
+        assert!(e.to_string().contains("negative"));
+        assert!("5 parsecs".parse::<Distance>().is_err());
+        assert_eq!(Distance::from_meters(2000.0).unwrap().to_string(), "2 km");
+    }
+
+    #[test]
+    fn durations() {
+        let d: Duration = "1.5us".parse().unwrap();
+        assert!((d.seconds() - 1.5e-6).abs() < 1e-18);
+        assert!(("500ns".parse::<Duration>().unwrap().nanos() - 500.0).abs() < 1e-9);
+        assert!(("2ms".parse::<Duration>().unwrap().seconds() - 2e-3).abs() < 1e-15);
+        assert!(("1µs".parse::<Duration>().unwrap().nanos() - 1000.0).abs() < 1e-9);
+        assert!("1.5".parse::<Duration>().is_err());
+        assert!("-1us".parse::<Duration>().is_err());
+        assert_eq!(d.to_string(), "1.5 us");
+    }
+
+    #[test]
+    fn byte_sizes() {
+        assert_eq!("9216".parse::<ByteSize>().unwrap().0, 9216);
+        assert_eq!("12MiB".parse::<ByteSize>().unwrap().0, 12 * 1024 * 1024);
+        assert_eq!("512KB".parse::<ByteSize>().unwrap().0, 512_000);
+        assert!("-1KB".parse::<ByteSize>().is_err());
+    }
+
+    #[test]
+    fn media_and_propagation() {
+        assert_eq!("copper".parse::<Medium>().unwrap(), Medium::Copper);
+        assert_eq!("fibre".parse::<Medium>().unwrap(), Medium::Fiber);
+        assert_eq!("0.7".parse::<Medium>().unwrap(), Medium::Custom(0.7));
+        assert!("1.5".parse::<Medium>().is_err());
+        assert!("glass".parse::<Medium>().is_err());
+        // 100 m of copper at 0.6 x 3e8 m/s = 555.56 ns = 5,556 BT at 10 Gb/s (rounded up).
+        let t = Distance::from_meters(100.0)
+            .unwrap()
+            .propagation(Medium::Copper);
+        assert!((t.nanos() - 555.5556).abs() < 1e-3);
+        assert_eq!(Speed::from_gbps(10).unwrap().bit_times_in(t), 5_556);
+        // 1 km of fibre: 1000 / 1.98e8 = 5.0505 us.
+        let f = Distance::from_meters(1000.0)
+            .unwrap()
+            .propagation(Medium::Fiber);
+        assert!((f.nanos() - 5050.505).abs() < 1e-2);
+    }
+}

@@ -1,0 +1,229 @@
+//! The traffic generator: sends test frames at a line rate on one priority, round-robin over
+//! flows, and is a real reaction point: PAUSE and PFC received on its interface stop it for
+//! the time they say, at the link speed's quanta.
+
+use std::{sync::atomic::AtomicBool, time::Duration};
+
+use serde::Serialize;
+
+use crate::{
+    dataplane::{
+        clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame, shaper::Shaper,
+    },
+    fc::{PauseTimers, PRIORITIES},
+    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, TestFrame, VlanTag},
+};
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub struct GenSetup {
+    /// Line rate to send at, bit/s (wire overhead counted).
+    pub rate_bps: u64,
+    /// Speed of the link, for PAUSE/PFC quanta.
+    pub link_speed_bps: u64,
+    /// Frame size without FCS.
+    pub size: usize,
+    /// Priority (802.1Q PCP; also the DSCP class selector).
+    pub priority: u8,
+    /// VLAN id of the tag (0 = priority-tagged).
+    pub vid: u16,
+    /// Number of flows (round-robin).
+    pub flows: u32,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop after this many frames.
+    pub count: Option<u64>,
+    /// Destination MAC.
+    pub dst_mac: MacAddr,
+    /// Source and destination IPv4 addresses.
+    pub src_ip: [u8; 4],
+    /// Destination IPv4 address.
+    pub dst_ip: [u8; 4],
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// Ignore PAUSE/PFC (to show what happens without flow control).
+    pub ignore_pause: bool,
+}
+
+/// What the generator did.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GenReport {
+    /// Interface.
+    pub iface: String,
+    /// Backend used.
+    pub backend: &'static str,
+    /// Frames sent.
+    pub frames_sent: u64,
+    /// Bytes sent (without FCS).
+    pub bytes_sent: u64,
+    /// Frames sent per flow (= next sequence number of each flow).
+    pub sent_per_flow: Vec<u64>,
+    /// Seconds from first to last frame.
+    pub elapsed_s: f64,
+    /// Achieved rate, counting wire overhead, bit/s.
+    pub rate_bps: f64,
+    /// Time the generator's priority spent paused, ns.
+    pub paused_ns: u64,
+    /// PFC frames received with the generator's priority enabled.
+    pub pfc_rx: u64,
+    /// PFC frames received in total.
+    pub pfc_rx_total: u64,
+    /// 802.3x PAUSE frames received.
+    pub pause_rx: u64,
+    /// Frames received that were neither (malformed or other control).
+    pub other_rx: u64,
+}
+
+/// Runs the generator until done or `stop` is set.
+pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicBool) -> GenReport {
+    let WorkerPorts {
+        mut pool,
+        mut ports,
+        backend,
+    } = ports;
+    let port = &mut ports[0];
+    let flows = setup.flows.max(1);
+    let templates: Vec<TestFrame> = (0..flows)
+        .map(|f| TestFrame {
+            eth: EthernetRepr {
+                dst: setup.dst_mac,
+                src: port.mac(),
+                vlan: Some(VlanTag {
+                    pcp: setup.priority,
+                    dei: false,
+                    vid: setup.vid,
+                }),
+                ethertype: EtherType::IPV4,
+            },
+            src_ip: setup.src_ip,
+            dst_ip: setup.dst_ip,
+            dscp: setup.priority << 3,
+            src_port: 49152 + (f % 16384) as u16,
+            dst_port: setup.dst_port,
+            flow: f,
+            seq: 0,
+            tx_ns: 0,
+            len: setup.size,
+        })
+        .collect();
+    let mut next_seq = vec![0u64; flows as usize];
+    let start = now_ns();
+    let end = setup.duration.map(|d| start + d.as_nanos() as u64);
+    let mut shaper = Shaper::new(
+        setup.rate_bps,
+        (setup.rate_bps / 8 / 20_000).max(2 * setup.size as u64),
+        start,
+    );
+    let mut timers = PauseTimers::new(setup.link_speed_bps);
+    let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
+    let mut tx: Vec<Frame> = Vec::with_capacity(64);
+    let mut idler = Idler::new([port.poll_fd()], busy_poll);
+    let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
+    let prio = usize::from(setup.priority) % PRIORITIES;
+    loop {
+        let now = now_ns();
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let done = end.is_some_and(|e| now >= e) || setup.count.is_some_and(|c| sent >= c);
+        if done {
+            break;
+        }
+        if port.reclaim(&mut pool).is_err() {
+            break;
+        }
+        rx.clear();
+        let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
+        for r in &rx[..n] {
+            let data = pool.data(r.frame);
+            let parsed = EthernetFrame::new_checked(data)
+                .ok()
+                .filter(|e| e.ethertype() == EtherType::MAC_CONTROL)
+                .and_then(|e| MacControl::parse(e.payload()).ok());
+            match parsed {
+                Some(m) => {
+                    match m {
+                        MacControl::Pause { .. } => pause_rx += 1,
+                        MacControl::Pfc { enable, .. } => {
+                            pfc_rx_total += 1;
+                            if enable & (1 << prio) != 0 {
+                                pfc_rx += 1;
+                            }
+                        }
+                    }
+                    if !setup.ignore_pause {
+                        timers.on_frame(&m, r.rx_ns.min(now));
+                    }
+                }
+                None => other_rx += 1,
+            }
+            pool.release(r.frame.idx);
+        }
+        tx.clear();
+        if !timers.is_paused(prio, now) {
+            let room = port.tx_room().min(64);
+            while tx.len() < room
+                && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c)
+                && shaper.try_send(setup.size as u32, now)
+            {
+                let Some(idx) = pool.alloc() else { break };
+                let t = &templates[flow];
+                let buf = pool.buf_mut(idx);
+                t.emit(buf).expect("frame size validated by the CLI");
+                t.stamp(buf, next_seq[flow], now_ns());
+                next_seq[flow] += 1;
+                flow = (flow + 1) % templates.len();
+                tx.push(Frame {
+                    idx,
+                    len: setup.size as u32,
+                });
+            }
+        }
+        if !tx.is_empty() {
+            let k = port.send(&mut pool, &tx).unwrap_or(0);
+            // Frames the ring refused were never sent: roll their sequence numbers back.
+            for f in tx[k..].iter().rev() {
+                flow = (flow + templates.len() - 1) % templates.len();
+                next_seq[flow] -= 1;
+                pool.release(f.idx);
+            }
+            sent += k as u64;
+            bytes += k as u64 * setup.size as u64;
+            last_tx = now;
+            continue;
+        }
+        let mut deadline = end;
+        let wake = if timers.is_paused(prio, now) {
+            timers.next_resume(now)
+        } else {
+            Some(shaper.ready_at())
+        };
+        if let Some(w) = wake {
+            deadline = Some(deadline.map_or(w, |d| d.min(w)));
+        }
+        idler.wait(now, deadline);
+    }
+    // Let the last frames leave before the port closes.
+    let settle = now_ns() + 50_000_000;
+    while now_ns() < settle {
+        let _ = port.reclaim(&mut pool);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let now = now_ns();
+    let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
+    GenReport {
+        iface: port.name().to_string(),
+        backend,
+        frames_sent: sent,
+        bytes_sent: bytes,
+        sent_per_flow: next_seq,
+        elapsed_s: elapsed,
+        rate_bps: (bytes + sent * crate::dataplane::shaper::WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
+        paused_ns: timers.paused_ns(now)[prio],
+        pfc_rx,
+        pfc_rx_total,
+        pause_rx,
+        other_rx,
+    }
+}

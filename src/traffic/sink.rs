@@ -1,0 +1,299 @@
+//! The traffic sink: counts test frames per flow by sequence number (received, lost,
+//! reordered, duplicated) and one-way latency. Optionally a congestion point: frames wait in
+//! a bounded buffer drained at `drain_rate`, and PFC goes upstream at XOFF/XON.
+
+use std::{sync::atomic::AtomicBool, time::Duration};
+
+use serde::Serialize;
+
+use super::{
+    flows::{FlowReport, FlowTable},
+    histogram::{Histogram, LatencySummary},
+};
+use crate::{
+    dataplane::{
+        clock::now_ns,
+        idle::Idler,
+        open::WorkerPorts,
+        pool::{Frame, FramePool},
+        port::RxFrame,
+        queue::{PrioQueues, Queued},
+        shaper::{Shaper, WIRE_OVERHEAD},
+    },
+    fc::{PfcGenerator, PfcThresholds, PRIORITIES},
+    wire::TestFrameView,
+};
+
+/// The sink as a congestion point.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkCongestion {
+    /// Rate the buffer drains at, bit/s (wire overhead counted).
+    pub drain_rate_bps: u64,
+    /// Buffer size per priority; frames beyond it are dropped and counted.
+    pub buffer_bytes: u64,
+    /// PFC thresholds per priority.
+    pub thresholds: PfcThresholds,
+    /// Pause time of each XOFF, quanta.
+    pub pause_quanta: u16,
+    /// Link speed for quanta and refresh timing.
+    pub link_speed_bps: u64,
+}
+
+/// When to stop and what to accept.
+#[derive(Debug, Clone)]
+pub struct SinkSetup {
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop this long after the last test frame (once one has arrived).
+    pub idle_timeout: Option<Duration>,
+    /// Stop after this many test frames.
+    pub expect: Option<u64>,
+    /// Flow ids accounted (0..max_flows).
+    pub max_flows: u32,
+    /// UDP destination port of test traffic.
+    pub dst_port: u16,
+    /// Be a congestion point.
+    pub congestion: Option<SinkCongestion>,
+}
+
+/// What the sink saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct SinkReport {
+    /// Interface.
+    pub iface: String,
+    /// Backend used.
+    pub backend: &'static str,
+    /// Test frames received (duplicates included).
+    pub received: u64,
+    /// Distinct (flow, sequence) pairs.
+    pub unique: u64,
+    /// Sequence numbers below each flow's highest that never arrived.
+    pub lost: u64,
+    /// Duplicated frames.
+    pub duplicates: u64,
+    /// Frames that arrived after a higher sequence number of their flow.
+    pub reordered: u64,
+    /// Bytes of test frames.
+    pub bytes: u64,
+    /// Seconds from first to last test frame.
+    pub elapsed_s: f64,
+    /// Receive rate with wire overhead, bit/s.
+    pub rate_bps: f64,
+    /// Test frames per priority (PCP).
+    pub per_priority: [u64; PRIORITIES],
+    /// One-way latency (TX stamp to RX/drain, same host clock).
+    pub latency: LatencySummary,
+    /// Per-flow detail.
+    pub flows: Vec<FlowReport>,
+    /// Frames that were not test traffic for us.
+    pub other_rx: u64,
+    /// Test frames with a flow id beyond `max_flows`.
+    pub unknown_flow: u64,
+    /// Congestion point: frames dropped because the buffer was full.
+    pub buffer_overflow: u64,
+    /// Congestion point: PFC frames sent.
+    pub pfc_tx: u64,
+    /// Congestion point: peak buffer bytes.
+    pub peak_buffer_bytes: u64,
+}
+
+struct Counting {
+    flows: FlowTable,
+    latency: Histogram,
+    received: u64,
+    bytes: u64,
+    per_priority: [u64; PRIORITIES],
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl Counting {
+    fn record(&mut self, v: &TestFrameView, len: u32, now: u64) {
+        self.flows.record(v.flow, v.seq);
+        if now >= v.tx_ns {
+            self.latency.record(now - v.tx_ns);
+        }
+        self.received += 1;
+        self.bytes += u64::from(len);
+        self.per_priority[usize::from(v.pcp.unwrap_or(0) & 7)] += 1;
+        if self.first_ns == 0 {
+            self.first_ns = now;
+        }
+        self.last_ns = now;
+    }
+}
+
+fn parse_ours(pool: &FramePool, frame: Frame, port: u16) -> Option<TestFrameView> {
+    TestFrameView::parse(pool.data(frame))
+        .ok()
+        .filter(|v| v.dst_port == port)
+}
+
+/// Runs the sink until its stop condition or `stop`.
+pub fn run(
+    ports: WorkerPorts,
+    setup: &SinkSetup,
+    busy_poll: bool,
+    stop: &AtomicBool,
+) -> SinkReport {
+    let WorkerPorts {
+        mut pool,
+        mut ports,
+        backend,
+    } = ports;
+    let port = &mut ports[0];
+    let start = now_ns();
+    let mut c = Counting {
+        flows: FlowTable::new(setup.max_flows),
+        latency: Histogram::default(),
+        received: 0,
+        bytes: 0,
+        per_priority: [0; PRIORITIES],
+        first_ns: 0,
+        last_ns: 0,
+    };
+    let mut queues = PrioQueues::new(pool.capacity() as usize);
+    let mut shaper = setup
+        .congestion
+        .map(|k| Shaper::new(k.drain_rate_bps, 2 * 1538, start));
+    let mut generator = setup.congestion.map(|k| {
+        PfcGenerator::new(
+            [Some(k.thresholds); PRIORITIES],
+            k.pause_quanta,
+            k.link_speed_bps,
+        )
+    });
+    let (mut other_rx, mut overflow, mut pfc_tx) = (0u64, 0u64, 0u64);
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
+    // Without a congestion buffer the sink only counts: coalesce wake-ups so it does not take
+    // CPU from the device under test (latency uses the XDP RX stamps).
+    let mut idler =
+        Idler::new([port.poll_fd()], busy_poll).coalesce(if setup.congestion.is_none() {
+            200_000
+        } else {
+            0
+        });
+    let mut last_arrival = 0u64;
+    loop {
+        let now = now_ns();
+        let idle_done = setup
+            .idle_timeout
+            .is_some_and(|t| last_arrival != 0 && now - last_arrival >= t.as_nanos() as u64);
+        if stop.load(std::sync::atomic::Ordering::Relaxed)
+            || setup
+                .duration
+                .is_some_and(|d| now - start >= d.as_nanos() as u64)
+            || setup.expect.is_some_and(|e| c.received >= e)
+            || idle_done
+        {
+            break;
+        }
+        if port.reclaim(&mut pool).is_err() {
+            break;
+        }
+        rx.clear();
+        let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
+        for r in &rx[..n] {
+            let Some(v) = parse_ours(&pool, r.frame, setup.dst_port) else {
+                other_rx += 1;
+                pool.release(r.frame.idx);
+                continue;
+            };
+            last_arrival = now;
+            match setup.congestion {
+                None => {
+                    c.record(&v, r.frame.len, r.rx_ns);
+                    pool.release(r.frame.idx);
+                }
+                Some(k) => {
+                    let p = usize::from(v.pcp.unwrap_or(0) & 7);
+                    let q = Queued {
+                        idx: r.frame.idx,
+                        len: r.frame.len,
+                        ingress: 0,
+                        rx_ns: r.rx_ns,
+                    };
+                    let fits = queues.bytes()[p] + u64::from(r.frame.len) <= k.buffer_bytes;
+                    if !fits || queues.push(p, q).is_err() {
+                        overflow += 1;
+                        pool.release(r.frame.idx);
+                    }
+                }
+            }
+        }
+        let mut work = n;
+        if let (Some(sh), Some(g)) = (shaper.as_mut(), generator.as_mut()) {
+            while let Some(p) = queues.select(0) {
+                let head = *queues.ring(p).front().expect("selected ring is non-empty");
+                if !sh.try_send(head.len, now) {
+                    break;
+                }
+                queues.ring(p).pop();
+                if let Some(v) = parse_ours(&pool, head.frame(), setup.dst_port) {
+                    c.record(&v, head.len, now);
+                }
+                pool.release(head.idx);
+                work += 1;
+            }
+            if let Some(m) = g.poll(now, &queues.bytes()) {
+                if let Some(idx) = pool.alloc() {
+                    let len = m
+                        .emit_frame(port.mac(), pool.buf_mut(idx))
+                        .expect("a pool frame holds a MAC control frame");
+                    let f = Frame {
+                        idx,
+                        len: len as u32,
+                    };
+                    if port.send(&mut pool, &[f]).unwrap_or(0) == 1 {
+                        pfc_tx += 1;
+                    } else {
+                        pool.release(idx);
+                    }
+                }
+            }
+        }
+        if work == 0 {
+            let mut deadline = generator.as_ref().and_then(|g| g.next_deadline());
+            if let (Some(sh), false) = (shaper.as_ref(), queues.is_empty()) {
+                let r = sh.ready_at();
+                deadline = Some(deadline.map_or(r, |d| d.min(r)));
+            }
+            if let Some(t) = setup.idle_timeout.filter(|_| last_arrival != 0) {
+                let r = last_arrival + t.as_nanos() as u64;
+                deadline = Some(deadline.map_or(r, |d| d.min(r)));
+            }
+            idler.wait(now, deadline);
+        }
+    }
+    // Frames still buffered were received: count them.
+    let now = now_ns();
+    let peak = queues.peak_bytes().iter().copied().max().unwrap_or(0);
+    queues.drain(|q| {
+        if let Some(v) = parse_ours(&pool, q.frame(), setup.dst_port) {
+            c.record(&v, q.len, now);
+        }
+        pool.release(q.idx);
+    });
+    let flows = c.flows.report();
+    let elapsed = (c.last_ns.saturating_sub(c.first_ns)).max(1) as f64 / 1e9;
+    SinkReport {
+        iface: port.name().to_string(),
+        backend,
+        received: c.received,
+        unique: flows.iter().map(|f| f.unique).sum(),
+        lost: flows.iter().map(|f| f.lost).sum(),
+        duplicates: flows.iter().map(|f| f.duplicates).sum(),
+        reordered: flows.iter().map(|f| f.reordered).sum(),
+        bytes: c.bytes,
+        elapsed_s: elapsed,
+        rate_bps: (c.bytes + c.received * WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
+        per_priority: c.per_priority,
+        latency: c.latency.summary(),
+        unknown_flow: c.flows.unknown_flow,
+        flows,
+        other_rx,
+        buffer_overflow: overflow,
+        pfc_tx,
+        peak_buffer_bytes: peak,
+    }
+}
