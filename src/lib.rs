@@ -12,6 +12,7 @@
 //! - [`control`]: the daemon's control plane (XDP attach, signals, reports);
 //! - [`config`]: the TOML configuration and its validation.
 
+pub mod cable;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -28,6 +28,8 @@ enum Command {
     Send(cli::send::SendCommand),
     /// Size PFC headroom, thresholds and buffers, showing every term.
     Headroom(cli::headroom::HeadroomArgs),
+    /// Emulate a cable: delay, rate, loss and corruption between two interfaces.
+    Cable(cli::cable::CableArgs),
 }
 
 fn main() {
@@ -45,6 +47,7 @@ fn main() {
         Command::Sink(a) => cli::sink::run(a).map_err(|e| (e, 1)),
         Command::Send(c) => cli::send::run(c).map_err(|e| (e, 1)),
         Command::Headroom(a) => cli::headroom::run(a).map_err(|e| (e.to_string(), 2)),
+        Command::Cable(a) => cli::cable::run(a).map_err(|e| (e, 1)),
     };
     if let Err((msg, code)) = result {
         eprintln!("lossless: error: {msg}");

@@ -1,5 +1,6 @@
 //! Command-line subcommands: each module holds one command's flags and its runner.
 
+pub mod cable;
 pub mod common;
 pub mod gen;
 pub mod headroom;

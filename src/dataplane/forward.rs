@@ -98,8 +98,7 @@ impl ForwardWorker {
                 .iter()
                 .map(|p| {
                     let rate = ((p.speed_bps as f64) * setup.rate_share) as u64;
-                    // Burst: two full frames or 20 us at line rate, whichever is larger.
-                    Shaper::new(rate, (rate / 8 / 50_000).max(2 * 1538), now)
+                    Shaper::paced(rate, now)
                 })
                 .collect(),
             timers: setup
@@ -337,7 +336,7 @@ impl ForwardWorker {
             }
             let (paused, resume) = self.shared[e].paused(now);
             if self.egress[e].select(paused).is_some() {
-                consider(self.shapers[e].ready_at());
+                consider(self.shapers[e].wake_at());
             } else if let Some(r) = resume {
                 consider(r);
             }

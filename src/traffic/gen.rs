@@ -109,11 +109,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut next_seq = vec![0u64; flows as usize];
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
-    let mut shaper = Shaper::new(
-        setup.rate_bps,
-        (setup.rate_bps / 8 / 20_000).max(2 * setup.size as u64),
-        start,
-    );
+    let mut shaper = Shaper::paced(setup.rate_bps, start);
     let mut timers = PauseTimers::new(setup.link_speed_bps);
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
@@ -197,7 +193,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         let wake = if timers.is_paused(prio, now) {
             timers.next_resume(now)
         } else {
-            Some(shaper.ready_at())
+            Some(shaper.wake_at())
         };
         if let Some(w) = wake {
             deadline = Some(deadline.map_or(w, |d| d.min(w)));

@@ -155,7 +155,7 @@ pub fn run(
     let mut queues = PrioQueues::new(pool.capacity() as usize);
     let mut shaper = setup
         .congestion
-        .map(|k| Shaper::new(k.drain_rate_bps, 2 * 1538, start));
+        .map(|k| Shaper::paced(k.drain_rate_bps, start));
     let mut generator = setup.congestion.map(|k| {
         PfcGenerator::new(
             [Some(k.thresholds); PRIORITIES],
@@ -255,7 +255,7 @@ pub fn run(
         if work == 0 {
             let mut deadline = generator.as_ref().and_then(|g| g.next_deadline());
             if let (Some(sh), false) = (shaper.as_ref(), queues.is_empty()) {
-                let r = sh.ready_at();
+                let r = sh.wake_at();
                 deadline = Some(deadline.map_or(r, |d| d.min(r)));
             }
             if let Some(t) = setup.idle_timeout.filter(|_| last_arrival != 0) {

@@ -1,0 +1,239 @@
+//! The cable's I/O loop: one thread, both ports of one pool (queue 0 of each interface), the
+//! two [`Lane`]s in between. Receives in batches, transmits what is due, and sleeps on the
+//! ports' descriptors up to the next deadline, waking early enough to spin onto it.
+
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
+
+use super::{
+    delay_line::Entry,
+    lane::{Lane, Verdict},
+    report::CableReport,
+    CableSetup,
+};
+use crate::{
+    config::Backend,
+    dataplane::{
+        clock::now_ns,
+        idle::Idler,
+        open::{attach_all, open_worker_ports, OpenError, WorkerPorts},
+        pool::Frame,
+        port::{PortError, RxFrame},
+        xdp_prog::{Steering, XdpError},
+    },
+};
+
+/// Frames per RX or TX batch.
+pub const BATCH: usize = 64;
+/// How long before a deadline the loop stops sleeping and spins, so a frame leaves on time
+/// even when waking an idle vCPU takes tens of microseconds.
+const EARLY_WAKE_NS: u64 = 60_000;
+/// Least time between two FIFO-overflow warnings.
+const WARN_EVERY_NS: u64 = 1_000_000_000;
+
+/// Why the cable could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum CableError {
+    /// Settings that cannot work.
+    #[error("{0}")]
+    Invalid(String),
+    /// Attaching XDP failed.
+    #[error(transparent)]
+    Xdp(#[from] XdpError),
+    /// Opening the ports failed.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// A port failed while running.
+    #[error(transparent)]
+    Port(#[from] PortError),
+}
+
+/// Runs the cable until `stop` is set or `setup.duration` has passed, and reports.
+///
+/// Logs `ready` (tracing, info) once both ports are open and forwarding.
+pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, CableError> {
+    if setup.a == setup.b {
+        return Err(CableError::Invalid(format!(
+            "--a and --b are the same interface ({})",
+            setup.a
+        )));
+    }
+    let ifaces = [setup.a.clone(), setup.b.clone()];
+    // Every frame belongs to the cable: nothing reaches the kernel stack of either side.
+    let steering = Steering {
+        forward_all: true,
+        test_udp_port: 0,
+        sfc_udp_port: 0,
+    };
+    let attached = match setup.backend {
+        Backend::AfPacket => None,
+        Backend::AfXdp => Some(attach_all(&ifaces, setup.xdp_mode, steering)?),
+        Backend::Auto => match attach_all(&ifaces, setup.xdp_mode, steering) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                tracing::warn!(error = %e, "XDP refused; using AF_PACKET");
+                None
+            }
+        },
+    };
+    let frames = setup.pool_frames();
+    let wp = open_worker_ports(&ifaces, 0, frames, setup.backend, attached.as_ref())?;
+    tracing::info!(
+        a = %setup.a,
+        b = %setup.b,
+        backend = wp.backend,
+        frames,
+        fifo_ab = setup.ab.fifo_limit_bytes(),
+        fifo_ba = setup.ba.fifo_limit_bytes(),
+        "ready"
+    );
+    let report = forward(wp, setup, stop);
+    drop(attached);
+    report
+}
+
+fn forward(
+    wp: WorkerPorts,
+    setup: &CableSetup,
+    stop: &AtomicBool,
+) -> Result<CableReport, CableError> {
+    let WorkerPorts {
+        mut pool,
+        mut ports,
+        backend,
+    } = wp;
+    let start = now_ns();
+    let end = setup.duration.map(|d| start + d.as_nanos() as u64);
+    let mut lanes = [
+        Lane::new(&setup.ab, setup.seed, 0, start),
+        Lane::new(&setup.ba, setup.seed, 1, start),
+    ];
+    let names = ["a->b", "b->a"];
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
+    let mut out: Vec<Entry> = Vec::with_capacity(BATCH);
+    let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
+    let mut idler = Idler::new(ports.iter().map(|p| p.poll_fd()), setup.busy_poll);
+    let mut warned = [0u64; 2];
+    let mut last_warn = 0u64;
+    let result: Result<(), CableError> = (|| {
+        loop {
+            let now = now_ns();
+            if stop.load(Ordering::Relaxed) || end.is_some_and(|e| now >= e) {
+                return Ok(());
+            }
+            let mut work = 0;
+            for (p, lane) in lanes.iter_mut().enumerate() {
+                ports[p].reclaim(&mut pool)?;
+                rx.clear();
+                let n = ports[p].recv(&mut pool, &mut rx, BATCH, now)?;
+                for r in &rx[..n] {
+                    let len = r.frame.len as usize;
+                    let buf = pool.buf_mut(r.frame.idx);
+                    let len = len.min(buf.len());
+                    if lane.ingress(r.frame, &mut buf[..len], r.rx_ns) != Verdict::Queued {
+                        pool.release(r.frame.idx);
+                    }
+                }
+                work += n;
+            }
+            for (d, lane) in lanes.iter_mut().enumerate() {
+                let e = 1 - d;
+                let now = now_ns();
+                lane.poll(now);
+                let room = ports[e].tx_room().min(BATCH);
+                if room == 0 {
+                    continue;
+                }
+                out.clear();
+                if lane.pop_ready(now, room, &mut out) == 0 {
+                    continue;
+                }
+                tx.clear();
+                tx.extend(out.iter().map(|x| x.frame));
+                let k = ports[e].send(&mut pool, &tx)?;
+                let t = now_ns();
+                for x in &out[..k] {
+                    lane.sent(x, t);
+                }
+                for x in out[k..].iter().rev() {
+                    if let Err(x) = lane.unsend(*x) {
+                        pool.release(x.frame.idx);
+                    }
+                }
+                work += k;
+            }
+            // Say it loudly when the FIFO bound drops frames (a real cable never would).
+            let now = now_ns();
+            if now.saturating_sub(last_warn) >= WARN_EVERY_NS {
+                for (d, lane) in lanes.iter().enumerate() {
+                    let o = lane.overflow_drops();
+                    if o > warned[d] {
+                        tracing::warn!(
+                            direction = names[d],
+                            dropped = o - warned[d],
+                            total = o,
+                            "cable FIFO overflow: frames dropped beyond delay x rate + margin (raise --fifo-limit or lower the offered load)"
+                        );
+                        warned[d] = o;
+                        last_warn = now;
+                    }
+                }
+            }
+            if work == 0 {
+                let mut deadline = end;
+                for lane in &lanes {
+                    if let Some(t) = lane.next_deadline() {
+                        let t = t.saturating_sub(EARLY_WAKE_NS);
+                        deadline = Some(deadline.map_or(t, |x| x.min(t)));
+                    }
+                }
+                idler.wait(now, deadline);
+            }
+        }
+    })();
+    let stopped = now_ns();
+    for lane in lanes.iter_mut() {
+        lane.drain(|f| pool.release(f.idx));
+    }
+    // Let the last transmissions complete before the sockets close.
+    let settle = now_ns() + 20_000_000;
+    while now_ns() < settle {
+        for p in ports.iter_mut() {
+            let _ = p.reclaim(&mut pool);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    result?;
+    let directions = vec![
+        lanes[0].report(names[0], &setup.a, &setup.b),
+        lanes[1].report(names[1], &setup.b, &setup.a),
+    ];
+    let mut warnings = Vec::new();
+    for d in &directions {
+        if d.dropped_fifo_overflow > 0 {
+            warnings.push(format!(
+                "{}: {} frames dropped by FIFO overflow (limit {} bytes = delay x rate + margin); \
+                 a real cable does not drop these",
+                d.direction, d.dropped_fifo_overflow, d.fifo_limit_bytes
+            ));
+        }
+    }
+    if warnings.is_empty() {
+        debug_assert!(lanes.iter().all(|l| l.queued() == 0));
+    } else {
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+    }
+    Ok(CableReport {
+        a: setup.a.clone(),
+        b: setup.b.clone(),
+        backend,
+        seed: setup.seed,
+        elapsed_s: stopped.saturating_sub(start) as f64 / 1e9,
+        directions,
+        warnings,
+    })
+}

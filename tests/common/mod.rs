@@ -1,0 +1,272 @@
+//! Shared harness of the integration tests: network namespaces and veth pairs that are
+//! removed even when a test fails, and real `lossless` processes started inside them.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::{
+    io::{BufRead, BufReader, Read},
+    process::{Child, Command, ExitStatus, Stdio},
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        mpsc, Arc, Mutex, MutexGuard,
+    },
+    time::{Duration, Instant},
+};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_lossless");
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A name unique across parallel test processes and tests: `<tag><pid><n>`, ≤ 15 chars.
+pub fn unique(tag: &str) -> String {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let name = format!("{tag}{}{n}", std::process::id() % 100_000);
+    assert!(name.len() <= 15, "interface name {name} too long");
+    name
+}
+
+/// Traffic tests share two CPUs: run them one at a time within a test binary.
+pub fn traffic_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn sh(args: &[&str]) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .expect("run command");
+    assert!(
+        out.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A network namespace, deleted on drop (with everything in it).
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Self {
+        let name = unique(tag);
+        sh(&["ip", "netns", "add", &name]);
+        sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
+        Netns { name }
+    }
+
+    /// A command run inside the namespace.
+    pub fn cmd(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, program]);
+        c
+    }
+
+    /// Output of a command in the namespace.
+    pub fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd(args[0]).args(&args[1..]).output().expect("run");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Creates a veth pair `a_if` in `a` and `b_if` in `b`, both up.
+pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
+    sh(&[
+        "ip", "link", "add", a_if, "netns", &a.name, "type", "veth", "peer", "name", b_if, "netns",
+        &b.name,
+    ]);
+    sh(&["ip", "-n", &a.name, "link", "set", a_if, "up"]);
+    sh(&["ip", "-n", &b.name, "link", "set", b_if, "up"]);
+    // The kernel brings the operational state up asynchronously (linkwatch); frames sent
+    // before that can vanish, so wait for it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for (ns, iface) in [(a, a_if), (b, b_if)] {
+        while !ns.run(&["ip", "link", "show", iface]).contains("state UP") {
+            assert!(Instant::now() < deadline, "{iface} did not come up");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A running `lossless` process; killed on drop if still running.
+pub struct Proc {
+    pub what: String,
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    ready: mpsc::Receiver<()>,
+}
+
+impl Proc {
+    /// Starts `lossless ARGS` in `ns`, capturing stdout and stderr.
+    pub fn spawn(ns: &Netns, args: &[&str]) -> Proc {
+        let mut child = ns
+            .cmd(BIN)
+            .args(args)
+            .env("LOSSLESS_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn lossless");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, ready) = mpsc::channel();
+        let stderr = child.stderr.take().expect("piped");
+        let l = lines.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains(" ready") {
+                    let _ = tx.send(());
+                }
+                l.lock().unwrap().push(line);
+            }
+        });
+        Proc {
+            what: format!("lossless {}", args.join(" ")),
+            child,
+            lines,
+            ready,
+        }
+    }
+
+    /// Everything written to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// Waits until the process logs that it is ready.
+    pub fn wait_ready(&mut self, timeout: Duration) {
+        if self.ready.recv_timeout(timeout).is_err() {
+            let status = self.child.try_wait().ok().flatten();
+            panic!(
+                "{} not ready after {timeout:?} (exit {status:?}); stderr:\n{}",
+                self.what,
+                self.stderr()
+            );
+        }
+    }
+
+    /// Sends SIGINT (a clean stop).
+    pub fn interrupt(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
+    }
+
+    /// Sends SIGKILL (a crash).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Waits for exit (at most `timeout`) and returns the status and stdout.
+    pub fn finish(mut self, timeout: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                let mut out = String::new();
+                if let Some(mut s) = self.child.stdout.take() {
+                    s.read_to_string(&mut out).expect("read stdout");
+                }
+                return (status, out);
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "{} did not exit within {timeout:?}; stderr:\n{}",
+                    self.what,
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits for a clean exit and parses stdout as JSON.
+    pub fn json(self, timeout: Duration) -> serde_json::Value {
+        let what = self.what.clone();
+        let lines = self.lines.clone();
+        let (status, out) = self.finish(timeout);
+        assert!(
+            status.success(),
+            "{what} exited with {status}; stderr:\n{}",
+            lines.lock().unwrap().join("\n")
+        );
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{what}: bad JSON ({e}): {out}"))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Writes a temporary file that is removed on drop.
+pub struct TempFile {
+    pub path: std::path::PathBuf,
+}
+
+impl TempFile {
+    pub fn new(tag: &str, contents: &str) -> Self {
+        let path = std::env::temp_dir().join(unique(tag));
+        std::fs::write(&path, contents).expect("write temp file");
+        TempFile { path }
+    }
+
+    pub fn path(&self) -> &str {
+        self.path.to_str().expect("utf-8 temp path")
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// True if an XDP program is attached to `iface` in `ns`.
+pub fn has_xdp(ns: &Netns, iface: &str) -> bool {
+    ns.run(&["ip", "link", "show", iface]).contains("xdp")
+}
+
+/// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.
+pub fn capture(ns: &Netns, iface: &str, pcap: &str, count: u32) -> std::process::Child {
+    let mut t = ns
+        .cmd("tshark")
+        .args([
+            "-i",
+            iface,
+            "-f",
+            "ether proto 0x8808",
+            "-c",
+            &count.to_string(),
+            "-w",
+            pcap,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tshark is installed by scripts/setup");
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "tshark exited before capturing"
+        );
+    }
+    // tshark announces the capture a moment before dumpcap's socket is receiving.
+    std::thread::sleep(Duration::from_millis(500));
+    t
+}

@@ -1,0 +1,194 @@
+//! The injection tool, configuration errors, crash recovery and hostile control frames.
+
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{capture, has_xdp, unique, veth, Netns, Proc, TempFile, BIN};
+
+fn fields(pcap: &str, fields: &[&str]) -> Vec<String> {
+    let mut c = Command::new("tshark");
+    c.args(["-r", pcap, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    String::from_utf8_lossy(&c.output().unwrap().stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn send_pfc_and_pause_decode_in_tshark() {
+    let ns = Netns::new("lt");
+    let (a, b) = (unique("ta"), unique("tb"));
+    veth(&ns, &a, &ns, &b);
+    let pcap = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
+    let pcap = pcap.to_str().unwrap();
+    let mut t = capture(&ns, &b, pcap, 3);
+    let out = ns
+        .cmd(BIN)
+        .args([
+            "send",
+            "pfc",
+            "--iface",
+            &a,
+            "--priorities",
+            "3,4",
+            "--quanta",
+            "1234",
+        ])
+        .args(["--count", "2", "--interval", "1ms", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["sent"], 2);
+    let out = ns
+        .cmd(BIN)
+        .args(["send", "pause", "--iface", &a, "--quanta", "100"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done = std::time::Instant::now() + Duration::from_secs(5);
+    while t.try_wait().unwrap().is_none() && std::time::Instant::now() < done {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = t.kill();
+    let rows = fields(
+        pcap,
+        &[
+            "macc.opcode",
+            "macc.cbfc.enbv",
+            "macc.cbfc.pause_time.c3",
+            "macc.cbfc.pause_time.c4",
+            "macc.cbfc.pause_time.c5",
+            "macc.pause_time",
+        ],
+    );
+    let _ = std::fs::remove_file(pcap);
+    assert_eq!(
+        rows,
+        vec![
+            "0x0101\t0x0018\t1234\t1234\t0\t",
+            "0x0101\t0x0018\t1234\t1234\t0\t",
+            "0x0001\t\t\t\t\t100",
+        ]
+    );
+}
+
+#[test]
+fn config_errors_name_the_field_and_exit_78() {
+    let cfg = TempFile::new("bad", "[[port]]\niface = \"a\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n[priority.3]\nmode = \"pfc\"\nxoff = 1000\nxon = 2000\n");
+    for sub in [
+        vec!["check-config", cfg.path()],
+        vec!["run", "--config", cfg.path()],
+    ] {
+        let out = Command::new(BIN).args(&sub).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(78), "{sub:?}: {err}");
+        assert!(
+            err.contains(cfg.path()) && err.contains("priority.3.xon"),
+            "{err}"
+        );
+    }
+    let good = TempFile::new("good", "[[port]]\niface = \"a\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"10G\"\n[priority.3]\nmode = \"pfc\"\n");
+    let out = Command::new(BIN)
+        .args(["check-config", good.path()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(text.contains("priority 3: lossless (PFC)"), "{text}");
+}
+
+fn dut_config(d0: &str, d1: &str) -> TempFile {
+    TempFile::new(
+        "cfg",
+        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n"),
+    )
+}
+
+#[test]
+fn stale_xdp_program_from_a_crash_is_replaced() {
+    let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
+    let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
+    veth(&ns, &d0, &peer, &p0);
+    veth(&ns, &d1, &peer, &p1);
+    let cfg = dut_config(&d0, &d1);
+    let mut first = Proc::spawn(&ns, &["run", "--config", cfg.path()]);
+    first.wait_ready(Duration::from_secs(10));
+    first.kill(); // SIGKILL: no chance to detach
+    assert!(
+        has_xdp(&ns, &d0),
+        "a killed daemon leaves its program behind"
+    );
+    let mut second = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    second.wait_ready(Duration::from_secs(10));
+    assert!(
+        second.stderr().contains("replacing an XDP program"),
+        "{}",
+        second.stderr()
+    );
+    second.interrupt();
+    let report = second.json(Duration::from_secs(10));
+    assert_eq!(report["ports"].as_array().unwrap().len(), 2);
+    assert!(!has_xdp(&ns, &d0) && !has_xdp(&ns, &d1));
+}
+
+/// Frames we did not write (crafted with scapy): a valid PFC frame is obeyed and counted,
+/// malformed MAC control frames are counted drops, LLDP is consumed, and nothing panics.
+#[test]
+fn foreign_and_malformed_control_frames_are_counted() {
+    let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
+    let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
+    veth(&ns, &d0, &peer, &p0);
+    veth(&ns, &d1, &peer, &p1);
+    let cfg = dut_config(&d0, &d1);
+    let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let script = format!(
+        r#"
+from scapy.all import Ether, Raw, sendp
+import struct
+pfc = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH8H", 0x0101, 0x08, 0, 0, 0, 500, 0, 0, 0, 0))
+bad_opcode = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH", 0x0202, 1))
+truncated = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH", 0x0101, 0x08))
+bad_vector = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH8H", 0x0101, 0x0108, *([1] * 8)))
+lldp = Ether(dst="01:80:c2:00:00:0e", type=0x88cc) / Raw(b"\x02\x07\x04" + b"\x00" * 6)
+runt = Raw(b"\x01\x02\x03")
+sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp], iface="{p0}", verbose=False)
+"#
+    );
+    let out = peer
+        .cmd("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    dut.interrupt();
+    let report = dut.json(Duration::from_secs(10));
+    let port0 = &report["ports"][0];
+    assert_eq!(port0["iface"], d0.as_str());
+    assert_eq!(port0["pfc_rx"][3], 2, "{port0}");
+    assert_eq!(port0["drops"]["malformed"], 3, "{port0}");
+    assert_eq!(port0["drops"]["link_local"], 1, "{port0}");
+    // 500 quanta at 1 Gbit/s pause priority 3 of d0's egress for 256 us, twice.
+    assert!(
+        port0["paused_ns"][3].as_u64().unwrap() >= 256_000,
+        "{port0}"
+    );
+}
