@@ -23,7 +23,7 @@ pub struct GenArgs {
     /// Line rate to send at, wire overhead included ("2Gbit", "500Mbit").
     #[arg(long, value_parser = common::rate)]
     pub rate: u64,
-    /// Frame size in bytes, without FCS (64..=1518 with the 802.1Q tag).
+    /// Frame size in bytes, without FCS (70..=1518: tag, IPv4, UDP and the test header).
     #[arg(long, default_value_t = 1000)]
     pub size: usize,
     /// Priority: the 802.1Q PCP of every frame (and DSCP class selector).

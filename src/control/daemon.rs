@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::{
     config::{Backend, Plan, PrioPlan},
     dataplane::{
+        clock::now_ns,
         forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         open::{attach_all, open_worker_ports, OpenError},
         shared::SharedPort,
@@ -108,7 +109,14 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
         };
-        let worker = ForwardWorker::new(ports.pool, ports.ports, shared.clone(), stats, setup);
+        let worker = ForwardWorker::new(
+            ports.pool,
+            ports.ports,
+            shared.clone(),
+            stats,
+            setup,
+            now_ns(),
+        );
         let core = d.cores.get(w).copied();
         let handle = std::thread::Builder::new()
             .name(format!("lossless-w{w}"))
