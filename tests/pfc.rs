@@ -54,7 +54,11 @@ struct Run {
 }
 
 fn run_traffic(w: &Wire, prio3: &str, gen_backend: &str) -> Run {
-    let cfg = TempFile::new("cfg", &config(w, prio3));
+    run_traffic_with(w, &config(w, prio3), gen_backend)
+}
+
+fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
+    let cfg = TempFile::new("cfg", config);
     let mut sink = Proc::spawn(
         &w.sink_ns,
         &[
@@ -71,7 +75,8 @@ fn run_traffic(w: &Wire, prio3: &str, gen_backend: &str) -> Run {
     sink.wait_ready(Duration::from_secs(10));
     let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
-    assert!(has_xdp(&w.dut_ns, &w.d0) && has_xdp(&w.dut_ns, &w.d1));
+    let xdp = !config.contains("af-packet");
+    assert_eq!(has_xdp(&w.dut_ns, &w.d0) && has_xdp(&w.dut_ns, &w.d1), xdp);
     let gen = Proc::spawn(
         &w.gen_ns,
         &[
@@ -259,4 +264,27 @@ fn daemon_pfc_frames_decode_in_tshark() {
     // Still lossless over the AF_PACKET generator.
     assert_eq!(u(&r.sink, &["lost"]), 0, "{}", r.sink);
     assert_eq!(r.gen["backend"], "af_packet");
+}
+
+/// The daemon on its AF_PACKET backend: the kernel strips 802.1Q tags before packet sockets
+/// see frames, so this proves the tag (and the PCP priority) is restored from PACKET_AUXDATA.
+#[test]
+fn af_packet_daemon_classifies_by_pcp_and_sends_pfc() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let cfg = format!("[daemon]\nbackend = \"af-packet\"\n\n{}", config(&w, PFC));
+    let r = run_traffic_with(&w, &cfg, "af-xdp");
+    assert_eq!(r.dut["backend"], "af_packet");
+    let d0 = port(&r.dut, &w.d0);
+    assert!(
+        d0["pfc_tx"][3].as_u64() > Some(0),
+        "no PFC: priority 3 misclassified? {d0}"
+    );
+    assert_eq!(
+        u(d0, &["drops", "tail_drop"]),
+        0,
+        "priority 3 treated as lossy: {d0}"
+    );
+    assert!(u(&r.gen, &["paused_ns"]) > 0);
+    assert_eq!(r.sink["per_priority"][3], r.sink["received"]);
 }

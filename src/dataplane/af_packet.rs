@@ -1,5 +1,7 @@
-//! AF_PACKET port (through pnet's datalink): the fallback where AF_XDP is refused. It copies
-//! each frame between the kernel and the worker's pool, one syscall per frame.
+//! AF_PACKET port: the fallback where AF_XDP is refused. pnet's datalink finds, binds and
+//! transmits on the interface; reception uses `recvmsg` on the same socket straight into the
+//! worker's pool, with PACKET_AUXDATA so the 802.1Q tag the kernel strips before packet
+//! sockets see a frame is put back (PCP classification needs it). One syscall per frame.
 
 use std::{io, os::fd::RawFd, time::Duration};
 
@@ -17,27 +19,122 @@ pub struct AfPacketPort {
     mac: MacAddr,
     fd: RawFd,
     tx: Box<dyn DataLinkSender>,
-    rx: Box<dyn DataLinkReceiver>,
+    /// Kept so pnet does not close the shared socket; reception bypasses it (see module doc).
+    _rx: Box<dyn DataLinkReceiver>,
+}
+
+/// `tpacket_auxdata` from <linux/if_packet.h>.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct AuxData {
+    tp_status: u32,
+    tp_len: u32,
+    tp_snaplen: u32,
+    tp_mac: u16,
+    tp_net: u16,
+    tp_vlan_tci: u16,
+    tp_vlan_tpid: u16,
+}
+
+const PACKET_AUXDATA: libc::c_int = 8;
+const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
+/// Socket receive buffer asked for (the kernel drops what does not fit while we sleep).
+const RCVBUF: libc::c_int = 8 << 20;
+
+fn set_opt(fd: RawFd, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 fn packet_socket() -> io::Result<RawFd> {
     let proto = (libc::ETH_P_ALL as u16).to_be();
-    // SAFETY: plain socket(2)/setsockopt(2) calls with valid arguments.
+    // SAFETY: plain socket(2) call.
+    let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto)) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // Our own transmissions must not come back as receptions.
+    set_opt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
+    set_opt(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1)?;
+    if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
+        set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)?;
+    }
+    Ok(fd)
+}
+
+/// Receives one frame into `buf` without blocking, re-inserting a stripped 802.1Q tag.
+/// Returns `Ok(None)` when nothing is waiting.
+fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    const TAG: usize = 4;
+    if buf.len() <= 12 + TAG {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // Receive 4 bytes in, so a tag can be inserted after the addresses without moving the payload.
+    let mut iov = libc::iovec {
+        iov_base: buf[TAG..].as_mut_ptr().cast(),
+        iov_len: buf.len() - TAG,
+    };
+    let mut cmsg = [0u64; 8]; // aligned room for one tpacket_auxdata control message
+                              // SAFETY: a zeroed msghdr is valid; the pointers reference live local buffers.
+    let (n, msg) = unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = cmsg.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&cmsg);
+        let n = libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC);
+        (n, msg)
+    };
+    if n < 0 {
+        let e = io::Error::last_os_error();
+        return match e.kind() {
+            io::ErrorKind::WouldBlock => Ok(None),
+            _ => Err(e),
+        };
+    }
+    let len = (n as usize).min(buf.len() - TAG);
+    let mut aux: Option<AuxData> = None;
+    // SAFETY: walking the control messages recvmsg filled in, within msg_controllen.
     unsafe {
-        let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(proto));
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
+                aux = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
         }
-        // Our own transmissions must not come back as receptions.
-        let one: libc::c_int = 1;
-        libc::setsockopt(
-            fd,
-            libc::SOL_PACKET,
-            23, // PACKET_IGNORE_OUTGOING
-            &one as *const _ as *const libc::c_void,
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
-        Ok(fd)
+    }
+    match aux {
+        Some(a) if a.tp_status & TP_STATUS_VLAN_VALID != 0 && len >= 12 => {
+            let tpid = if a.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                a.tp_vlan_tpid
+            } else {
+                0x8100
+            };
+            buf.copy_within(TAG..TAG + 12, 0);
+            buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+            buf[14..16].copy_from_slice(&a.tp_vlan_tci.to_be_bytes());
+            Ok(Some(len + TAG))
+        }
+        _ => {
+            buf.copy_within(TAG..TAG + len, 0);
+            Ok(Some(len))
+        }
     }
 }
 
@@ -55,13 +152,14 @@ impl AfPacketPort {
             .find(|i| i.name == iface)
             .ok_or_else(|| err("no such interface".into()))?;
         let fd = packet_socket().map_err(|e| err(e.to_string()))?;
+
         let config = datalink::Config {
             read_timeout: Some(Duration::ZERO),
             socket_fd: Some(fd),
             promiscuous: true,
             ..Default::default()
         };
-        let (tx, rx) = match datalink::channel(&ni, config) {
+        let (tx, _rx) = match datalink::channel(&ni, config) {
             Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
             Ok(_) => return Err(err("unexpected channel type".into())),
             Err(e) => return Err(err(e.to_string())),
@@ -71,7 +169,7 @@ impl AfPacketPort {
             mac: iface_mac(iface).unwrap_or_default(),
             fd,
             tx,
-            rx,
+            _rx,
         })
     }
 }
@@ -94,28 +192,30 @@ impl Port for AfPacketPort {
     ) -> Result<usize, PortError> {
         let mut n = 0;
         while n < max {
-            let bytes = match self.rx.next() {
-                Ok(b) => b,
-                Err(e) if e.kind() == io::ErrorKind::TimedOut => break,
+            let Some(idx) = pool.alloc() else { break };
+            match recv_frame(self.fd, pool.buf_mut(idx)) {
+                Ok(Some(len)) => {
+                    out.push(RxFrame {
+                        frame: Frame {
+                            idx,
+                            len: len as u32,
+                        },
+                        rx_ns: now,
+                    });
+                    n += 1;
+                }
+                Ok(None) => {
+                    pool.release(idx);
+                    break;
+                }
                 Err(e) => {
+                    pool.release(idx);
                     return Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
-                    })
+                    });
                 }
-            };
-            let Some(idx) = pool.alloc() else { break };
-            let buf = pool.buf_mut(idx);
-            let len = bytes.len().min(buf.len());
-            buf[..len].copy_from_slice(&bytes[..len]);
-            out.push(RxFrame {
-                frame: Frame {
-                    idx,
-                    len: len as u32,
-                },
-                rx_ns: now,
-            });
-            n += 1;
+            }
         }
         Ok(n)
     }
