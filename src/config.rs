@@ -87,7 +87,7 @@ fn one() -> usize {
 }
 
 fn default_frames() -> u32 {
-    16384
+    32768
 }
 
 impl Default for DaemonSection {

@@ -208,7 +208,8 @@ fn daemon_pfc_frames_decode_in_tshark() {
     let pcap = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
     let pcap_s = pcap.to_str().unwrap().to_string();
     let mut tshark = capture(&w.gen_ns, &w.g, &pcap_s, 40);
-    let r = run_traffic(&w, PFC, "af-packet");
+    // The AF_PACKET generator reacts more slowly (a syscall per frame), so more headroom.
+    let r = run_traffic(&w, &PFC.replace("1MiB", "4MiB"), "af-packet");
     let _ = tshark.kill();
     let _ = tshark.wait();
     let decoded = Command::new("tshark")

@@ -13,16 +13,13 @@ use super::{
     report::CableReport,
     CableSetup,
 };
-use crate::{
-    config::Backend,
-    dataplane::{
-        clock::now_ns,
-        idle::Idler,
-        open::{attach_all, open_worker_ports, OpenError, WorkerPorts},
-        pool::Frame,
-        port::{PortError, RxFrame},
-        xdp_prog::{Steering, XdpError},
-    },
+use crate::dataplane::{
+    clock::now_ns,
+    idle::Idler,
+    open::{attach_for, open_worker_ports, OpenError, WorkerPorts},
+    pool::Frame,
+    port::{PortError, RxFrame},
+    xdp_prog::{Steering, XdpError},
 };
 
 /// Frames per RX or TX batch.
@@ -64,17 +61,7 @@ pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, C
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let attached = match setup.backend {
-        Backend::AfPacket => None,
-        Backend::AfXdp => Some(attach_all(&ifaces, setup.xdp_mode, steering)?),
-        Backend::Auto => match attach_all(&ifaces, setup.xdp_mode, steering) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                tracing::warn!(error = %e, "XDP refused; using AF_PACKET");
-                None
-            }
-        },
-    };
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let frames = setup.pool_frames();
     let wp = open_worker_ports(&ifaces, 0, frames, setup.backend, attached.as_ref())?;
     tracing::info!(

@@ -11,11 +11,11 @@ use std::{
 use serde::Serialize;
 
 use crate::{
-    config::{Backend, Plan, PrioPlan},
+    config::{Plan, PrioPlan},
     dataplane::{
         clock::now_ns,
         forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
-        open::{attach_all, open_worker_ports, OpenError},
+        open::{attach_for, open_worker_ports, OpenError},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::Steering,
@@ -78,13 +78,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let attached = match d.backend {
-        Backend::AfPacket => None,
-        Backend::AfXdp => Some(attach_all(&ifaces, d.xdp_mode, steering).map_err(OpenError::from)?),
-        Backend::Auto => attach_all(&ifaces, d.xdp_mode, steering)
-            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
-            .ok(),
-    };
+    let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
     let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();

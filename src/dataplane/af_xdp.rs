@@ -12,7 +12,7 @@ use xsk_rs::{
 
 use super::{
     pool::{Frame, FramePool},
-    port::{iface_mac, Port, PortError, RxFrame},
+    port::{iface_mac, KernelDrops, Port, PortError, RxFrame},
     xdp_prog::XdpProgram,
 };
 use crate::wire::MacAddr;
@@ -20,7 +20,7 @@ use crate::wire::MacAddr;
 /// Descriptors per RX and TX ring.
 const RING: u32 = 4096;
 /// Frames kept in the fill ring.
-const FILL_TARGET: usize = 2048;
+const FILL_TARGET: usize = 4096;
 /// Largest batch handled per call.
 pub const MAX_BATCH: usize = 256;
 /// An RX stamp older than this is not believed (it would be a stale value in the metadata).
@@ -230,5 +230,17 @@ impl Port for AfXdpPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.fd)
+    }
+
+    fn kernel_drops(&self) -> KernelDrops {
+        match self.rx.fd().xdp_statistics() {
+            Ok(s) => KernelDrops {
+                rx_dropped: s.rx_dropped(),
+                rx_ring_full: s.rx_ring_full(),
+                fill_ring_empty: s.rx_fill_ring_empty_descs(),
+                tx_invalid: s.tx_invalid_descs(),
+            },
+            Err(_) => KernelDrops::default(),
+        }
     }
 }

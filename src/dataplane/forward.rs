@@ -26,6 +26,8 @@ use crate::{
 
 /// Frames handled per RX or TX batch.
 pub const BATCH: usize = 64;
+/// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
+const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
 /// What one port of the wire needs besides its socket.
 #[derive(Debug, Clone)]
@@ -125,15 +127,27 @@ impl ForwardWorker {
     /// Runs until `stop` is set; then releases every queued frame.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let mut idler = Idler::new(self.ports.iter().map(|p| p.poll_fd()), self.setup.busy_poll);
+        let mut turns = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
                 let deadline = self.next_deadline(now);
                 idler.wait(now, deadline);
             }
+            turns = turns.wrapping_add(1);
+            if turns % KERNEL_STATS_EVERY == 0 {
+                self.read_kernel_drops();
+            }
         }
+        self.read_kernel_drops();
         self.shutdown();
         Ok(())
+    }
+
+    fn read_kernel_drops(&self) {
+        for (p, port) in self.ports.iter().enumerate() {
+            self.stats.ports[p].set_kernel_drops(&port.kernel_drops());
+        }
     }
 
     /// One loop turn at time `now`: receive a batch on every port, run the congestion point,

@@ -45,6 +45,23 @@ pub fn attach_all(
     Ok(Attached { programs })
 }
 
+/// Attaches the XDP program as `backend` asks: not at all for AF_PACKET, required for AF_XDP,
+/// and for `auto` attempted, with a warning and `None` (AF_PACKET) when refused.
+pub fn attach_for(
+    backend: Backend,
+    ifaces: &[String],
+    mode: XdpMode,
+    steering: Steering,
+) -> Result<Option<Attached>, XdpError> {
+    match backend {
+        Backend::AfPacket => Ok(None),
+        Backend::AfXdp => attach_all(ifaces, mode, steering).map(Some),
+        Backend::Auto => Ok(attach_all(ifaces, mode, steering)
+            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
+            .ok()),
+    }
+}
+
 /// The ports of one worker and the pool they share.
 pub struct WorkerPorts {
     /// Frame memory.

@@ -14,6 +14,19 @@ pub struct RxFrame {
     pub rx_ns: u64,
 }
 
+/// Frames the kernel dropped before the worker saw them (AF_XDP socket statistics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct KernelDrops {
+    /// Dropped for reasons other than the two below.
+    pub rx_dropped: u64,
+    /// The RX ring was full (the worker did not keep up).
+    pub rx_ring_full: u64,
+    /// The fill ring was empty (no free frame to receive into).
+    pub fill_ring_empty: u64,
+    /// TX descriptors the kernel rejected.
+    pub tx_invalid: u64,
+}
+
 /// Why a port operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PortError {
@@ -64,6 +77,10 @@ pub trait Port: Send {
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;
+    /// Frames the kernel dropped on this port's socket so far (a syscall: call rarely).
+    fn kernel_drops(&self) -> KernelDrops {
+        KernelDrops::default()
+    }
 }
 
 /// Reads an interface's MAC address from sysfs.

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
+use super::port::KernelDrops;
 use crate::fc::PRIORITIES;
 
 /// A counter with one writer (its worker) and any number of readers.
@@ -95,10 +96,27 @@ pub struct PortCounters {
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
     pub drops: [Counter; 5],
+    /// Kernel socket drops: rx_dropped, rx_ring_full, fill_ring_empty, tx_invalid (gauges,
+    /// refreshed now and then by the worker).
+    pub kernel: [Counter; 4],
 }
 
 impl PortCounters {
-    /// Counts a drop.
+    /// Records the kernel's drop statistics of this worker's socket.
+    pub fn set_kernel_drops(&self, k: &KernelDrops) {
+        for (c, v) in self.kernel.iter().zip([
+            k.rx_dropped,
+            k.rx_ring_full,
+            k.fill_ring_empty,
+            k.tx_invalid,
+        ]) {
+            c.set(v);
+        }
+    }
+}
+
+impl PortCounters {
+    /// Counts a drop (in the worker; for frames the kernel dropped see [`PortCounters::kernel`]).
     #[inline]
     pub fn drop(&self, reason: DropReason) {
         self.drops[reason as usize].add(1);
@@ -153,6 +171,8 @@ pub struct PortSnapshot {
     pub queue_peak_bytes: [u64; PRIORITIES],
     /// Drops by reason.
     pub drops: std::collections::BTreeMap<&'static str, u64>,
+    /// Frames the kernel dropped before the daemon saw them.
+    pub kernel_drops: KernelDrops,
 }
 
 fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
@@ -193,6 +213,15 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
                 )
             })
             .collect(),
+        kernel_drops: {
+            let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
+            KernelDrops {
+                rx_dropped: k(0),
+                rx_ring_full: k(1),
+                fill_ring_empty: k(2),
+                tx_invalid: k(3),
+            }
+        },
     }
 }
 

@@ -10,7 +10,7 @@ pub mod sink;
 use crate::{
     config::Backend,
     dataplane::{
-        open::{attach_all, open_worker_ports, Attached, OpenError, WorkerPorts},
+        open::{attach_for, open_worker_ports, Attached, OpenError, WorkerPorts},
         xdp_prog::{Steering, XdpMode},
     },
 };
@@ -36,17 +36,7 @@ pub fn open_iface(
     steering: Steering,
 ) -> Result<(WorkerPorts, Option<Attached>), OpenError> {
     let ifaces = [setup.iface.clone()];
-    let attached = match setup.backend {
-        Backend::AfPacket => None,
-        Backend::AfXdp => Some(attach_all(&ifaces, setup.xdp_mode, steering)?),
-        Backend::Auto => match attach_all(&ifaces, setup.xdp_mode, steering) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                tracing::warn!(error = %e, "XDP refused; using AF_PACKET");
-                None
-            }
-        },
-    };
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let ports = open_worker_ports(&ifaces, 0, setup.frames, setup.backend, attached.as_ref())?;
     Ok((ports, attached))
 }

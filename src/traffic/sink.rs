@@ -16,7 +16,7 @@ use crate::{
         idle::Idler,
         open::WorkerPorts,
         pool::{Frame, FramePool},
-        port::RxFrame,
+        port::{KernelDrops, RxFrame},
         queue::{PrioQueues, Queued},
         shaper::{Shaper, WIRE_OVERHEAD},
     },
@@ -95,6 +95,8 @@ pub struct SinkReport {
     pub pfc_tx: u64,
     /// Congestion point: peak buffer bytes.
     pub peak_buffer_bytes: u64,
+    /// Frames the kernel dropped before the sink saw them (AF_XDP socket statistics).
+    pub kernel_drops: KernelDrops,
 }
 
 struct Counting {
@@ -274,6 +276,7 @@ pub fn run(
         }
         pool.release(q.idx);
     });
+    let kernel_drops = port.kernel_drops();
     let flows = c.flows.report();
     let elapsed = (c.last_ns.saturating_sub(c.first_ns)).max(1) as f64 / 1e9;
     SinkReport {
@@ -295,5 +298,6 @@ pub fn run(
         buffer_overflow: overflow,
         pfc_tx,
         peak_buffer_bytes: peak,
+        kernel_drops,
     }
 }
