@@ -165,6 +165,30 @@ pub struct PrioritySection {
     pub limit: Option<SizeValue>,
 }
 
+/// `[metrics]`: the Prometheus endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    /// Address `/metrics` and `/healthz` are served on ("" disables the endpoint).
+    #[serde(default = "default_metrics_listen")]
+    pub listen: String,
+}
+
+/// Default metrics address: loopback only.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9464";
+
+fn default_metrics_listen() -> String {
+    DEFAULT_METRICS_LISTEN.to_string()
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            listen: default_metrics_listen(),
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -172,6 +196,9 @@ pub struct ConfigFile {
     /// `[daemon]`.
     #[serde(default)]
     pub daemon: DaemonSection,
+    /// `[metrics]`.
+    #[serde(default)]
+    pub metrics: MetricsSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -249,6 +276,8 @@ pub struct Plan {
     pub ports: Vec<PortPlan>,
     /// Per priority.
     pub prios: [PrioPlan; PRIORITIES],
+    /// Where to serve metrics, if anywhere.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Plan {
@@ -409,10 +438,20 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             "configured buffers exceed what the frame pool can hold with small frames"
         );
     }
+    let metrics_listen = match raw.metrics.listen.trim() {
+        "" => None,
+        a => Some(a.parse().map_err(|e| {
+            invalid(
+                "metrics.listen".into(),
+                format!("{a:?} is not an address:port ({e})"),
+            )
+        })?),
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
         prios,
+        metrics_listen,
     })
 }
 
@@ -489,6 +528,8 @@ limit = "1MB"
         assert!(e.contains("listed twice"), "{e}");
         let e = err("[[port]]\niface = \"a\"\nspeed = \"1G\"\n");
         assert!(e.contains("exactly 2 ports"), "{e}");
+        let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"localhost\"\n"));
+        assert!(e.contains("metrics.listen"), "{e}");
         let e = err(&GOOD.replace("trust = \"dscp\"", "trust = \"vibes\""));
         assert!(e.contains("trust") || e.contains("vibes"), "{e}");
     }

@@ -5,7 +5,9 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{capture, has_xdp, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use common::{
+    capture, has_xdp, http_get, metric, traffic_lock, unique, veth, Netns, Proc, TempFile,
+};
 use serde_json::Value;
 
 struct Wire {
@@ -51,6 +53,8 @@ struct Run {
     gen: Value,
     sink: Value,
     dut: Value,
+    /// `/metrics` scraped after the traffic, before the daemon stopped.
+    metrics: String,
 }
 
 fn run_traffic(w: &Wire, prio3: &str, gen_backend: &str) -> Run {
@@ -100,6 +104,10 @@ fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
     );
     let gen = gen.json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
+    let (status, metrics) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
+    assert!(status.contains("200"), "{status}");
+    let (status, _) = http_get(&w.dut_ns, "127.0.0.1:9464", "/healthz");
+    assert!(status.contains("200"), "{status}");
     dut.interrupt();
     let dut = dut.json(Duration::from_secs(10));
     assert!(
@@ -110,7 +118,12 @@ fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
         !has_xdp(&w.dut_ns, &w.d1),
         "XDP still attached after SIGINT"
     );
-    Run { gen, sink, dut }
+    Run {
+        gen,
+        sink,
+        dut,
+        metrics,
+    }
 }
 
 fn u(v: &Value, path: &[&str]) -> u64 {
@@ -174,6 +187,51 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
         assert_eq!(n.as_u64(), Some(0), "drop reason {reason}: {d0}");
     }
     assert!(u(d1, &["tx_frames"]) >= sent);
+    // The Prometheus exposition says the same as the report, and promtool accepts it.
+    let m = &r.metrics;
+    let series = |name: &str, dev: &str| format!("{name}{{device=\"{dev}\",priority=\"3\"}}");
+    assert_eq!(
+        metric(m, &series("lossless_pfc_tx_frames_total", &w.d0)),
+        d0["pfc_tx"][3].as_f64().unwrap()
+    );
+    assert_eq!(
+        metric(
+            m,
+            &format!("lossless_rx_frames_total{{device=\"{}\"}}", w.d0)
+        ),
+        u(d0, &["rx_frames"]) as f64
+    );
+    assert!(metric(m, &series("lossless_paused_seconds_total", &w.d0)) == 0.0);
+    assert_eq!(
+        metric(m, &series("lossless_xoff_threshold_bytes", &w.d0)),
+        65536.0
+    );
+    assert_eq!(
+        metric(m, &series("lossless_headroom_bytes", &w.d0)),
+        1048576.0
+    );
+    assert!(metric(m, &series("lossless_queue_peak_bytes", &w.d1)) > 65536.0);
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("promtool is installed by scripts/setup");
+    use std::io::Write;
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(m.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ use std::{
 
 use serde::Serialize;
 
+use super::metrics::{self, DaemonCollector, Liveness};
 use crate::{
     config::{Plan, PrioPlan},
     dataplane::{
@@ -43,6 +44,14 @@ pub enum DaemonError {
     /// A worker panicked (a bug).
     #[error("worker {0} panicked")]
     Panic(usize),
+    /// The metrics address could not be bound.
+    #[error("metrics.listen {addr}: {source}")]
+    Metrics {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
 }
 
 /// What the daemon reports when it stops.
@@ -123,13 +132,37 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
             .map_err(DaemonError::Runtime)?;
         handles.push(handle);
     }
-    tracing::info!(workers = d.workers, backend, ports = ?ifaces, "ready");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
+        .enable_io()
         .build()
         .map_err(DaemonError::Runtime)?;
+    let metrics_listener = match plan.metrics_listen {
+        None => None,
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(|source| DaemonError::Metrics { addr, source })?;
+            Some(l)
+        }
+    };
+    let registry = Arc::new(metrics::registry(DaemonCollector::new(
+        ifaces.clone(),
+        plan.prios,
+        all_stats.clone(),
+    )));
+    let liveness = Arc::new(Liveness::new(all_stats.clone()));
+    tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
     let progress = Duration::from_secs(d.stats_interval_s);
     rt.block_on(async {
+        if let Some(l) = metrics_listener {
+            match tokio::net::TcpListener::from_std(l) {
+                Ok(l) => {
+                    tokio::spawn(metrics::serve(l, registry, liveness, stop));
+                }
+                Err(e) => tracing::error!(error = %e, "metrics endpoint unavailable"),
+            }
+        }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut last_progress = tokio::time::Instant::now();
         loop {

@@ -2,4 +2,5 @@
 //! shutdown, reports. (Metrics, the control socket, systemd and link-up build on this.)
 
 pub mod daemon;
+pub mod metrics;
 pub mod shutdown;

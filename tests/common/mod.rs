@@ -270,3 +270,41 @@ pub fn capture(ns: &Netns, iface: &str, pcap: &str, count: u32) -> std::process:
     std::thread::sleep(Duration::from_millis(500));
     t
 }
+
+/// HTTP GET from inside `ns` (a thread joins the namespace), returning (status line, body).
+pub fn http_get(ns: &Netns, addr: &str, path: &str) -> (String, String) {
+    use std::{io::Write, os::fd::AsRawFd};
+    let ns_path = format!("/var/run/netns/{}", ns.name);
+    let (addr, path) = (addr.to_string(), path.to_string());
+    std::thread::spawn(move || {
+        let f = std::fs::File::open(&ns_path).expect("netns file");
+        // SAFETY: setns on this thread only, with a valid namespace fd.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let mut s = std::net::TcpStream::connect(&addr).expect("connect to metrics");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: lossless\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut resp = String::new();
+        s.read_to_string(&mut resp).unwrap();
+        let (head, body) = resp.split_once("\r\n\r\n").expect("HTTP response");
+        (
+            head.lines().next().unwrap_or("").to_string(),
+            body.to_string(),
+        )
+    })
+    .join()
+    .expect("http thread")
+}
+
+/// The value of the sample `series` (name and labels exactly as exposed) in `exposition`.
+pub fn metric(exposition: &str, series: &str) -> f64 {
+    exposition
+        .lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|v| v.strip_prefix(' ')))
+        .unwrap_or_else(|| panic!("no series {series} in\n{exposition}"))
+        .trim()
+        .parse()
+        .expect("numeric sample")
+}

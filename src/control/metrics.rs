@@ -1,0 +1,563 @@
+//! Prometheus metrics: a custom collector that sums the workers' counter shards at scrape time
+//! (never a labelled lookup per packet), and a small HTTP/1.1 server for `/metrics` and
+//! `/healthz` on the control plane's tokio runtime.
+
+use std::{
+    fmt::Write as _,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric},
+    metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
+    registry::{Registry, Unit},
+};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+};
+
+use crate::{
+    config::PrioPlan,
+    dataplane::stats::{snapshot, DropReason, PortSnapshot, WorkerStats},
+    fc::PRIORITIES,
+};
+
+/// What the collector reads: the ports, the plan and every worker's shard.
+#[derive(Debug)]
+pub struct DaemonCollector {
+    ifaces: Vec<String>,
+    prios: [PrioPlan; PRIORITIES],
+    workers: Vec<Arc<WorkerStats>>,
+}
+
+impl DaemonCollector {
+    /// A collector over `workers`' shards for ports `ifaces`.
+    pub fn new(
+        ifaces: Vec<String>,
+        prios: [PrioPlan; PRIORITIES],
+        workers: Vec<Arc<WorkerStats>>,
+    ) -> Self {
+        DaemonCollector {
+            ifaces,
+            prios,
+            workers,
+        }
+    }
+
+    fn snapshots(&self) -> Vec<PortSnapshot> {
+        let refs: Vec<&WorkerStats> = self.workers.iter().map(|w| w.as_ref()).collect();
+        self.ifaces
+            .iter()
+            .enumerate()
+            .map(|(i, iface)| snapshot(iface, i, &refs))
+            .collect()
+    }
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+fn device(s: &PortSnapshot) -> Labels {
+    vec![("device", s.iface.clone())]
+}
+
+fn device_prio(s: &PortSnapshot, p: usize) -> Labels {
+    vec![("device", s.iface.clone()), ("priority", p.to_string())]
+}
+
+/// Encodes one metric family from `(labels, value)` series.
+fn family<M: EncodeMetric>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<Unit>,
+    kind: MetricType,
+    series: impl IntoIterator<Item = (Labels, M)>,
+) -> std::fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, unit.as_ref(), kind)?;
+    for (labels, value) in series {
+        value.encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+fn per_port<'a>(
+    snaps: &'a [PortSnapshot],
+    f: fn(&PortSnapshot) -> u64,
+) -> impl Iterator<Item = (Labels, ConstCounter)> + 'a {
+    snaps
+        .iter()
+        .map(move |s| (device(s), ConstCounter::new(f(s))))
+}
+
+fn per_prio<'a>(
+    snaps: &'a [PortSnapshot],
+    f: fn(&PortSnapshot) -> &[u64; PRIORITIES],
+) -> impl Iterator<Item = (Labels, u64)> + 'a {
+    snaps
+        .iter()
+        .flat_map(move |s| (0..PRIORITIES).map(move |p| (device_prio(s, p), f(s)[p])))
+}
+
+impl Collector for DaemonCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
+        use MetricType::{Counter, Gauge};
+        let snaps = self.snapshots();
+        let s = &snaps;
+        family(
+            &mut enc,
+            "build_info",
+            "Build of the running daemon (value is always 1).",
+            None,
+            Gauge,
+            [(
+                vec![("version", env!("CARGO_PKG_VERSION").to_string())],
+                ConstGauge::new(1i64),
+            )],
+        )?;
+        let bytes = || Some(Unit::Bytes);
+        family(
+            &mut enc,
+            "rx_frames",
+            "Frames received.",
+            None,
+            Counter,
+            per_port(s, |p| p.rx_frames),
+        )?;
+        family(
+            &mut enc,
+            "rx",
+            "Bytes received.",
+            bytes(),
+            Counter,
+            per_port(s, |p| p.rx_bytes),
+        )?;
+        family(
+            &mut enc,
+            "tx_frames",
+            "Frames transmitted (data and control).",
+            None,
+            Counter,
+            per_port(s, |p| p.tx_frames),
+        )?;
+        family(
+            &mut enc,
+            "tx",
+            "Bytes transmitted.",
+            bytes(),
+            Counter,
+            per_port(s, |p| p.tx_bytes),
+        )?;
+        let counters = |f: fn(&PortSnapshot) -> &[u64; PRIORITIES]| {
+            per_prio(s, f).map(|(l, v)| (l, ConstCounter::new(v)))
+        };
+        family(
+            &mut enc,
+            "pfc_rx_frames",
+            "PFC frames received with this priority enabled.",
+            None,
+            Counter,
+            counters(|p| &p.pfc_rx),
+        )?;
+        family(
+            &mut enc,
+            "pfc_tx_frames",
+            "PFC frames sent with this priority enabled (XOFF, refresh or XON).",
+            None,
+            Counter,
+            counters(|p| &p.pfc_tx),
+        )?;
+        family(
+            &mut enc,
+            "pause_rx_frames",
+            "802.3x PAUSE frames received.",
+            None,
+            Counter,
+            per_port(s, |p| p.pause_rx),
+        )?;
+        family(
+            &mut enc,
+            "xoff_transitions",
+            "XON to XOFF transitions of this ingress port and priority.",
+            None,
+            Counter,
+            counters(|p| &p.xoff_transitions),
+        )?;
+        family(
+            &mut enc,
+            "paused",
+            "Time this egress port and priority spent paused by PFC/PAUSE.",
+            Some(Unit::Seconds),
+            Counter,
+            per_prio(s, |p| &p.paused_ns).map(|(l, ns)| (l, ConstCounter::new(ns as f64 / 1e9))),
+        )?;
+        let gauges = |f: fn(&PortSnapshot) -> &[u64; PRIORITIES]| {
+            per_prio(s, f).map(|(l, v)| (l, ConstGauge::new(v as i64)))
+        };
+        family(
+            &mut enc,
+            "queue_depth",
+            "Bytes queued for egress now.",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.queue_bytes),
+        )?;
+        family(
+            &mut enc,
+            "queue_peak",
+            "Highest bytes queued for egress since start.",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.queue_peak_bytes),
+        )?;
+        family(
+            &mut enc,
+            "drops",
+            "Frames dropped by the daemon, by reason.",
+            None,
+            Counter,
+            s.iter().flat_map(|p| {
+                DropReason::ALL.iter().map(move |r| {
+                    let mut l = device(p);
+                    l.push(("reason", r.label().to_string()));
+                    (l, ConstCounter::new(p.drops[r.label()]))
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "kernel_drops",
+            "Frames the kernel dropped at the AF_XDP socket before the daemon saw them.",
+            None,
+            Counter,
+            s.iter().flat_map(|p| {
+                let k = p.kernel_drops;
+                [
+                    ("rx_ring_full", k.rx_ring_full),
+                    ("fill_ring_empty", k.fill_ring_empty),
+                    ("tx_invalid", k.tx_invalid),
+                    (
+                        "other",
+                        k.rx_dropped
+                            .saturating_sub(k.rx_ring_full + k.fill_ring_empty),
+                    ),
+                ]
+                .into_iter()
+                .map(move |(reason, v)| {
+                    let mut l = device(p);
+                    l.push(("reason", reason.to_string()));
+                    (l, ConstCounter::new(v))
+                })
+            }),
+        )?;
+        let plan = |f: fn(&PrioPlan) -> Option<u64>| {
+            s.iter().flat_map(move |port| {
+                (0..PRIORITIES).filter_map(move |p| {
+                    f(&self.prios[p]).map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
+                })
+            })
+        };
+        family(
+            &mut enc,
+            "xoff_threshold",
+            "PFC XOFF threshold per ingress port and lossless priority.",
+            bytes(),
+            Gauge,
+            plan(|p| match p {
+                PrioPlan::Pfc { xoff, .. } => Some(*xoff),
+                PrioPlan::Lossy { .. } => None,
+            }),
+        )?;
+        family(
+            &mut enc,
+            "xon_threshold",
+            "PFC XON threshold per ingress port and lossless priority.",
+            bytes(),
+            Gauge,
+            plan(|p| match p {
+                PrioPlan::Pfc { xon, .. } => Some(*xon),
+                PrioPlan::Lossy { .. } => None,
+            }),
+        )?;
+        family(
+            &mut enc,
+            "headroom",
+            "PFC headroom beyond XOFF per ingress port and lossless priority.",
+            bytes(),
+            Gauge,
+            plan(|p| match p {
+                PrioPlan::Pfc { headroom, .. } => Some(*headroom),
+                PrioPlan::Lossy { .. } => None,
+            }),
+        )?;
+        family(
+            &mut enc,
+            "worker_loops",
+            "Loop turns of each worker (stalls show as a flat line).",
+            None,
+            Counter,
+            self.workers.iter().enumerate().map(|(w, st)| {
+                (
+                    vec![("worker", w.to_string())],
+                    ConstCounter::new(st.heartbeat.get()),
+                )
+            }),
+        )?;
+        Ok(())
+    }
+}
+
+/// A registry with the daemon's collector under the `lossless_` prefix.
+pub fn registry(collector: DaemonCollector) -> Registry {
+    let mut r = Registry::with_prefix("lossless");
+    r.register_collector(Box::new(collector));
+    r
+}
+
+/// The exposition text of `registry`.
+pub fn render(registry: &Registry) -> String {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)
+        .expect("writing to a String cannot fail");
+    out
+}
+
+/// Content type of the OpenMetrics exposition.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Content type of the classic Prometheus text exposition.
+pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Rewrites OpenMetrics text as the classic Prometheus text format (for clients that do not
+/// ask for OpenMetrics, such as `promtool` and `curl`): counter families take their `_total`
+/// sample name in HELP/TYPE, and the OpenMetrics-only `# UNIT` and `# EOF` lines go.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line.starts_with("# UNIT ") || line == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let suffix = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                let _ = writeln!(out, "{prefix}{name}{suffix} {tail}");
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Reports whether every worker's loop advanced since the previous call.
+#[derive(Debug)]
+pub struct Liveness {
+    workers: Vec<Arc<WorkerStats>>,
+    last: Mutex<Vec<u64>>,
+}
+
+impl Liveness {
+    /// Watches `workers`' heartbeats.
+    pub fn new(workers: Vec<Arc<WorkerStats>>) -> Self {
+        let last = Mutex::new(vec![u64::MAX; workers.len()]);
+        Liveness { workers, last }
+    }
+
+    /// True if every heartbeat moved since the last check (the first check always passes).
+    pub fn check(&self) -> bool {
+        let mut last = self.last.lock().expect("liveness lock");
+        let mut alive = true;
+        for (w, l) in self.workers.iter().zip(last.iter_mut()) {
+            let now = w.heartbeat.get();
+            alive &= *l == u64::MAX || now != *l;
+            *l = now;
+        }
+        alive
+    }
+}
+
+/// Serves `/metrics` and `/healthz` on `listener` until `stop` is set.
+pub async fn serve(
+    listener: TcpListener,
+    registry: Arc<Registry>,
+    liveness: Arc<Liveness>,
+    stop: &'static AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
+        let Ok(Ok((conn, _))) = accepted else {
+            continue;
+        };
+        let (registry, liveness) = (registry.clone(), liveness.clone());
+        tokio::spawn(async move {
+            let _ =
+                tokio::time::timeout(Duration::from_secs(5), answer(conn, &registry, &liveness))
+                    .await;
+        });
+    }
+}
+
+async fn answer(
+    mut conn: TcpStream,
+    registry: &Registry,
+    liveness: &Liveness,
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 8192];
+    let mut n = 0;
+    while !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        if n == buf.len() {
+            return respond(
+                &mut conn,
+                "431 Request Header Fields Too Large",
+                "text/plain",
+                "",
+            )
+            .await;
+        }
+        let got = conn.read(&mut buf[n..]).await?;
+        if got == 0 {
+            return Ok(());
+        }
+        n += got;
+    }
+    let head = String::from_utf8_lossy(&buf[..n]);
+    let openmetrics = head.lines().any(|l| {
+        l.to_ascii_lowercase().starts_with("accept:") && l.contains("application/openmetrics-text")
+    });
+    let mut words = head.split_whitespace();
+    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+    if method != "GET" {
+        return respond(
+            &mut conn,
+            "405 Method Not Allowed",
+            "text/plain",
+            "GET only\n",
+        )
+        .await;
+    }
+    match path.split('?').next().unwrap_or("") {
+        "/metrics" if openmetrics => {
+            respond(&mut conn, "200 OK", OPENMETRICS, &render(registry)).await
+        }
+        "/metrics" => {
+            let body = to_prometheus_text(&render(registry));
+            respond(&mut conn, "200 OK", PROMETHEUS_TEXT, &body).await
+        }
+        "/healthz" if liveness.check() => respond(&mut conn, "200 OK", "text/plain", "ok\n").await,
+        "/healthz" => {
+            respond(
+                &mut conn,
+                "503 Service Unavailable",
+                "text/plain",
+                "a worker is stalled\n",
+            )
+            .await
+        }
+        _ => {
+            respond(
+                &mut conn,
+                "404 Not Found",
+                "text/plain",
+                "try /metrics or /healthz\n",
+            )
+            .await
+        }
+    }
+}
+
+async fn respond(
+    conn: &mut TcpStream,
+    status: &str,
+    ctype: &str,
+    body: &str,
+) -> std::io::Result<()> {
+    let mut head = String::new();
+    let _ = write!(
+        head,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await?;
+    conn.write_all(body.as_bytes()).await?;
+    conn.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_sums_shards_and_names_series() {
+        let a = Arc::new(WorkerStats::new(2));
+        let b = Arc::new(WorkerStats::new(2));
+        a.ports[0].rx_frames.add(3);
+        b.ports[0].rx_frames.add(4);
+        b.ports[1].pfc_tx[3].add(2);
+        a.ports[1].paused_ns[3].set(1_500_000_000);
+        a.ports[0].drop(DropReason::TailDrop);
+        let mut prios = [PrioPlan::Lossy { limit: 1 }; PRIORITIES];
+        prios[3] = PrioPlan::Pfc {
+            xoff: 100,
+            xon: 50,
+            headroom: 300,
+        };
+        let r = registry(DaemonCollector::new(
+            vec!["a0".into(), "b0".into()],
+            prios,
+            vec![a, b],
+        ));
+        let text = render(&r);
+        for line in [
+            "lossless_rx_frames_total{device=\"a0\"} 7",
+            "lossless_pfc_tx_frames_total{device=\"b0\",priority=\"3\"} 2",
+            "lossless_paused_seconds_total{device=\"b0\",priority=\"3\"} 1.5",
+            "lossless_drops_total{device=\"a0\",reason=\"tail_drop\"} 1",
+            "lossless_xoff_threshold_bytes{device=\"a0\",priority=\"3\"} 100",
+            "lossless_headroom_bytes{device=\"b0\",priority=\"3\"} 300",
+            "lossless_build_info{version=",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains("lossless_xoff_threshold_bytes{device=\"a0\",priority=\"0\"}"));
+    }
+
+    #[test]
+    fn classic_text_names_counter_families_with_total() {
+        let om = "# HELP x_frames Frames.\n# TYPE x_frames counter\nx_frames_total{a=\"b\"} 3\n\
+                  # HELP x_depth Depth.\n# TYPE x_depth gauge\n# UNIT x_depth bytes\nx_depth 1\n# EOF\n";
+        assert_eq!(
+            to_prometheus_text(om),
+            "# HELP x_frames_total Frames.\n# TYPE x_frames_total counter\nx_frames_total{a=\"b\"} 3\n\
+             # HELP x_depth Depth.\n# TYPE x_depth gauge\nx_depth 1\n"
+        );
+    }
+
+    #[test]
+    fn liveness_needs_moving_heartbeats() {
+        let w = Arc::new(WorkerStats::new(1));
+        let l = Liveness::new(vec![w.clone()]);
+        assert!(l.check());
+        assert!(!l.check(), "no progress since the last check");
+        w.heartbeat.add(1);
+        assert!(l.check());
+    }
+}
