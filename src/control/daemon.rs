@@ -10,7 +10,10 @@ use std::{
 
 use serde::Serialize;
 
-use super::metrics::{self, DaemonCollector, Liveness};
+use super::{
+    metrics::{self, DaemonCollector, Liveness},
+    systemd::Notifier,
+};
 use crate::{
     config::{Plan, PrioPlan},
     dataplane::{
@@ -153,6 +156,13 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
+    let notifier = Notifier::from_env();
+    notifier.notify(&format!(
+        "READY=1\nSTATUS=forwarding {} <-> {}",
+        ifaces[0], ifaces[1]
+    ));
+    let watchdog_every = notifier.watchdog_interval();
+    let watchdog_liveness = Liveness::new(all_stats.clone());
     let progress = Duration::from_secs(d.stats_interval_s);
     rt.block_on(async {
         if let Some(l) = metrics_listener {
@@ -165,10 +175,22 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut last_progress = tokio::time::Instant::now();
+        let mut last_ping = tokio::time::Instant::now();
         loop {
             tick.tick().await;
             if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
                 break;
+            }
+            // The systemd watchdog is fed only while every worker's loop advances.
+            if let Some(every) = watchdog_every {
+                if last_ping.elapsed() >= every {
+                    last_ping = tokio::time::Instant::now();
+                    if watchdog_liveness.check() {
+                        notifier.notify("WATCHDOG=1");
+                    } else {
+                        tracing::error!("a worker stalled: withholding the systemd watchdog ping");
+                    }
+                }
             }
             if !progress.is_zero() && last_progress.elapsed() >= progress {
                 last_progress = tokio::time::Instant::now();
@@ -185,6 +207,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         }
     });
     stop.store(true, Ordering::SeqCst);
+    notifier.notify("STOPPING=1");
     let mut failure = None;
     for (w, h) in handles.into_iter().enumerate() {
         match h.join() {

@@ -4,3 +4,4 @@
 pub mod daemon;
 pub mod metrics;
 pub mod shutdown;
+pub mod systemd;

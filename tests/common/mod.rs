@@ -108,9 +108,22 @@ pub struct Proc {
 impl Proc {
     /// Starts `lossless ARGS` in `ns`, capturing stdout and stderr.
     pub fn spawn(ns: &Netns, args: &[&str]) -> Proc {
-        let mut child = ns
-            .cmd(BIN)
+        Self::spawn_with(ns, &[], &[], args)
+    }
+
+    /// Like [`Proc::spawn`], with extra environment and a wrapper command (e.g. `setpriv ...`).
+    pub fn spawn_with(ns: &Netns, env: &[(&str, &str)], wrapper: &[&str], args: &[&str]) -> Proc {
+        let mut cmd = match wrapper.split_first() {
+            Some((w, rest)) => {
+                let mut c = ns.cmd(w);
+                c.args(rest).arg(BIN);
+                c
+            }
+            None => ns.cmd(BIN),
+        };
+        let mut child = cmd
             .args(args)
+            .envs(env.iter().copied())
             .env("LOSSLESS_LOG", "info")
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
