@@ -189,6 +189,27 @@ impl Default for MetricsSection {
     }
 }
 
+/// `[control]`: the control socket `lossless status` talks to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSection {
+    /// Unix socket path ("" disables it).
+    #[serde(default = "default_control_socket")]
+    pub socket: String,
+}
+
+fn default_control_socket() -> String {
+    crate::control::status::DEFAULT_SOCKET.to_string()
+}
+
+impl Default for ControlSection {
+    fn default() -> Self {
+        ControlSection {
+            socket: default_control_socket(),
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -199,6 +220,9 @@ pub struct ConfigFile {
     /// `[metrics]`.
     #[serde(default)]
     pub metrics: MetricsSection,
+    /// `[control]`.
+    #[serde(default)]
+    pub control: ControlSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -278,6 +302,8 @@ pub struct Plan {
     pub prios: [PrioPlan; PRIORITIES],
     /// Where to serve metrics, if anywhere.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Control socket path, if any.
+    pub control_socket: Option<std::path::PathBuf>,
 }
 
 impl Plan {
@@ -447,11 +473,22 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             )
         })?),
     };
+    let control_socket = match raw.control.socket.trim() {
+        "" => None,
+        p if p.starts_with('/') => Some(std::path::PathBuf::from(p)),
+        p => {
+            return Err(invalid(
+                "control.socket".into(),
+                format!("{p:?} must be an absolute path (or \"\" to disable)"),
+            ))
+        }
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
         prios,
         metrics_listen,
+        control_socket,
     })
 }
 

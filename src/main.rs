@@ -17,6 +17,8 @@ struct Cli {
 enum Command {
     /// Run the daemon: forward between two ports with PFC (wire mode).
     Run(cli::run::RunArgs),
+    /// Show the running daemon's ports, priorities, thresholds, pause state and counters.
+    Status(cli::status::StatusArgs),
     /// Validate a configuration file and explain what it sets up.
     CheckConfig(cli::run::CheckArgs),
     /// Send test traffic that honours PAUSE/PFC.
@@ -43,6 +45,7 @@ fn main() {
     let result: Result<(), (String, i32)> = match &cli.command {
         Command::Run(a) => cli::run::run(a).map_err(|e| (e.to_string(), e.exit_code())),
         Command::CheckConfig(a) => cli::run::check(a).map_err(|e| (e.to_string(), e.exit_code())),
+        Command::Status(a) => cli::status::run(a).map_err(|e| (e, 1)),
         Command::Gen(a) => cli::gen::run(a).map_err(|e| (e, 1)),
         Command::Sink(a) => cli::sink::run(a).map_err(|e| (e, 1)),
         Command::Send(c) => cli::send::run(c).map_err(|e| (e, 1)),

@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{unique, veth, Netns, Proc, TempFile, BIN};
+use common::{control_section, unique, veth, Netns, Proc, TempFile, BIN};
 
 const UNIT: &str = include_str!("../systemd/lossless.service");
 
@@ -19,7 +19,7 @@ fn dut() -> (Netns, Netns, TempFile) {
     veth(&ns, &d1, &peer, &p1);
     let cfg = TempFile::new(
         "cfg",
-        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n"),
+        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{}", control_section().0),
     );
     (ns, peer, cfg)
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{capture, has_xdp, unique, veth, Netns, Proc, TempFile, BIN};
+use common::{capture, control_section, has_xdp, unique, veth, Netns, Proc, TempFile, BIN};
 
 fn fields(pcap: &str, fields: &[&str]) -> Vec<String> {
     let mut c = Command::new("tshark");
@@ -113,7 +113,7 @@ fn config_errors_name_the_field_and_exit_78() {
 fn dut_config(d0: &str, d1: &str) -> TempFile {
     TempFile::new(
         "cfg",
-        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n"),
+        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{}", control_section().0),
     )
 }
 

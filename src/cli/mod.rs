@@ -7,3 +7,4 @@ pub mod headroom;
 pub mod run;
 pub mod send;
 pub mod sink;
+pub mod status;

@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::{
     metrics::{self, DaemonCollector, Liveness},
+    status::{self, StatusSource},
     systemd::Notifier,
 };
 use crate::{
@@ -47,6 +48,9 @@ pub enum DaemonError {
     /// A worker panicked (a bug).
     #[error("worker {0} panicked")]
     Panic(usize),
+    /// The control socket could not be bound.
+    #[error(transparent)]
+    Control(#[from] status::ControlError),
     /// The metrics address could not be bound.
     #[error("metrics.listen {addr}: {source}")]
     Metrics {
@@ -155,6 +159,18 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         all_stats.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
+    let control_listener = match &plan.control_socket {
+        None => None,
+        Some(path) => Some(status::bind(path)?),
+    };
+    let status_source = Arc::new(StatusSource {
+        ports: plan.ports.clone(),
+        prios: plan.prios,
+        shared: shared.clone(),
+        workers: all_stats.clone(),
+        backend,
+        started_ns: now_ns(),
+    });
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
     let notifier = Notifier::from_env();
     notifier.notify(&format!(
@@ -171,6 +187,14 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
                     tokio::spawn(metrics::serve(l, registry, liveness, stop));
                 }
                 Err(e) => tracing::error!(error = %e, "metrics endpoint unavailable"),
+            }
+        }
+        if let Some(l) = control_listener {
+            match tokio::net::UnixListener::from_std(l) {
+                Ok(l) => {
+                    tokio::spawn(status::serve(l, status_source, stop));
+                }
+                Err(e) => tracing::error!(error = %e, "control socket unavailable"),
             }
         }
         let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -219,6 +243,9 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         }
     }
     drop(attached); // detaches XDP
+    if let Some(path) = &plan.control_socket {
+        let _ = std::fs::remove_file(path);
+    }
     if let Some(e) = failure {
         return Err(e);
     }

@@ -4,4 +4,5 @@
 pub mod daemon;
 pub mod metrics;
 pub mod shutdown;
+pub mod status;
 pub mod systemd;

@@ -15,7 +15,7 @@ pub struct RxFrame {
 }
 
 /// Frames the kernel dropped before the worker saw them (AF_XDP socket statistics).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelDrops {
     /// Dropped for reasons other than the two below.
     pub rx_dropped: u64,

@@ -143,7 +143,7 @@ impl WorkerStats {
 }
 
 /// Per-port counters summed over workers, for reports.
-#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub struct PortSnapshot {
     /// Interface.
     pub iface: String,
@@ -170,7 +170,7 @@ pub struct PortSnapshot {
     /// Peak queue depth per priority, bytes (max over workers).
     pub queue_peak_bytes: [u64; PRIORITIES],
     /// Drops by reason.
-    pub drops: std::collections::BTreeMap<&'static str, u64>,
+    pub drops: std::collections::BTreeMap<String, u64>,
     /// Frames the kernel dropped before the daemon saw them.
     pub kernel_drops: KernelDrops,
 }
@@ -208,7 +208,7 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
             .iter()
             .map(|r| {
                 (
-                    r.label(),
+                    r.label().to_string(),
                     c.iter().map(|pc| pc.drops[*r as usize].get()).sum(),
                 )
             })

@@ -321,3 +321,11 @@ pub fn metric(exposition: &str, series: &str) -> f64 {
         .parse()
         .expect("numeric sample")
 }
+
+/// A `[control]` section with a socket path unique to this test (the default path would
+/// collide between daemons of parallel tests), and that path.
+pub fn control_section() -> (String, String) {
+    let path = std::env::temp_dir().join(format!("{}.sock", unique("ctl")));
+    let path = path.to_str().expect("utf-8 temp path").to_string();
+    (format!("\n[control]\nsocket = \"{path}\"\n"), path)
+}

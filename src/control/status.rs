@@ -1,0 +1,313 @@
+//! The control socket: a Unix stream socket (mode 0600, root only) that answers `status` with
+//! the daemon's state as JSON, and `lossless status`, the client that prints it.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    os::unix::{fs::PermissionsExt, net::UnixStream},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt},
+    net::UnixListener,
+};
+
+use crate::{
+    config::{PortPlan, PrioPlan},
+    dataplane::{
+        clock::now_ns,
+        shared::SharedPort,
+        stats::{snapshot, PortSnapshot, WorkerStats},
+    },
+    fc::PRIORITIES,
+};
+
+/// Default control socket path.
+pub const DEFAULT_SOCKET: &str = "/run/lossless/lossless.sock";
+
+/// One priority of one port, as `status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PrioStatus {
+    /// Priority 0..=7.
+    pub priority: usize,
+    /// `pfc` or `lossy`.
+    pub mode: String,
+    /// XOFF threshold, bytes (lossless only).
+    pub xoff_bytes: Option<u64>,
+    /// XON threshold, bytes (lossless only).
+    pub xon_bytes: Option<u64>,
+    /// Headroom beyond XOFF, bytes (lossless only).
+    pub headroom_bytes: Option<u64>,
+    /// Tail-drop limit, bytes (lossy only).
+    pub limit_bytes: Option<u64>,
+    /// Where the thresholds came from (`config` until link-up measurement exists).
+    pub source: String,
+    /// Bytes charged to this port as ingress now.
+    pub ingress_bytes: u64,
+    /// Egress of this port paused by a received PFC/PAUSE now.
+    pub paused: bool,
+    /// Egress queue depth now, bytes.
+    pub queue_bytes: u64,
+}
+
+/// One port, as `status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PortStatus {
+    /// Interface.
+    pub iface: String,
+    /// Kernel operational state (`up`, `down`, ...).
+    pub link: String,
+    /// Configured line rate, bit/s.
+    pub speed_bps: u64,
+    /// Classification mode.
+    pub trust: String,
+    /// Link peer (filled in by LLDP once link-up exists).
+    pub peer: Option<String>,
+    /// Per priority.
+    pub priorities: Vec<PrioStatus>,
+    /// Counters summed over workers.
+    pub counters: PortSnapshot,
+}
+
+/// The whole answer to `status`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Status {
+    /// Daemon version.
+    pub version: String,
+    /// Packet I/O backend in use.
+    pub backend: String,
+    /// Worker threads.
+    pub workers: usize,
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// Ports.
+    pub ports: Vec<PortStatus>,
+}
+
+/// Everything the status answer is built from.
+pub struct StatusSource {
+    /// Ports as planned.
+    pub ports: Vec<PortPlan>,
+    /// Per-priority plan.
+    pub prios: [PrioPlan; PRIORITIES],
+    /// Shared per-port state.
+    pub shared: Vec<Arc<SharedPort>>,
+    /// Every worker's counters.
+    pub workers: Vec<Arc<WorkerStats>>,
+    /// Backend in use.
+    pub backend: &'static str,
+    /// CLOCK_MONOTONIC ns at start.
+    pub started_ns: u64,
+}
+
+fn operstate(iface: &str) -> String {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "missing".to_string())
+}
+
+impl StatusSource {
+    /// The current status.
+    pub fn status(&self) -> Status {
+        let now = now_ns();
+        let refs: Vec<&WorkerStats> = self.workers.iter().map(|w| w.as_ref()).collect();
+        let ports = self
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let counters = snapshot(&p.iface, i, &refs);
+                let (paused, _) = self.shared[i].paused(now);
+                let priorities = (0..PRIORITIES)
+                    .map(|prio| {
+                        let plan = self.prios[prio];
+                        let (mode, xoff, xon, headroom, limit) = match plan {
+                            PrioPlan::Pfc {
+                                xoff,
+                                xon,
+                                headroom,
+                            } => ("pfc", Some(xoff), Some(xon), Some(headroom), None),
+                            PrioPlan::Lossy { limit } => ("lossy", None, None, None, Some(limit)),
+                        };
+                        PrioStatus {
+                            priority: prio,
+                            mode: mode.to_string(),
+                            xoff_bytes: xoff,
+                            xon_bytes: xon,
+                            headroom_bytes: headroom,
+                            limit_bytes: limit,
+                            source: "config".to_string(),
+                            ingress_bytes: self.shared[i].occupancy(prio),
+                            paused: paused & (1 << prio) != 0,
+                            queue_bytes: counters.queue_bytes[prio],
+                        }
+                    })
+                    .collect();
+                PortStatus {
+                    iface: p.iface.clone(),
+                    link: operstate(&p.iface),
+                    speed_bps: p.speed_bps,
+                    trust: format!("{:?}", p.trust).to_lowercase(),
+                    peer: None,
+                    priorities,
+                    counters,
+                }
+            })
+            .collect();
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            backend: self.backend.to_string(),
+            workers: self.workers.len(),
+            uptime_s: now.saturating_sub(self.started_ns) as f64 / 1e9,
+            ports,
+        }
+    }
+}
+
+/// Why the control socket could not be set up or reached.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Binding the socket failed.
+    #[error("control socket {path}: {source}")]
+    Bind {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The client could not talk to the daemon.
+    #[error("cannot reach the daemon at {path}: {source} (is `lossless run` running?)")]
+    Connect {
+        /// Socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The daemon answered something unexpected.
+    #[error("bad answer from the daemon: {0}")]
+    Answer(String),
+}
+
+/// Binds the control socket at `path` (replacing a stale one), mode 0600.
+pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, ControlError> {
+    let err = |source| ControlError::Bind {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    // A socket file left by a crashed run is stale if nobody answers on it.
+    if path.exists() && UnixStream::connect(path).is_err() {
+        let _ = std::fs::remove_file(path);
+    }
+    let l = std::os::unix::net::UnixListener::bind(path).map_err(err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+    l.set_nonblocking(true).map_err(err)?;
+    Ok(l)
+}
+
+/// Answers requests on `listener` until `stop` is set. Requests are one line: `status`.
+pub async fn serve(listener: UnixListener, source: Arc<StatusSource>, stop: &'static AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
+        let Ok(Ok((conn, _))) = accepted else {
+            continue;
+        };
+        let source = source.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(5), answer(conn, &source)).await;
+        });
+    }
+}
+
+async fn answer(conn: tokio::net::UnixStream, source: &StatusSource) -> std::io::Result<()> {
+    let (rd, mut wr) = conn.into_split();
+    let mut line = String::new();
+    tokio::io::BufReader::new(rd)
+        .take(4096)
+        .read_line(&mut line)
+        .await?;
+    let reply = match line.trim() {
+        "status" => serde_json::to_string(&source.status()).expect("status serialises"),
+        other => serde_json::json!({ "error": format!("unknown request {other:?}; try status") })
+            .to_string(),
+    };
+    wr.write_all(reply.as_bytes()).await?;
+    wr.write_all(b"\n").await?;
+    wr.shutdown().await
+}
+
+/// Asks the daemon at `path` for its status.
+pub fn query(path: &Path) -> Result<Status, ControlError> {
+    let connect_err = |source| ControlError::Connect {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut s = UnixStream::connect(path).map_err(connect_err)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(connect_err)?;
+    s.write_all(b"status\n").map_err(connect_err)?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(connect_err)?;
+    serde_json::from_str(&line).map_err(|e| ControlError::Answer(format!("{e}: {line}")))
+}
+
+/// Human-readable rendering of a status.
+pub fn text(s: &Status) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "lossless {} up {:.0} s, {} worker(s), backend {}",
+        s.version, s.uptime_s, s.workers, s.backend
+    );
+    for p in &s.ports {
+        let _ = writeln!(
+            out,
+            "\nport {} link {} speed {} trust {} peer {}",
+            p.iface,
+            p.link,
+            crate::units::format_rate(p.speed_bps as f64),
+            p.trust,
+            p.peer.as_deref().unwrap_or("-")
+        );
+        let _ = writeln!(
+            out,
+            "  rx {} frames, tx {} frames, drops {}",
+            p.counters.rx_frames,
+            p.counters.tx_frames,
+            p.counters.drops.values().sum::<u64>()
+        );
+        let _ = writeln!(
+            out,
+            "  prio mode   xoff      xon       headroom  limit     source  ingress   queue     paused"
+        );
+        for q in &p.priorities {
+            let o = |v: Option<u64>| v.map_or("-".to_string(), |b| b.to_string());
+            let _ = writeln!(
+                out,
+                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {}",
+                q.priority,
+                q.mode,
+                o(q.xoff_bytes),
+                o(q.xon_bytes),
+                o(q.headroom_bytes),
+                o(q.limit_bytes),
+                q.source,
+                q.ingress_bytes,
+                q.queue_bytes,
+                if q.paused { "yes" } else { "no" }
+            );
+        }
+    }
+    out
+}
