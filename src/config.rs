@@ -7,7 +7,10 @@ use serde::Deserialize;
 
 use crate::{
     dataplane::{classify::Trust, xdp_prog::XdpMode},
-    fc::{PfcThresholds, PRIORITIES},
+    fc::{
+        watchdog::{StormAction, WatchdogConfig},
+        PfcThresholds, PRIORITIES,
+    },
     units,
 };
 
@@ -210,6 +213,43 @@ impl Default for ControlSection {
     }
 }
 
+/// `[watchdog]`: the PFC watchdog.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatchdogSection {
+    /// Watch lossless priorities for PFC storms.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// A continuous pause longer than this is a storm ("200ms").
+    #[serde(default = "default_watchdog_time")]
+    pub detection: String,
+    /// A storm ends after this long with no pause in force ("200ms").
+    #[serde(default = "default_watchdog_time")]
+    pub restoration: String,
+    /// `drop`, `forward` or `alert`.
+    #[serde(default)]
+    pub action: StormAction,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_watchdog_time() -> String {
+    "200ms".to_string()
+}
+
+impl Default for WatchdogSection {
+    fn default() -> Self {
+        WatchdogSection {
+            enabled: true,
+            detection: default_watchdog_time(),
+            restoration: default_watchdog_time(),
+            action: StormAction::Drop,
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -223,6 +263,9 @@ pub struct ConfigFile {
     /// `[control]`.
     #[serde(default)]
     pub control: ControlSection,
+    /// `[watchdog]`.
+    #[serde(default)]
+    pub watchdog: WatchdogSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -304,6 +347,8 @@ pub struct Plan {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Control socket path, if any.
     pub control_socket: Option<std::path::PathBuf>,
+    /// PFC watchdog, if enabled.
+    pub watchdog: Option<WatchdogConfig>,
 }
 
 impl Plan {
@@ -483,12 +528,38 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             ))
         }
     };
+    let w = &raw.watchdog;
+    let time = |field: &str, v: &str| {
+        units::parse_duration(v)
+            .map(|d| d.as_nanos() as u64)
+            .map_err(|e| invalid(format!("watchdog.{field}"), e.to_string()))
+            .and_then(|ns| {
+                if ns == 0 {
+                    Err(invalid(
+                        format!("watchdog.{field}"),
+                        "must be above 0".into(),
+                    ))
+                } else {
+                    Ok(ns)
+                }
+            })
+    };
+    let watchdog = if w.enabled {
+        Some(WatchdogConfig {
+            detection_ns: time("detection", &w.detection)?,
+            restoration_ns: time("restoration", &w.restoration)?,
+            action: w.action,
+        })
+    } else {
+        None
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
         prios,
         metrics_listen,
         control_socket,
+        watchdog,
     })
 }
 
@@ -565,6 +636,10 @@ limit = "1MB"
         assert!(e.contains("listed twice"), "{e}");
         let e = err("[[port]]\niface = \"a\"\nspeed = \"1G\"\n");
         assert!(e.contains("exactly 2 ports"), "{e}");
+        let e = err(&format!("{GOOD}\n[watchdog]\ndetection = \"0s\"\n"));
+        assert!(e.contains("watchdog.detection"), "{e}");
+        let e = err(&format!("{GOOD}\n[watchdog]\naction = \"panic\"\n"));
+        assert!(e.contains("action") || e.contains("panic"), "{e}");
         let e = err(&format!("{GOOD}\n[metrics]\nlisten = \"localhost\"\n"));
         assert!(e.contains("metrics.listen"), "{e}");
         let e = err(&GOOD.replace("trust = \"dscp\"", "trust = \"vibes\""));

@@ -371,3 +371,114 @@ fn af_packet_daemon_classifies_by_pcp_and_sends_pfc() {
     assert!(u(&r.gen, &["paused_ns"]) > 0);
     assert_eq!(r.sink["per_priority"][3], r.sink["received"]);
 }
+
+/// A peer that sends XOFF forever (a PFC storm) is detected by the watchdog, the drop action
+/// applies, and forwarding is restored once the storm stops.
+#[test]
+fn pfc_storm_is_detected_dropped_and_restored() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "{}{control}\n[watchdog]\ndetection = \"200ms\"\nrestoration = \"200ms\"\naction = \"drop\"\n",
+            config(&w, PFC)
+        ),
+    );
+    let mut sink = Proc::spawn(
+        &w.sink_ns,
+        &[
+            "sink",
+            "--iface",
+            &w.s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "30s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let gen = Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &w.g,
+            "--rate",
+            "200Mbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--link-speed",
+            "10Gbit",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // The storm: XOFF for priority 3 every millisecond for about 0.6 s, from the sink's side.
+    let storm = w
+        .sink_ns
+        .cmd(common::BIN)
+        .args([
+            "send",
+            "pfc",
+            "--iface",
+            &w.s,
+            "--backend",
+            "af-packet",
+            "--priorities",
+            "3",
+        ])
+        .args(["--quanta", "65535", "--count", "600", "--interval", "1ms"])
+        .output()
+        .unwrap();
+    assert!(
+        storm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&storm.stderr)
+    );
+    let gen = gen.json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    let (_, metrics) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
+    dut.interrupt();
+    let log = dut.stderr();
+    let dut = dut.json(Duration::from_secs(10));
+    let d0 = port(&dut, &w.d0);
+    let d1 = port(&dut, &w.d1);
+    assert_eq!(d1["watchdog_storms"][3], 1, "{d1}");
+    assert_eq!(d1["watchdog_stormed"][3], 0, "restored by the end: {d1}");
+    assert!(
+        u(d0, &["drops", "watchdog"]) > 0,
+        "the drop action dropped nothing: {d0}"
+    );
+    assert!(
+        log.contains("PFC storm detected") && log.contains("PFC storm over"),
+        "{log}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            &format!(
+                "lossless_pfc_watchdog_storms_total{{device=\"{}\",priority=\"3\"}}",
+                w.d1
+            )
+        ),
+        1.0
+    );
+    // Forwarding resumed after the storm: the generator's last frame arrived.
+    let sent = u(&gen, &["frames_sent"]);
+    assert_eq!(u(&sink["flows"][0], &["next_seq"]), sent, "{sink}");
+    // Every frame is accounted for: delivered, or dropped by the watchdog.
+    assert_eq!(
+        u(&sink, &["unique"]) + u(d0, &["drops", "watchdog"]),
+        sent,
+        "{sink} {d0}"
+    );
+}

@@ -116,6 +116,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
                 .collect(),
             prios: plan.prios,
             pfc_generator: w == 0,
+            watchdog: plan.watchdog,
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
         };
@@ -170,6 +171,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
         workers: all_stats.clone(),
         backend,
         started_ns: now_ns(),
+        watchdog: plan.watchdog.is_some(),
     });
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
     let notifier = Notifier::from_env();

@@ -201,6 +201,22 @@ impl Collector for DaemonCollector {
         };
         family(
             &mut enc,
+            "pfc_watchdog_storms",
+            "PFC storms the watchdog detected on this egress port and priority.",
+            None,
+            Counter,
+            counters(|p| &p.watchdog_storms),
+        )?;
+        family(
+            &mut enc,
+            "pfc_watchdog_stormed",
+            "1 while the watchdog holds this egress port and priority stormed.",
+            None,
+            Gauge,
+            gauges(|p| &p.watchdog_stormed),
+        )?;
+        family(
+            &mut enc,
             "queue_depth",
             "Bytes queued for egress now.",
             bytes(),

@@ -54,6 +54,10 @@ pub struct PrioStatus {
     pub paused: bool,
     /// Egress queue depth now, bytes.
     pub queue_bytes: u64,
+    /// PFC watchdog: `off`, `ok` or `stormed`.
+    pub watchdog: String,
+    /// Storms detected on this egress priority.
+    pub storms: u64,
 }
 
 /// One port, as `status` shows it.
@@ -104,6 +108,8 @@ pub struct StatusSource {
     pub backend: &'static str,
     /// CLOCK_MONOTONIC ns at start.
     pub started_ns: u64,
+    /// The PFC watchdog is enabled.
+    pub watchdog: bool,
 }
 
 fn operstate(iface: &str) -> String {
@@ -146,6 +152,13 @@ impl StatusSource {
                             ingress_bytes: self.shared[i].occupancy(prio),
                             paused: paused & (1 << prio) != 0,
                             queue_bytes: counters.queue_bytes[prio],
+                            watchdog: match (self.watchdog, counters.watchdog_stormed[prio]) {
+                                (false, _) => "off",
+                                (true, 0) => "ok",
+                                (true, _) => "stormed",
+                            }
+                            .to_string(),
+                            storms: counters.watchdog_storms[prio],
                         }
                     })
                     .collect();
@@ -289,13 +302,13 @@ pub fn text(s: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  prio mode   xoff      xon       headroom  limit     source  ingress   queue     paused"
+            "  prio mode   xoff      xon       headroom  limit     source  ingress   queue     paused watchdog"
         );
         for q in &p.priorities {
             let o = |v: Option<u64>| v.map_or("-".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {}",
+                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<6} {}",
                 q.priority,
                 q.mode,
                 o(q.xoff_bytes),
@@ -305,7 +318,8 @@ pub fn text(s: &Status) -> String {
                 q.source,
                 q.ingress_bytes,
                 q.queue_bytes,
-                if q.paused { "yes" } else { "no" }
+                if q.paused { "yes" } else { "no" },
+                q.watchdog
             );
         }
     }

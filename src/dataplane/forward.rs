@@ -20,7 +20,10 @@ use super::{
 };
 use crate::{
     config::PrioPlan,
-    fc::{PauseTimers, PfcGenerator, PRIORITIES},
+    fc::{
+        watchdog::{PfcWatchdog, WatchdogConfig, WatchdogEvent},
+        PauseTimers, PfcGenerator, PRIORITIES,
+    },
     wire::{EtherType, EthernetFrame, MacControl},
 };
 
@@ -47,8 +50,10 @@ pub struct ForwardSetup {
     pub ports: Vec<PortSetup>,
     /// Per-priority buffer policy.
     pub prios: [PrioPlan; PRIORITIES],
-    /// This worker generates PFC frames (exactly one worker does).
+    /// This worker generates PFC frames and reports watchdog storms (exactly one worker does).
     pub pfc_generator: bool,
+    /// PFC watchdog, if enabled.
+    pub watchdog: Option<WatchdogConfig>,
     /// Share of each port's line rate this worker's shaper gets (1/workers).
     pub rate_share: f64,
     /// Spin instead of sleeping when idle.
@@ -66,6 +71,8 @@ pub struct ForwardWorker {
     shapers: Vec<Shaper>,
     timers: Vec<PauseTimers>,
     generators: Vec<PfcGenerator>,
+    /// One per egress port when the watchdog is enabled.
+    watchdogs: Vec<PfcWatchdog>,
     /// A control frame that found the TX ring full, sent first next turn.
     pending_ctrl: Vec<Option<Frame>>,
     rx: Vec<RxFrame>,
@@ -113,6 +120,10 @@ impl ForwardWorker {
                 .iter()
                 .map(|p| PfcGenerator::new(thresholds, p.pause_quanta, p.speed_bps))
                 .collect(),
+            watchdogs: match setup.watchdog {
+                Some(c) => (0..n).map(|_| PfcWatchdog::new(c)).collect(),
+                None => Vec::new(),
+            },
             pending_ctrl: vec![None; n],
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
@@ -225,6 +236,9 @@ impl ForwardWorker {
             return self.discard(p, rx.frame, reason);
         }
         let e = 1 - p;
+        if self.watchdog_dropping(e) & (1 << prio) != 0 {
+            return self.discard(p, rx.frame, DropReason::Watchdog);
+        }
         let q = Queued {
             idx: rx.frame.idx,
             len: rx.frame.len,
@@ -308,7 +322,8 @@ impl ForwardWorker {
                 sent += 1;
             }
         }
-        let (paused, _) = self.shared[e].paused(now);
+        let (received_pause, _) = self.shared[e].paused(now);
+        let paused = received_pause & !self.watch(e, received_pause, now);
         let room = self.ports[e].tx_room().min(BATCH);
         self.tx.clear();
         while self.tx.len() < room {
@@ -352,6 +367,60 @@ impl ForwardWorker {
         Ok(sent)
     }
 
+    /// Priorities whose frames egress `e` drops because the watchdog declared them stormed.
+    fn watchdog_dropping(&self, e: usize) -> u8 {
+        self.watchdogs.get(e).map_or(0, PfcWatchdog::dropping)
+    }
+
+    /// Runs egress `e`'s watchdog on the pause state received; applies the drop action to
+    /// queued frames and returns the priorities whose pause is overridden.
+    fn watch(&mut self, e: usize, received_pause: u8, now: u64) -> u8 {
+        let Some(wd) = self.watchdogs.get_mut(e) else {
+            return 0;
+        };
+        let leader = self.setup.pfc_generator;
+        let iface = self.ports[e].name();
+        wd.tick(now, received_pause, |ev| {
+            if !leader {
+                return;
+            }
+            match ev {
+                WatchdogEvent::Storm {
+                    priority,
+                    paused_since,
+                } => tracing::warn!(
+                    iface,
+                    priority,
+                    paused_ms = (now - paused_since) / 1_000_000,
+                    "PFC storm detected"
+                ),
+                WatchdogEvent::Restored {
+                    priority,
+                    lasted_ns,
+                } => tracing::info!(
+                    iface,
+                    priority,
+                    lasted_ms = lasted_ns / 1_000_000,
+                    "PFC storm over"
+                ),
+            }
+        });
+        let (overridden, dropping, stormed) = (wd.overridden(), wd.dropping(), wd.stormed());
+        let c = &self.stats.ports[e];
+        for p in 0..PRIORITIES {
+            c.watchdog_storms[p].set(wd.storms()[p]);
+            c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
+            if dropping & (1 << p) != 0 {
+                while let Some(q) = self.egress[e].ring(p).pop() {
+                    self.shared[usize::from(q.ingress)].release(p, u64::from(q.len));
+                    self.stats.ports[usize::from(q.ingress)].drop(DropReason::Watchdog);
+                    self.pool.release(q.idx);
+                }
+            }
+        }
+        overridden
+    }
+
     /// The earliest time something can happen without a frame arriving.
     pub fn next_deadline(&self, now: u64) -> Option<u64> {
         let mut next: Option<u64> = None;
@@ -363,11 +432,20 @@ impl ForwardWorker {
             if self.egress[e].is_empty() {
                 continue;
             }
-            let (paused, resume) = self.shared[e].paused(now);
-            if self.egress[e].select(paused).is_some() {
+            let (received_pause, resume) = self.shared[e].paused(now);
+            let overridden = self.watchdogs.get(e).map_or(0, PfcWatchdog::overridden);
+            if self.egress[e]
+                .select(received_pause & !overridden)
+                .is_some()
+            {
                 consider(self.shapers[e].wake_at());
             } else if let Some(r) = resume {
                 consider(r);
+            }
+        }
+        for wd in &self.watchdogs {
+            if let Some(t) = wd.next_deadline() {
+                consider(t);
             }
         }
         if self.setup.pfc_generator {
@@ -427,6 +505,7 @@ mod tests {
                 ports: vec![port(10 * GBIT), port(GBIT)],
                 prios,
                 pfc_generator: true,
+                watchdog: None,
                 rate_share: 1.0,
                 busy_poll: false,
             },

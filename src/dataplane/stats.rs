@@ -45,16 +45,19 @@ pub enum DropReason {
     LinkLocal = 3,
     /// The egress queue had no slot (frame pool exhausted).
     NoBuffer = 4,
+    /// The PFC watchdog declared the priority stormed (action drop).
+    Watchdog = 5,
 }
 
 impl DropReason {
     /// All reasons, in index order.
-    pub const ALL: [DropReason; 5] = [
+    pub const ALL: [DropReason; 6] = [
         DropReason::TailDrop,
         DropReason::HeadroomOverflow,
         DropReason::Malformed,
         DropReason::LinkLocal,
         DropReason::NoBuffer,
+        DropReason::Watchdog,
     ];
 
     /// Label value used in reports and metrics.
@@ -65,6 +68,7 @@ impl DropReason {
             DropReason::Malformed => "malformed",
             DropReason::LinkLocal => "link_local",
             DropReason::NoBuffer => "no_buffer",
+            DropReason::Watchdog => "watchdog",
         }
     }
 }
@@ -95,7 +99,11 @@ pub struct PortCounters {
     /// Highest bytes queued for egress on this port.
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
-    pub drops: [Counter; 5],
+    pub drops: [Counter; 6],
+    /// PFC storms the watchdog detected on this egress port, per priority.
+    pub watchdog_storms: [Counter; PRIORITIES],
+    /// 1 while the priority is stormed (gauge).
+    pub watchdog_stormed: [Counter; PRIORITIES],
     /// Kernel socket drops: rx_dropped, rx_ring_full, fill_ring_empty, tx_invalid (gauges,
     /// refreshed now and then by the worker).
     pub kernel: [Counter; 4],
@@ -171,6 +179,10 @@ pub struct PortSnapshot {
     pub queue_peak_bytes: [u64; PRIORITIES],
     /// Drops by reason.
     pub drops: std::collections::BTreeMap<String, u64>,
+    /// PFC watchdog storms per priority.
+    pub watchdog_storms: [u64; PRIORITIES],
+    /// Priorities stormed now (1) per priority (max over workers).
+    pub watchdog_stormed: [u64; PRIORITIES],
     /// Frames the kernel dropped before the daemon saw them.
     pub kernel_drops: KernelDrops,
 }
@@ -201,6 +213,18 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         queue_peak_bytes: std::array::from_fn(|p| {
             c.iter()
                 .map(|pc| pc.queue_peak_bytes[p].get())
+                .max()
+                .unwrap_or(0)
+        }),
+        watchdog_storms: std::array::from_fn(|p| {
+            c.iter()
+                .map(|pc| pc.watchdog_storms[p].get())
+                .max()
+                .unwrap_or(0)
+        }),
+        watchdog_stormed: std::array::from_fn(|p| {
+            c.iter()
+                .map(|pc| pc.watchdog_stormed[p].get())
                 .max()
                 .unwrap_or(0)
         }),

@@ -1,9 +1,14 @@
 //! Flow-control state machines. Sans-I/O: every method takes `now` (nanoseconds on a
 //! monotonic clock chosen by the caller) and returns what to send and when to be called again.
 
+pub mod credit;
 pub mod pfc;
+pub mod sfc;
+pub mod watchdog;
 
+pub use credit::{CreditConfig, CreditError, CreditLane, CreditRx, CreditTx, CreditWindow};
 pub use pfc::{PauseTimers, PfcGenerator, PfcThresholds};
+pub use sfc::{SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig};
 
 /// Number of 802.1p priorities.
 pub const PRIORITIES: usize = 8;

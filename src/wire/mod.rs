@@ -3,14 +3,18 @@
 //! Nothing here touches a socket or a clock. Every parser takes untrusted bytes and
 //! returns a [`WireError`] naming what was wrong; none panics on any input.
 
+pub mod credit;
 pub mod ethernet;
 pub mod mac_control;
+pub mod sfcm;
 pub mod test_traffic;
 
 use std::fmt;
 
+pub use credit::{CreditEntry, CreditOp, CreditUpdate};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
 pub use mac_control::MacControl;
+pub use sfcm::{Ipv4Flow, SfcScope, Sfcm, SfcmFrame, SfcmUdpFrame};
 pub use test_traffic::{TestFrame, TestFrameView};
 
 /// Why bytes could not be decoded (or a value could not be encoded).
