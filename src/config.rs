@@ -59,7 +59,7 @@ pub enum SizeValue {
 }
 
 /// `[daemon]`: process-wide settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonSection {
     /// Worker threads; worker q owns RX/TX queue q of every port.
@@ -83,6 +83,9 @@ pub struct DaemonSection {
     /// Seconds between progress lines on stderr (0 = none).
     #[serde(default)]
     pub stats_interval_s: u64,
+    /// Log filter, e.g. "info" or "lossless=debug" (`LOSSLESS_LOG` overrides it).
+    #[serde(default)]
+    pub log: Option<String>,
 }
 
 fn one() -> usize {
@@ -103,6 +106,7 @@ impl Default for DaemonSection {
             frames: default_frames(),
             busy_poll: false,
             stats_interval_s: 0,
+            log: None,
         }
     }
 }
@@ -322,7 +326,7 @@ impl PrioPlan {
 }
 
 /// One port, validated.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct PortPlan {
     /// Interface.
     pub iface: String,
@@ -335,7 +339,7 @@ pub struct PortPlan {
 }
 
 /// The validated configuration the daemon runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// `[daemon]` as given.
     pub daemon: DaemonSection,
@@ -352,6 +356,40 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The settings that differ between `self` and `new` but only take effect after a restart
+    /// (SIGHUP applies priorities, thresholds, pause times, the watchdog and the log filter).
+    pub fn restart_only_changes(&self, new: &Plan) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let (a, b) = (&self.daemon, &new.daemon);
+        let checks: [(&'static str, bool); 10] = [
+            ("daemon.workers", a.workers != b.workers),
+            ("daemon.cores", a.cores != b.cores),
+            ("daemon.xdp_mode", a.xdp_mode != b.xdp_mode),
+            ("daemon.backend", a.backend != b.backend),
+            ("daemon.frames", a.frames != b.frames),
+            ("daemon.busy_poll", a.busy_poll != b.busy_poll),
+            ("metrics.listen", self.metrics_listen != new.metrics_listen),
+            ("control.socket", self.control_socket != new.control_socket),
+            (
+                "port (iface, speed, trust)",
+                self.ports.len() != new.ports.len()
+                    || self.ports.iter().zip(&new.ports).any(|(x, y)| {
+                        x.iface != y.iface || x.speed_bps != y.speed_bps || x.trust != y.trust
+                    }),
+            ),
+            (
+                "daemon.stats_interval_s",
+                a.stats_interval_s != b.stats_interval_s,
+            ),
+        ];
+        for (name, changed) in checks {
+            if changed {
+                out.push(name);
+            }
+        }
+        out
+    }
+
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Plan, ConfigError> {
         let file = path.display().to_string();
@@ -390,6 +428,10 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             "daemon.cores".into(),
             format!("{} cores listed for {} workers", d.cores.len(), d.workers),
         ));
+    }
+    if let Some(l) = &d.log {
+        tracing_subscriber::EnvFilter::try_new(l)
+            .map_err(|e| invalid("daemon.log".into(), format!("{l:?}: {e}")))?;
     }
     if d.frames < 4096 {
         return Err(invalid(

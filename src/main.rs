@@ -2,7 +2,6 @@
 
 use clap::{Parser, Subcommand};
 use lossless::cli;
-use tracing_subscriber::EnvFilter;
 
 /// Lossless Ethernet in software: an AF_XDP dataplane with PFC, a traffic generator and sink
 /// that honour flow control, and a headroom calculator.
@@ -35,12 +34,7 @@ enum Command {
 }
 
 fn main() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_env("LOSSLESS_LOG").unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    lossless::control::logging::init();
     let cli = Cli::parse();
     let result: Result<(), (String, i32)> = match &cli.command {
         Command::Run(a) => cli::run::run(a).map_err(|e| (e.to_string(), e.exit_code())),

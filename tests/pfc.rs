@@ -482,3 +482,92 @@ fn pfc_storm_is_detected_dropped_and_restored() {
         "{sink} {d0}"
     );
 }
+
+fn status_of(socket: &str) -> Value {
+    let out = Command::new(common::BIN)
+        .args(["status", "--socket", socket, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// SIGHUP applies a changed threshold to a running, congested flow without loss; a broken
+/// file is refused and the daemon keeps running on the configuration it had.
+#[test]
+fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let (control, socket) = control_section();
+    let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, PFC)));
+    let mut sink = Proc::spawn(
+        &w.sink_ns,
+        &[
+            "sink",
+            "--iface",
+            &w.s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "30s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let gen = Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &w.g,
+            "--rate",
+            "2Gbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--link-speed",
+            "10Gbit",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let xoff = |s: &Value| s["ports"][0]["priorities"][3]["xoff_bytes"].clone();
+    assert_eq!(xoff(&status_of(&socket)), 65536);
+    let changed = PFC
+        .replace("xoff = \"64KiB\"", "xoff = \"96KiB\"")
+        .replace("xon = \"32KiB\"", "xon = \"48KiB\"");
+    std::fs::write(&cfg.path, format!("{}{control}", config(&w, &changed))).unwrap();
+    dut.hangup();
+    std::thread::sleep(Duration::from_millis(300));
+    let st = status_of(&socket);
+    assert_eq!(xoff(&st), 98304, "{st}");
+    assert_eq!(st["ports"][0]["priorities"][3]["xon_bytes"], 49152);
+    // A broken file: refused, the running configuration stays.
+    std::fs::write(&cfg.path, "[[port]]\niface = 3\n").unwrap();
+    dut.hangup();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(xoff(&status_of(&socket)), 98304);
+    let gen = gen.json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    let log = dut.stderr();
+    dut.interrupt();
+    let report = dut.json(Duration::from_secs(10));
+    assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(log.contains("reload refused"), "{log}");
+    // No loss across the reload, and the congestion was real throughout.
+    let sent = u(&gen, &["frames_sent"]);
+    assert_eq!(u(&sink, &["unique"]), sent, "{sink}");
+    assert_eq!(u(&sink, &["lost"]), 0);
+    assert!(u(&gen, &["pfc_rx"]) > 0);
+    let d0 = port(&report, &w.d0);
+    assert_eq!(u(d0, &["drops", "headroom_overflow"]), 0, "{d0}");
+}

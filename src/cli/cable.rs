@@ -11,7 +11,7 @@ use crate::{
         report, rules::parse_probability, run_cable, CableSetup, LaneSettings, Matcher, RuleSpec,
     },
     config::Backend,
-    control::shutdown,
+    control::signals,
     dataplane::xdp_prog::XdpMode,
 };
 
@@ -188,7 +188,7 @@ impl CableArgs {
 
 /// Runs `lossless cable`.
 pub fn run(args: &CableArgs) -> Result<(), String> {
-    let stop = shutdown::install();
+    let stop = signals::install();
     let report = run_cable(&args.setup(), stop).map_err(|e| e.to_string())?;
     common::print_report(&report, args.json, report::text);
     Ok(())

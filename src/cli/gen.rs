@@ -5,7 +5,7 @@ use clap::Args;
 use super::common::{self, IfaceArgs};
 use crate::{
     config::DEFAULT_TEST_UDP_PORT,
-    control::shutdown,
+    control::signals,
     dataplane::xdp_prog::Steering,
     traffic::{
         gen::{self, GenReport, GenSetup},
@@ -80,7 +80,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
     if args.flows == 0 {
         return Err("--flows must be at least 1".into());
     }
-    let stop = shutdown::install();
+    let stop = signals::install();
     let steering = Steering {
         forward_all: false,
         test_udp_port: 0,

@@ -7,7 +7,7 @@ use clap::Args;
 use super::common;
 use crate::{
     config::{Plan, PrioPlan},
-    control::{daemon, shutdown},
+    control::{daemon, signals},
     units::format_rate,
 };
 
@@ -56,8 +56,9 @@ impl RunError {
 /// Runs the daemon.
 pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let plan = Plan::load(&args.config)?;
-    let stop = shutdown::install();
-    let report = daemon::run(&plan, stop)?;
+    let stop = signals::install();
+    let reload = signals::install_reload();
+    let report = daemon::run(&plan, &args.config, stop, reload)?;
     common::print_report(&report, args.json, |r| {
         let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
         for p in &r.ports {

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::common::{self, IfaceArgs};
 use crate::{
-    control::shutdown,
+    control::signals,
     dataplane::{clock::now_ns, pool::Frame, xdp_prog::Steering},
     fc::PRIORITIES,
     traffic::open_iface,
@@ -90,7 +90,7 @@ pub fn run(cmd: &SendCommand) -> Result<(), String> {
             },
         ),
     };
-    let stop = shutdown::install();
+    let stop = signals::install();
     let steering = Steering {
         forward_all: false,
         test_udp_port: 0,

@@ -5,7 +5,7 @@ use clap::Args;
 use super::common::{self, IfaceArgs};
 use crate::{
     config::DEFAULT_TEST_UDP_PORT,
-    control::shutdown,
+    control::signals,
     dataplane::xdp_prog::Steering,
     fc::PfcThresholds,
     traffic::{
@@ -84,7 +84,7 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
             })
         }
     };
-    let stop = shutdown::install();
+    let stop = signals::install();
     let steering = Steering {
         forward_all: false,
         test_udp_port: args.port,

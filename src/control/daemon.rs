@@ -3,6 +3,7 @@
 //! queues and detaches XDP before reporting.
 
 use std::{
+    path::Path,
     sync::{atomic::AtomicBool, atomic::Ordering, Arc},
     thread::JoinHandle,
     time::Duration,
@@ -11,6 +12,7 @@ use std::{
 use serde::Serialize;
 
 use super::{
+    logging,
     metrics::{self, DaemonCollector, Liveness},
     status::{self, StatusSource},
     systemd::Notifier,
@@ -21,6 +23,7 @@ use crate::{
         clock::now_ns,
         forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         open::{attach_for, open_worker_ports, OpenError},
+        settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::Steering,
@@ -74,6 +77,33 @@ pub struct DaemonReport {
     pub ports: Vec<PortSnapshot>,
 }
 
+/// Reads the configuration again and publishes its reloadable part; refuses an invalid file.
+fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
+    let new = match Plan::load(path) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::error!(error = %e, "reload refused; keeping the running configuration");
+            return;
+        }
+    };
+    for field in running.restart_only_changes(&new) {
+        tracing::warn!(
+            field,
+            "changed in the file but only takes effect after a restart"
+        );
+    }
+    if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
+        tracing::warn!(error = %e, "log filter not applied");
+    }
+    let settings = LiveSettings::of(&new);
+    if settings == live.get() {
+        tracing::info!("configuration reloaded: no live setting changed");
+        return;
+    }
+    live.publish(settings);
+    tracing::info!(priorities = ?new.prios, watchdog = ?new.watchdog, "configuration reloaded");
+}
+
 fn pin_to_core(core: usize) {
     // SAFETY: a zeroed cpu_set_t with one bit set is a valid mask for the calling thread.
     unsafe {
@@ -85,9 +115,20 @@ fn pin_to_core(core: usize) {
     }
 }
 
-/// Runs the daemon until `stop` is set (by a signal) or a worker fails.
-pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, DaemonError> {
+/// Runs the daemon until `stop` is set (by a signal) or a worker fails. When `reload` is set
+/// (SIGHUP) the configuration at `config_path` is read again: the reloadable settings are
+/// applied live; an invalid file is refused and the running configuration kept.
+pub fn run(
+    plan: &Plan,
+    config_path: &Path,
+    stop: &'static AtomicBool,
+    reload: &'static AtomicBool,
+) -> Result<DaemonReport, DaemonError> {
     let d = &plan.daemon;
+    if let Err(e) = logging::apply_config_filter(d.log.as_deref()) {
+        tracing::warn!(error = %e, "log filter not applied");
+    }
+    let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
     let steering = Steering {
         forward_all: true,
@@ -117,6 +158,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
             prios: plan.prios,
             pfc_generator: w == 0,
             watchdog: plan.watchdog,
+            live: Some(live.clone()),
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
         };
@@ -156,7 +198,7 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
     };
     let registry = Arc::new(metrics::registry(DaemonCollector::new(
         ifaces.clone(),
-        plan.prios,
+        live.clone(),
         all_stats.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
@@ -166,12 +208,11 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
     };
     let status_source = Arc::new(StatusSource {
         ports: plan.ports.clone(),
-        prios: plan.prios,
+        live: live.clone(),
         shared: shared.clone(),
         workers: all_stats.clone(),
         backend,
         started_ns: now_ns(),
-        watchdog: plan.watchdog.is_some(),
     });
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
     let notifier = Notifier::from_env();
@@ -206,6 +247,9 @@ pub fn run(plan: &Plan, stop: &'static AtomicBool) -> Result<DaemonReport, Daemo
             tick.tick().await;
             if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
                 break;
+            }
+            if reload.swap(false, Ordering::SeqCst) {
+                reload_config(plan, config_path, &live);
             }
             // The systemd watchdog is fed only while every worker's loop advances.
             if let Some(every) = watchdog_every {

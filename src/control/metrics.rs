@@ -24,7 +24,10 @@ use tokio::{
 
 use crate::{
     config::PrioPlan,
-    dataplane::stats::{snapshot, DropReason, PortSnapshot, WorkerStats},
+    dataplane::{
+        settings::SettingsCell,
+        stats::{snapshot, DropReason, PortSnapshot, WorkerStats},
+    },
     fc::PRIORITIES,
 };
 
@@ -32,20 +35,20 @@ use crate::{
 #[derive(Debug)]
 pub struct DaemonCollector {
     ifaces: Vec<String>,
-    prios: [PrioPlan; PRIORITIES],
+    live: Arc<SettingsCell>,
     workers: Vec<Arc<WorkerStats>>,
 }
 
 impl DaemonCollector {
-    /// A collector over `workers`' shards for ports `ifaces`.
+    /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`.
     pub fn new(
         ifaces: Vec<String>,
-        prios: [PrioPlan; PRIORITIES],
+        live: Arc<SettingsCell>,
         workers: Vec<Arc<WorkerStats>>,
     ) -> Self {
         DaemonCollector {
             ifaces,
-            prios,
+            live,
             workers,
         }
     }
@@ -108,6 +111,7 @@ impl Collector for DaemonCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         use MetricType::{Counter, Gauge};
         let snaps = self.snapshots();
+        let prios = self.live.get().prios;
         let s = &snaps;
         family(
             &mut enc,
@@ -274,7 +278,7 @@ impl Collector for DaemonCollector {
         let plan = |f: fn(&PrioPlan) -> Option<u64>| {
             s.iter().flat_map(move |port| {
                 (0..PRIORITIES).filter_map(move |p| {
-                    f(&self.prios[p]).map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
+                    f(&prios[p]).map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
                 })
             })
         };
@@ -520,6 +524,7 @@ async fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataplane::settings::LiveSettings;
 
     #[test]
     fn exposition_sums_shards_and_names_series() {
@@ -536,9 +541,14 @@ mod tests {
             xon: 50,
             headroom: 300,
         };
+        let live = Arc::new(SettingsCell::new(LiveSettings {
+            prios,
+            watchdog: None,
+            pause_quanta: vec![1, 1],
+        }));
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
-            prios,
+            live,
             vec![a, b],
         ));
         let text = render(&r);

@@ -2,7 +2,8 @@
 //! shutdown, reports. (Metrics, the control socket, systemd and link-up build on this.)
 
 pub mod daemon;
+pub mod logging;
 pub mod metrics;
-pub mod shutdown;
+pub mod signals;
 pub mod status;
 pub mod systemd;

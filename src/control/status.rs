@@ -22,6 +22,7 @@ use crate::{
     config::{PortPlan, PrioPlan},
     dataplane::{
         clock::now_ns,
+        settings::SettingsCell,
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
     },
@@ -98,8 +99,8 @@ pub struct Status {
 pub struct StatusSource {
     /// Ports as planned.
     pub ports: Vec<PortPlan>,
-    /// Per-priority plan.
-    pub prios: [PrioPlan; PRIORITIES],
+    /// The live (reloadable) settings.
+    pub live: Arc<SettingsCell>,
     /// Shared per-port state.
     pub shared: Vec<Arc<SharedPort>>,
     /// Every worker's counters.
@@ -108,8 +109,6 @@ pub struct StatusSource {
     pub backend: &'static str,
     /// CLOCK_MONOTONIC ns at start.
     pub started_ns: u64,
-    /// The PFC watchdog is enabled.
-    pub watchdog: bool,
 }
 
 fn operstate(iface: &str) -> String {
@@ -122,6 +121,7 @@ impl StatusSource {
     /// The current status.
     pub fn status(&self) -> Status {
         let now = now_ns();
+        let live = self.live.get();
         let refs: Vec<&WorkerStats> = self.workers.iter().map(|w| w.as_ref()).collect();
         let ports = self
             .ports
@@ -132,7 +132,7 @@ impl StatusSource {
                 let (paused, _) = self.shared[i].paused(now);
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {
-                        let plan = self.prios[prio];
+                        let plan = live.prios[prio];
                         let (mode, xoff, xon, headroom, limit) = match plan {
                             PrioPlan::Pfc {
                                 xoff,
@@ -152,7 +152,10 @@ impl StatusSource {
                             ingress_bytes: self.shared[i].occupancy(prio),
                             paused: paused & (1 << prio) != 0,
                             queue_bytes: counters.queue_bytes[prio],
-                            watchdog: match (self.watchdog, counters.watchdog_stormed[prio]) {
+                            watchdog: match (
+                                live.watchdog.is_some(),
+                                counters.watchdog_stormed[prio],
+                            ) {
                                 (false, _) => "off",
                                 (true, 0) => "ok",
                                 (true, _) => "stormed",

@@ -14,6 +14,7 @@ use super::{
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
     queue::{PrioQueues, Queued},
+    settings::{LiveSettings, SettingsCell},
     shaper::Shaper,
     shared::SharedPort,
     stats::{DropReason, PortCounters, WorkerStats},
@@ -58,6 +59,8 @@ pub struct ForwardSetup {
     pub rate_share: f64,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
+    /// Where reloaded settings are published (SIGHUP), if anywhere.
+    pub live: Option<Arc<SettingsCell>>,
 }
 
 /// One worker of wire mode.
@@ -73,6 +76,8 @@ pub struct ForwardWorker {
     generators: Vec<PfcGenerator>,
     /// One per egress port when the watchdog is enabled.
     watchdogs: Vec<PfcWatchdog>,
+    /// Generation of the live settings last applied.
+    settings_seen: u64,
     /// A control frame that found the TX ring full, sent first next turn.
     pending_ctrl: Vec<Option<Frame>>,
     rx: Vec<RxFrame>,
@@ -125,6 +130,7 @@ impl ForwardWorker {
                 None => Vec::new(),
             },
             pending_ctrl: vec![None; n],
+            settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             pool,
@@ -174,6 +180,13 @@ impl ForwardWorker {
     /// transmit a batch on every port. Returns the frames handled (0 = idle).
     pub fn step(&mut self, now: u64) -> Result<usize, WorkerError> {
         self.stats.heartbeat.add(1);
+        if let Some(live) = &self.setup.live {
+            if live.generation() != self.settings_seen {
+                self.settings_seen = live.generation();
+                let s = live.get();
+                self.apply(&s);
+            }
+        }
         let mut work = 0;
         for p in 0..self.ports.len() {
             work += self.receive(p, now)?;
@@ -367,6 +380,26 @@ impl ForwardWorker {
         Ok(sent)
     }
 
+    /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
+    /// thresholds from now on; PFC and watchdog keep their state.
+    fn apply(&mut self, s: &LiveSettings) {
+        self.setup.prios = s.prios;
+        let thresholds = std::array::from_fn(|p| s.prios[p].thresholds());
+        for (i, g) in self.generators.iter_mut().enumerate() {
+            let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
+            self.setup.ports[i].pause_quanta = quanta;
+            g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
+        }
+        self.setup.watchdog = s.watchdog;
+        match s.watchdog {
+            None => self.watchdogs.clear(),
+            Some(c) if self.watchdogs.is_empty() => {
+                self.watchdogs = (0..self.ports.len()).map(|_| PfcWatchdog::new(c)).collect();
+            }
+            Some(c) => self.watchdogs.iter_mut().for_each(|w| w.set_config(c)),
+        }
+    }
+
     /// Priorities whose frames egress `e` drops because the watchdog declared them stormed.
     fn watchdog_dropping(&self, e: usize) -> u8 {
         self.watchdogs.get(e).map_or(0, PfcWatchdog::dropping)
@@ -508,6 +541,7 @@ mod tests {
                 watchdog: None,
                 rate_share: 1.0,
                 busy_poll: false,
+                live: None,
             },
             0,
         );

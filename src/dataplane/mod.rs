@@ -12,6 +12,7 @@ pub mod open;
 pub mod pool;
 pub mod port;
 pub mod queue;
+pub mod settings;
 pub mod shaper;
 pub mod shared;
 pub mod stats;

@@ -278,7 +278,8 @@ impl CreditTx {
         self.fccl
     }
 
-    /// Blocks that may be sent now (0 while quiesced or when FCCL is behind FCTBS).
+    /// The credit left, `(FCCL − FCTBS) mod 4096`, or 0 while quiesced or when that exceeds
+    /// 2048 (FCCL is then behind FCTBS: no receiver advertises more than 2048 blocks).
     pub fn available_blocks(&self) -> u16 {
         match self.fccl {
             Some(fccl) => {
@@ -517,7 +518,7 @@ pub struct CreditCounters {
     pub updates_sent: u64,
     /// Entries received for this lane.
     pub updates_received: u64,
-    /// Entries whose FCTBS moved ABR forward (data frames were lost).
+    /// Entries whose FCTBS moved ABR forward by at most a window (data frames were lost).
     pub resyncs: u64,
     /// Blocks ABR moved forward by resyncs (blocks of lost data frames).
     pub resync_blocks: u64,

@@ -54,23 +54,38 @@ impl PfcGenerator {
         }
     }
 
+    /// Applies new thresholds and pause time (configuration reload), keeping each priority's
+    /// XOFF/XON state so the upstream is neither left paused nor resumed by the change. A
+    /// priority that is paused upstream and no longer lossless is resumed at the next poll.
+    pub fn reconfigure(
+        &mut self,
+        thresholds: [Option<PfcThresholds>; PRIORITIES],
+        pause_quanta: u16,
+        speed_bps: u64,
+    ) {
+        self.thresholds = thresholds;
+        self.pause_quanta = pause_quanta;
+        self.refresh_ns = (quanta_to_ns(pause_quanta, speed_bps) / 2).max(1);
+    }
+
     /// Decides the PFC frame to send at `now` for the given per-priority occupancy.
     pub fn poll(&mut self, now: u64, occupancy: &[u64; PRIORITIES]) -> Option<MacControl> {
         let mut enable = 0u8;
         let mut quanta = [0u16; PRIORITIES];
         for p in 0..PRIORITIES {
-            let Some(t) = self.thresholds[p] else {
-                continue;
-            };
             let bytes = occupancy[p];
-            let send = match self.state[p] {
-                Signal::Xon if bytes >= t.xoff => {
-                    self.xoff_transitions[p] += 1;
-                    Some(self.pause_quanta)
-                }
-                Signal::Xoff { .. } if bytes <= t.xon => Some(0),
-                Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
-                _ => None,
+            let send = match (self.thresholds[p], self.state[p]) {
+                (None, Signal::Xon) => None,
+                (None, Signal::Xoff { .. }) => Some(0),
+                (Some(t), state) => match state {
+                    Signal::Xon if bytes >= t.xoff => {
+                        self.xoff_transitions[p] += 1;
+                        Some(self.pause_quanta)
+                    }
+                    Signal::Xoff { .. } if bytes <= t.xon => Some(0),
+                    Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
+                    _ => None,
+                },
             };
             if let Some(q) = send {
                 enable |= 1 << p;
@@ -262,6 +277,34 @@ mod tests {
         assert_eq!(g.poll(300_000, &occ(100)), Some(pfc(0x08, 3, 0)));
         assert_eq!(g.next_deadline(), None);
         assert_eq!(g.xoff_transitions()[3], 1, "a refresh is not a transition");
+    }
+
+    #[test]
+    fn reconfigure_keeps_state_and_resumes_a_priority_made_lossy() {
+        let mut g = gen();
+        g.poll(0, &occ(20_000)).unwrap();
+        // Higher thresholds: still paused (no XON just because the numbers moved).
+        let mut th = [None; PRIORITIES];
+        th[3] = Some(PfcThresholds {
+            xoff: 40_000,
+            xon: 30_000,
+        });
+        g.reconfigure(th, 2000, GBIT);
+        assert_eq!(
+            g.poll(1, &occ(20_000)),
+            Some(pfc(0x08, 3, 0)),
+            "below the new XON"
+        );
+        g.poll(2, &occ(50_000)).unwrap();
+        assert_eq!(
+            g.next_deadline(),
+            Some(2 + 512_000),
+            "refresh from the new pause time"
+        );
+        // Priority 3 becomes lossy while paused upstream: it is resumed.
+        g.reconfigure([None; PRIORITIES], 2000, GBIT);
+        assert_eq!(g.poll(3, &occ(50_000)), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.poll(4, &occ(50_000)), None);
     }
 
     #[test]

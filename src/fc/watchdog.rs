@@ -80,6 +80,11 @@ impl PfcWatchdog {
         &self.config
     }
 
+    /// Applies a new configuration (reload), keeping each priority's state and storm count.
+    pub fn set_config(&mut self, config: WatchdogConfig) {
+        self.config = config;
+    }
+
     /// Advances to `now` given which priorities a received PAUSE/PFC holds paused; calls
     /// `on_event` for each transition.
     pub fn tick(&mut self, now: u64, paused: u8, mut on_event: impl FnMut(WatchdogEvent)) {

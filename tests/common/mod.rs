@@ -173,6 +173,12 @@ impl Proc {
         unsafe { libc::kill(self.child.id() as i32, libc::SIGINT) };
     }
 
+    /// Sends SIGHUP (reload).
+    pub fn hangup(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGHUP) };
+    }
+
     /// Sends SIGKILL (a crash).
     pub fn kill(&mut self) {
         let _ = self.child.kill();

@@ -1,0 +1,69 @@
+//! Settings that may change while the daemon runs (SIGHUP): the per-priority plan, the PFC
+//! watchdog and each port's pause time. Workers poll a generation number (one relaxed load
+//! per loop turn) and take the lock only when it changed.
+
+use std::sync::{
+    atomic::{AtomicU64, Ordering},
+    Mutex,
+};
+
+use crate::{
+    config::{Plan, PrioPlan},
+    fc::{watchdog::WatchdogConfig, PRIORITIES},
+};
+
+/// The reloadable part of a [`Plan`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSettings {
+    /// Per-priority buffer policy.
+    pub prios: [PrioPlan; PRIORITIES],
+    /// PFC watchdog, if enabled.
+    pub watchdog: Option<WatchdogConfig>,
+    /// XOFF pause time per port, quanta.
+    pub pause_quanta: Vec<u16>,
+}
+
+impl LiveSettings {
+    /// The reloadable part of `plan`.
+    pub fn of(plan: &Plan) -> Self {
+        LiveSettings {
+            prios: plan.prios,
+            watchdog: plan.watchdog,
+            pause_quanta: plan.ports.iter().map(|p| p.pause_quanta).collect(),
+        }
+    }
+}
+
+/// The current settings and their generation.
+#[derive(Debug)]
+pub struct SettingsCell {
+    generation: AtomicU64,
+    current: Mutex<LiveSettings>,
+}
+
+impl SettingsCell {
+    /// A cell holding `s` at generation 0.
+    pub fn new(s: LiveSettings) -> Self {
+        SettingsCell {
+            generation: AtomicU64::new(0),
+            current: Mutex::new(s),
+        }
+    }
+
+    /// The generation, bumped by every [`SettingsCell::publish`].
+    #[inline]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A copy of the current settings.
+    pub fn get(&self) -> LiveSettings {
+        self.current.lock().expect("settings lock").clone()
+    }
+
+    /// Replaces the settings; workers pick them up at their next loop turn.
+    pub fn publish(&self, s: LiveSettings) {
+        *self.current.lock().expect("settings lock") = s;
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+}
