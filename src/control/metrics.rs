@@ -577,6 +577,45 @@ mod tests {
         );
     }
 
+    /// Every series the Grafana dashboard queries exists in the exposition.
+    #[test]
+    fn grafana_dashboard_queries_exposed_series() {
+        let dash: serde_json::Value =
+            serde_json::from_str(include_str!("../../grafana/lossless.json")).unwrap();
+        let live = Arc::new(SettingsCell::new(LiveSettings {
+            prios: [PrioPlan::Pfc {
+                xoff: 1,
+                xon: 0,
+                headroom: 1,
+            }; PRIORITIES],
+            watchdog: None,
+            pause_quanta: vec![1],
+        }));
+        let text = render(&registry(DaemonCollector::new(
+            vec!["x".into()],
+            live,
+            vec![Arc::new(WorkerStats::new(1))],
+        )));
+        let exposed: std::collections::HashSet<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split(['{', ' ']).next())
+            .collect();
+        let mut checked = 0;
+        for panel in dash["panels"].as_array().unwrap() {
+            for target in panel["targets"].as_array().unwrap() {
+                let expr = target["expr"].as_str().unwrap();
+                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                    if word.starts_with("lossless_") {
+                        assert!(exposed.contains(word), "dashboard queries unknown {word}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 15, "{checked}");
+    }
+
     #[test]
     fn liveness_needs_moving_heartbeats() {
         let w = Arc::new(WorkerStats::new(1));
