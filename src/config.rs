@@ -146,13 +146,20 @@ fn max_quanta() -> u16 {
 
 /// Flow-control mode of a priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
 pub enum PrioMode {
     /// Tail-drops at `limit`.
     #[default]
+    #[serde(rename = "lossy")]
     Lossy,
     /// Lossless with 802.1Qbb PFC.
+    #[serde(rename = "pfc")]
     Pfc,
+    /// Lossless with source flow control.
+    #[serde(rename = "sfc")]
+    Sfc,
+    /// Both PFC and SFC.
+    #[serde(rename = "pfc+sfc")]
+    PfcSfc,
 }
 
 /// `[priority.N]`: per-priority buffer settings.
@@ -168,8 +175,11 @@ pub struct PrioritySection {
     pub xon: Option<SizeValue>,
     /// PFC: bytes accepted beyond XOFF while the pause takes effect.
     pub headroom: Option<SizeValue>,
-    /// Lossy: bytes (per ingress port) beyond which frames are tail-dropped.
+    /// Lossy: bytes (per ingress port) beyond which frames are tail-dropped. SFC alone: the
+    /// buffer beyond which frames are dropped as an overflow.
     pub limit: Option<SizeValue>,
+    /// SFC: egress-queue bytes above which sources get SFC messages.
+    pub sfc_threshold: Option<SizeValue>,
 }
 
 /// `[metrics]`: the Prometheus endpoint.
@@ -286,42 +296,92 @@ pub const DEFAULT_XOFF: u64 = 128 * 1024;
 pub const DEFAULT_XON: u64 = 64 * 1024;
 /// Default PFC headroom.
 pub const DEFAULT_HEADROOM: u64 = 256 * 1024;
+/// Default SFC threshold on an egress queue.
+pub const DEFAULT_SFC_THRESHOLD: u64 = 32 * 1024;
+/// Default buffer of an SFC-only priority.
+pub const DEFAULT_SFC_LIMIT: u64 = 1024 * 1024;
 
-/// What a priority does with its buffer, validated.
+/// PFC settings of a lossless priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(tag = "mode", rename_all = "lowercase")]
-pub enum PrioPlan {
-    /// Tail-drop above `limit` bytes.
-    Lossy {
-        /// Bytes.
-        limit: u64,
-    },
-    /// Lossless: PFC at `xoff`/`xon`; never drops below `xoff + headroom`.
-    Pfc {
-        /// XOFF bytes.
-        xoff: u64,
-        /// XON bytes.
-        xon: u64,
-        /// Headroom bytes beyond XOFF.
-        headroom: u64,
-    },
+pub struct PfcPlan {
+    /// Bytes (per ingress port) at which XOFF is sent.
+    pub xoff: u64,
+    /// Bytes at which XON is sent.
+    pub xon: u64,
+    /// Bytes accepted beyond XOFF while the pause takes effect.
+    pub headroom: u64,
+}
+
+/// SFC settings of a priority.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SfcPlan {
+    /// Egress-queue bytes above which each arriving frame's source gets an SFCM.
+    pub threshold: u64,
+}
+
+/// What a priority does with its buffer, validated. PFC and SFC are independent: a priority
+/// may use either, both, or neither (lossy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct PrioPlan {
+    /// PFC, if the priority uses it.
+    pub pfc: Option<PfcPlan>,
+    /// SFC, if the priority uses it.
+    pub sfc: Option<SfcPlan>,
+    /// Bytes (per ingress port) above which an arriving frame is dropped: the tail-drop limit
+    /// of a lossy priority; for a lossless one an overflow that means the buffer was too small
+    /// (XOFF + headroom with PFC).
+    pub limit: u64,
 }
 
 impl PrioPlan {
-    /// PFC thresholds, for lossless priorities.
-    pub fn thresholds(&self) -> Option<PfcThresholds> {
-        match *self {
-            PrioPlan::Pfc { xoff, xon, .. } => Some(PfcThresholds { xoff, xon }),
-            PrioPlan::Lossy { .. } => None,
+    /// A lossy priority that tail-drops above `limit`.
+    pub const fn lossy(limit: u64) -> Self {
+        PrioPlan {
+            pfc: None,
+            sfc: None,
+            limit,
         }
+    }
+
+    /// A PFC priority.
+    pub const fn pfc(xoff: u64, xon: u64, headroom: u64) -> Self {
+        PrioPlan {
+            pfc: Some(PfcPlan {
+                xoff,
+                xon,
+                headroom,
+            }),
+            sfc: None,
+            limit: xoff + headroom,
+        }
+    }
+
+    /// True if the priority never tail-drops (PFC and/or SFC).
+    pub fn lossless(&self) -> bool {
+        self.pfc.is_some() || self.sfc.is_some()
+    }
+
+    /// The mode's name: `lossy`, `pfc`, `sfc` or `pfc+sfc`.
+    pub fn mode(&self) -> &'static str {
+        match (self.pfc.is_some(), self.sfc.is_some()) {
+            (false, false) => "lossy",
+            (true, false) => "pfc",
+            (false, true) => "sfc",
+            (true, true) => "pfc+sfc",
+        }
+    }
+
+    /// PFC thresholds, for PFC priorities.
+    pub fn thresholds(&self) -> Option<PfcThresholds> {
+        self.pfc.map(|p| PfcThresholds {
+            xoff: p.xoff,
+            xon: p.xon,
+        })
     }
 
     /// Bytes above which an arriving frame is dropped.
     pub fn admit_limit(&self) -> u64 {
-        match *self {
-            PrioPlan::Lossy { limit } => limit,
-            PrioPlan::Pfc { xoff, headroom, .. } => xoff + headroom,
-        }
+        self.limit
     }
 }
 
@@ -477,9 +537,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             pause_quanta: p.pause_quanta,
         });
     }
-    let mut prios = [PrioPlan::Lossy {
-        limit: DEFAULT_LOSSY_LIMIT,
-    }; PRIORITIES];
+    let mut prios = [PrioPlan::lossy(DEFAULT_LOSSY_LIMIT); PRIORITIES];
     for (key, s) in &raw.priority {
         let p: usize = key
             .parse()
@@ -494,53 +552,88 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
                     .map_err(|e| invalid(format!("priority.{key}.{name}"), e.to_string())),
             }
         };
-        prios[p] = match s.mode {
-            PrioMode::Lossy => {
-                for (name, v) in [
-                    ("xoff", &s.xoff),
-                    ("xon", &s.xon),
-                    ("headroom", &s.headroom),
-                ] {
-                    if v.is_some() {
-                        return Err(invalid(
-                            format!("priority.{key}.{name}"),
-                            "only applies to mode = \"pfc\"".into(),
-                        ));
-                    }
-                }
-                PrioPlan::Lossy {
-                    limit: size("limit", &s.limit, DEFAULT_LOSSY_LIMIT)?,
-                }
-            }
-            PrioMode::Pfc => {
-                if s.limit.is_some() {
-                    return Err(invalid(
-                        format!("priority.{key}.limit"),
-                        "a lossless priority never tail-drops; size it with xoff/headroom".into(),
-                    ));
-                }
-                let xoff = size("xoff", &s.xoff, DEFAULT_XOFF)?;
-                let xon = size("xon", &s.xon, DEFAULT_XON)?;
-                let headroom = size("headroom", &s.headroom, DEFAULT_HEADROOM)?;
-                if xon >= xoff {
-                    return Err(invalid(
-                        format!("priority.{key}.xon"),
-                        format!("xon ({xon}) must be below xoff ({xoff})"),
-                    ));
-                }
-                if headroom < 2 * 1522 {
-                    return Err(invalid(
-                        format!("priority.{key}.headroom"),
-                        format!("{headroom} bytes cannot absorb even two in-flight frames"),
-                    ));
-                }
-                PrioPlan::Pfc {
-                    xoff,
-                    xon,
-                    headroom,
-                }
+        let uses_pfc = matches!(s.mode, PrioMode::Pfc | PrioMode::PfcSfc);
+        let uses_sfc = matches!(s.mode, PrioMode::Sfc | PrioMode::PfcSfc);
+        let only = |name: &str, v: &Option<SizeValue>, ok: bool, what: &str| {
+            if v.is_some() && !ok {
+                Err(invalid(
+                    format!("priority.{key}.{name}"),
+                    format!("only applies to {what}"),
+                ))
+            } else {
+                Ok(())
             }
         };
+        for (name, v) in [
+            ("xoff", &s.xoff),
+            ("xon", &s.xon),
+            ("headroom", &s.headroom),
+        ] {
+            only(name, v, uses_pfc, "mode = \"pfc\" or \"pfc+sfc\"")?;
+        }
+        only(
+            "sfc_threshold",
+            &s.sfc_threshold,
+            uses_sfc,
+            "mode = \"sfc\" or \"pfc+sfc\"",
+        )?;
+        if uses_pfc && s.limit.is_some() {
+            return Err(invalid(
+                format!("priority.{key}.limit"),
+                "a PFC priority never tail-drops; size it with xoff/headroom".into(),
+            ));
+        }
+        let pfc = if uses_pfc {
+            let xoff = size("xoff", &s.xoff, DEFAULT_XOFF)?;
+            let xon = size("xon", &s.xon, DEFAULT_XON)?;
+            let headroom = size("headroom", &s.headroom, DEFAULT_HEADROOM)?;
+            if xon >= xoff {
+                return Err(invalid(
+                    format!("priority.{key}.xon"),
+                    format!("xon ({xon}) must be below xoff ({xoff})"),
+                ));
+            }
+            if headroom < 2 * 1522 {
+                return Err(invalid(
+                    format!("priority.{key}.headroom"),
+                    format!("{headroom} bytes cannot absorb even two in-flight frames"),
+                ));
+            }
+            Some(PfcPlan {
+                xoff,
+                xon,
+                headroom,
+            })
+        } else {
+            None
+        };
+        let sfc = if uses_sfc {
+            let threshold = size("sfc_threshold", &s.sfc_threshold, DEFAULT_SFC_THRESHOLD)?;
+            if threshold < 1522 {
+                return Err(invalid(
+                    format!("priority.{key}.sfc_threshold"),
+                    format!("{threshold} bytes is below one frame"),
+                ));
+            }
+            Some(SfcPlan { threshold })
+        } else {
+            None
+        };
+        let limit = match (pfc, sfc) {
+            (Some(p), _) => p.xoff + p.headroom,
+            (None, Some(f)) => {
+                let l = size("limit", &s.limit, DEFAULT_SFC_LIMIT)?;
+                if l <= f.threshold {
+                    return Err(invalid(
+                        format!("priority.{key}.limit"),
+                        format!("limit ({l}) must be above sfc_threshold ({})", f.threshold),
+                    ));
+                }
+                l
+            }
+            (None, None) => size("limit", &s.limit, DEFAULT_LOSSY_LIMIT)?,
+        };
+        prios[p] = PrioPlan { pfc, sfc, limit };
     }
     let buffer: u64 = prios.iter().map(PrioPlan::admit_limit).sum::<u64>() * 2;
     let pool_bytes = u64::from(d.frames) * 2048;
@@ -641,22 +734,40 @@ limit = "1MB"
         let p = Plan::parse(GOOD, "x").unwrap();
         assert_eq!(p.ports[1].speed_bps, 10_000_000_000);
         assert_eq!(p.ports[1].trust, Trust::Dscp);
-        assert_eq!(
-            p.prios[3],
-            PrioPlan::Pfc {
-                xoff: 65536,
-                xon: 32768,
-                headroom: 131072
-            }
-        );
-        assert_eq!(p.prios[0], PrioPlan::Lossy { limit: 1_000_000 });
-        assert_eq!(
-            p.prios[5],
-            PrioPlan::Lossy {
-                limit: DEFAULT_LOSSY_LIMIT
-            }
-        );
+        assert_eq!(p.prios[3], PrioPlan::pfc(65536, 32768, 131072));
+        assert_eq!(p.prios[0], PrioPlan::lossy(1_000_000));
+        assert_eq!(p.prios[5], PrioPlan::lossy(DEFAULT_LOSSY_LIMIT));
         assert_eq!(p.prios[3].admit_limit(), 65536 + 131072);
+        assert_eq!(p.prios[3].mode(), "pfc");
+    }
+
+    #[test]
+    fn sfc_modes() {
+        let p = Plan::parse(
+            &format!("{GOOD}\n[priority.4]\nmode = \"sfc\"\nsfc_threshold = \"16KiB\"\nlimit = \"2MiB\"\n[priority.5]\nmode = \"pfc+sfc\"\n"),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(p.prios[4].mode(), "sfc");
+        assert_eq!(p.prios[4].sfc, Some(SfcPlan { threshold: 16384 }));
+        assert_eq!(p.prios[4].limit, 2 * 1024 * 1024);
+        assert!(p.prios[4].lossless() && p.prios[4].thresholds().is_none());
+        assert_eq!(p.prios[5].mode(), "pfc+sfc");
+        assert_eq!(
+            p.prios[5].sfc,
+            Some(SfcPlan {
+                threshold: DEFAULT_SFC_THRESHOLD
+            })
+        );
+        assert_eq!(p.prios[5].limit, DEFAULT_XOFF + DEFAULT_HEADROOM);
+        let e = err(&format!(
+            "{GOOD}\n[priority.4]\nmode = \"sfc\"\nsfc_threshold = 5000\nlimit = 4000\n"
+        ));
+        assert!(e.contains("priority.4.limit"), "{e}");
+        let e = err(&format!(
+            "{GOOD}\n[priority.4]\nmode = \"pfc\"\nsfc_threshold = 5000\n"
+        ));
+        assert!(e.contains("priority.4.sfc_threshold"), "{e}");
     }
 
     #[test]

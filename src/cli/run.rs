@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::common;
 use crate::{
-    config::{Plan, PrioPlan},
+    config::Plan,
     control::{daemon, signals},
     units::format_rate,
 };
@@ -86,18 +86,21 @@ pub fn check(args: &CheckArgs) -> Result<(), RunError> {
         );
     }
     for (prio, p) in plan.prios.iter().enumerate() {
-        match p {
-            PrioPlan::Lossy { limit } => {
-                println!("priority {prio}: lossy, tail-drop above {limit} bytes")
-            }
-            PrioPlan::Pfc {
-                xoff,
-                xon,
-                headroom,
-            } => println!(
-                "priority {prio}: lossless (PFC), XOFF {xoff} B, XON {xon} B, headroom {headroom} B"
+        let mut line = match (p.pfc, p.lossless()) {
+            (_, false) => format!("priority {prio}: lossy, tail-drop above {} bytes", p.limit),
+            (Some(f), true) => format!(
+                "priority {prio}: lossless ({}), XOFF {} B, XON {} B, headroom {} B",
+                p.mode().to_uppercase(),
+                f.xoff,
+                f.xon,
+                f.headroom
             ),
+            (None, true) => format!("priority {prio}: lossless (SFC), buffer {} B", p.limit),
+        };
+        if let Some(f) = p.sfc {
+            line += &format!(", SFC above {} B queued", f.threshold);
         }
+        println!("{line}");
     }
     Ok(())
 }

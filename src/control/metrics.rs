@@ -288,10 +288,7 @@ impl Collector for DaemonCollector {
             "PFC XOFF threshold per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| match p {
-                PrioPlan::Pfc { xoff, .. } => Some(*xoff),
-                PrioPlan::Lossy { .. } => None,
-            }),
+            plan(|p| p.pfc.map(|f| f.xoff)),
         )?;
         family(
             &mut enc,
@@ -299,10 +296,7 @@ impl Collector for DaemonCollector {
             "PFC XON threshold per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| match p {
-                PrioPlan::Pfc { xon, .. } => Some(*xon),
-                PrioPlan::Lossy { .. } => None,
-            }),
+            plan(|p| p.pfc.map(|f| f.xon)),
         )?;
         family(
             &mut enc,
@@ -310,10 +304,7 @@ impl Collector for DaemonCollector {
             "PFC headroom beyond XOFF per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| match p {
-                PrioPlan::Pfc { headroom, .. } => Some(*headroom),
-                PrioPlan::Lossy { .. } => None,
-            }),
+            plan(|p| p.pfc.map(|f| f.headroom)),
         )?;
         family(
             &mut enc,
@@ -535,12 +526,8 @@ mod tests {
         b.ports[1].pfc_tx[3].add(2);
         a.ports[1].paused_ns[3].set(1_500_000_000);
         a.ports[0].drop(DropReason::TailDrop);
-        let mut prios = [PrioPlan::Lossy { limit: 1 }; PRIORITIES];
-        prios[3] = PrioPlan::Pfc {
-            xoff: 100,
-            xon: 50,
-            headroom: 300,
-        };
+        let mut prios = [PrioPlan::lossy(1); PRIORITIES];
+        prios[3] = PrioPlan::pfc(100, 50, 300);
         let live = Arc::new(SettingsCell::new(LiveSettings {
             prios,
             watchdog: None,
@@ -583,11 +570,7 @@ mod tests {
         let dash: serde_json::Value =
             serde_json::from_str(include_str!("../../grafana/lossless.json")).unwrap();
         let live = Arc::new(SettingsCell::new(LiveSettings {
-            prios: [PrioPlan::Pfc {
-                xoff: 1,
-                xon: 0,
-                headroom: 1,
-            }; PRIORITIES],
+            prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
             watchdog: None,
             pause_quanta: vec![1],
         }));

@@ -19,7 +19,7 @@ use tokio::{
 };
 
 use crate::{
-    config::{PortPlan, PrioPlan},
+    config::PortPlan,
     dataplane::{
         clock::now_ns,
         settings::SettingsCell,
@@ -37,7 +37,7 @@ pub const DEFAULT_SOCKET: &str = "/run/lossless/lossless.sock";
 pub struct PrioStatus {
     /// Priority 0..=7.
     pub priority: usize,
-    /// `pfc` or `lossy`.
+    /// `lossy`, `pfc`, `sfc` or `pfc+sfc`.
     pub mode: String,
     /// XOFF threshold, bytes (lossless only).
     pub xoff_bytes: Option<u64>,
@@ -45,7 +45,9 @@ pub struct PrioStatus {
     pub xon_bytes: Option<u64>,
     /// Headroom beyond XOFF, bytes (lossless only).
     pub headroom_bytes: Option<u64>,
-    /// Tail-drop limit, bytes (lossy only).
+    /// SFC threshold on the egress queue, bytes (SFC only).
+    pub sfc_threshold_bytes: Option<u64>,
+    /// Bytes beyond which arriving frames are dropped (tail drop, or overflow if lossless).
     pub limit_bytes: Option<u64>,
     /// Where the thresholds came from (`config` until link-up measurement exists).
     pub source: String,
@@ -133,21 +135,15 @@ impl StatusSource {
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {
                         let plan = live.prios[prio];
-                        let (mode, xoff, xon, headroom, limit) = match plan {
-                            PrioPlan::Pfc {
-                                xoff,
-                                xon,
-                                headroom,
-                            } => ("pfc", Some(xoff), Some(xon), Some(headroom), None),
-                            PrioPlan::Lossy { limit } => ("lossy", None, None, None, Some(limit)),
-                        };
+                        let pfc = plan.pfc;
                         PrioStatus {
                             priority: prio,
-                            mode: mode.to_string(),
-                            xoff_bytes: xoff,
-                            xon_bytes: xon,
-                            headroom_bytes: headroom,
-                            limit_bytes: limit,
+                            mode: plan.mode().to_string(),
+                            xoff_bytes: pfc.map(|p| p.xoff),
+                            xon_bytes: pfc.map(|p| p.xon),
+                            headroom_bytes: pfc.map(|p| p.headroom),
+                            sfc_threshold_bytes: plan.sfc.map(|f| f.threshold),
+                            limit_bytes: Some(plan.limit),
                             source: "config".to_string(),
                             ingress_bytes: self.shared[i].occupancy(prio),
                             paused: paused & (1 << prio) != 0,

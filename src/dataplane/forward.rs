@@ -242,9 +242,10 @@ impl ForwardWorker {
         let plan = self.setup.prios[prio];
         let before = self.shared[p].occupancy(prio);
         if before + len > plan.admit_limit() {
-            let reason = match plan {
-                PrioPlan::Pfc { .. } => DropReason::HeadroomOverflow,
-                PrioPlan::Lossy { .. } => DropReason::TailDrop,
+            let reason = if plan.lossless() {
+                DropReason::HeadroomOverflow
+            } else {
+                DropReason::TailDrop
             };
             return self.discard(p, rx.frame, reason);
         }
@@ -521,7 +522,7 @@ mod tests {
     fn worker(prio3: PrioPlan) -> (ForwardWorker, MemPeer, MemPeer, Arc<WorkerStats>) {
         let (p0, peer0) = mem_link("m0", MacAddr([2, 0, 0, 0, 0, 10]), 64);
         let (p1, peer1) = mem_link("m1", MacAddr([2, 0, 0, 0, 0, 11]), 64);
-        let mut prios = [PrioPlan::Lossy { limit: 64 * 1024 }; PRIORITIES];
+        let mut prios = [PrioPlan::lossy(64 * 1024); PRIORITIES];
         prios[3] = prio3;
         let port = |speed_bps| PortSetup {
             speed_bps,
@@ -617,11 +618,7 @@ mod tests {
 
     #[test]
     fn pfc_keeps_an_overloaded_egress_lossless() {
-        let (delivered, offered, stats) = simulate(PrioPlan::Pfc {
-            xoff: 32 * 1024,
-            xon: 16 * 1024,
-            headroom: 64 * 1024,
-        });
+        let (delivered, offered, stats) = simulate(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
         assert_eq!(
             delivered,
             (0..offered).collect::<Vec<_>>(),
@@ -640,7 +637,7 @@ mod tests {
 
     #[test]
     fn lossy_priority_tail_drops_under_the_same_load() {
-        let (delivered, offered, stats) = simulate(PrioPlan::Lossy { limit: 64 * 1024 });
+        let (delivered, offered, stats) = simulate(PrioPlan::lossy(64 * 1024));
         let drops = stats.ports[0].drops[DropReason::TailDrop as usize].get();
         assert!(drops > 1000, "{drops}");
         assert_eq!(delivered.len() as u64 + drops, offered);
@@ -653,7 +650,7 @@ mod tests {
 
     #[test]
     fn pause_stops_egress_and_malformed_control_is_counted() {
-        let (mut w, src, dst, stats) = worker(PrioPlan::Lossy { limit: 1 << 20 });
+        let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
         // The sink side pauses every priority for 1000 quanta (512 us at 1 Gbit/s).
         let mut pause = [0u8; 60];
         MacControl::Pause { quanta: 1000 }
