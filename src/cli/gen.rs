@@ -32,6 +32,10 @@ pub struct GenArgs {
     /// Number of flows, sent round-robin, each with its own sequence numbers.
     #[arg(long, default_value_t = 1)]
     pub flows: u32,
+    /// Id of the first flow (flows are first-flow .. first-flow + flows), so several
+    /// generators feeding one sink keep their sequence numbers apart.
+    #[arg(long, default_value_t = 0)]
+    pub first_flow: u32,
     /// How long to send ("5s").
     #[arg(long, value_parser = common::duration)]
     pub duration: Option<std::time::Duration>,
@@ -95,6 +99,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
         priority: args.priority,
         vid: args.vid,
         flows: args.flows,
+        first_flow: args.first_flow,
         duration: args.duration,
         count: args.count,
         dst_mac: args.dst_mac,
@@ -112,7 +117,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
 fn text(r: &GenReport) -> String {
     format!(
         "gen {iface} ({backend}): sent {frames} frames, {bytes} bytes in {secs:.3} s ({rate})\n\
-         flow control: paused {paused:.3} ms, PFC received {pfc} (for our priority; {pfc_all} total), PAUSE received {pause}\n",
+         flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC; PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm}\n",
         iface = r.iface,
         backend = r.backend,
         frames = r.frames_sent,
@@ -123,5 +128,7 @@ fn text(r: &GenReport) -> String {
         pfc = r.pfc_rx,
         pfc_all = r.pfc_rx_total,
         pause = r.pause_rx,
+        sfc_paused = r.sfc_paused_ns as f64 / 1e6,
+        sfcm = r.sfcm_rx,
     )
 }

@@ -205,6 +205,30 @@ impl Collector for DaemonCollector {
         };
         family(
             &mut enc,
+            "sfcm_tx",
+            "SFC messages sent on this port to sources behind it.",
+            None,
+            Counter,
+            counters(|p| &p.sfcm_tx),
+        )?;
+        family(
+            &mut enc,
+            "sfcm_rx",
+            "SFC messages received on this port.",
+            None,
+            Counter,
+            counters(|p| &p.sfcm_rx),
+        )?;
+        family(
+            &mut enc,
+            "sfc_paused",
+            "Time this egress port and priority spent paused by SFC.",
+            Some(Unit::Seconds),
+            Counter,
+            per_prio(s, |p| &p.sfc_paused_ns).map(|(l, ns)| (l, ConstCounter::new(ns as f64 / 1e9))),
+        )?;
+        family(
+            &mut enc,
             "pfc_watchdog_storms",
             "PFC storms the watchdog detected on this egress port and priority.",
             None,

@@ -13,23 +13,47 @@ use super::{
     idle::Idler,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
-    queue::{PrioQueues, Queued},
+    queue::{PrioQueues, Queued, Ring},
     settings::{LiveSettings, SettingsCell},
     shaper::Shaper,
     shared::SharedPort,
     stats::{DropReason, PortCounters, WorkerStats},
 };
 use crate::{
+    cable::rules::CREDIT_MSG_TYPE,
     config::PrioPlan,
     fc::{
+        sfc::{
+            FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,
+            SfcReactionPoint, SfcRpConfig,
+        },
         watchdog::{PfcWatchdog, WatchdogConfig, WatchdogEvent},
         PauseTimers, PfcGenerator, PRIORITIES,
     },
-    wire::{EtherType, EthernetFrame, MacControl},
+    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, Sfcm, SfcmFrame},
 };
 
 /// Frames handled per RX or TX batch.
 pub const BATCH: usize = 64;
+/// Control frames (PFC, SFCM) that may wait for TX per port.
+const CTRL_QUEUE: usize = 256;
+
+/// SFC congestion points for the SFC priorities of an egress port draining at `speed_bps`
+/// (times this worker's share).
+fn sfc_congestion_points(
+    prios: &[PrioPlan; PRIORITIES],
+    speed_bps: u64,
+    share: f64,
+) -> [Option<SfcCongestionPoint>; PRIORITIES] {
+    std::array::from_fn(|p| {
+        prios[p].sfc.map(|f| {
+            let rate = ((speed_bps as f64) * share) as u64;
+            SfcCongestionPoint::new(SfcCpConfig::new(p as u8, f.threshold, rate))
+                .expect("validated SFC settings make a valid congestion point")
+        })
+    })
+}
+
 /// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
@@ -78,8 +102,12 @@ pub struct ForwardWorker {
     watchdogs: Vec<PfcWatchdog>,
     /// Generation of the live settings last applied.
     settings_seen: u64,
-    /// A control frame that found the TX ring full, sent first next turn.
-    pending_ctrl: Vec<Option<Frame>>,
+    /// Control frames (PFC, SFCM) waiting for TX, per port; sent ahead of data.
+    ctrl: Vec<Ring>,
+    /// SFC congestion point per egress port and priority (SFC priorities only).
+    sfc_cps: Vec<[Option<SfcCongestionPoint>; PRIORITIES]>,
+    /// SFC reaction point per port (pauses that port's egress).
+    sfc_rps: Vec<SfcReactionPoint>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -129,7 +157,21 @@ impl ForwardWorker {
                 Some(c) => (0..n).map(|_| PfcWatchdog::new(c)).collect(),
                 None => Vec::new(),
             },
-            pending_ctrl: vec![None; n],
+            ctrl: (0..n).map(|_| Ring::new(CTRL_QUEUE)).collect(),
+            sfc_cps: setup
+                .ports
+                .iter()
+                .map(|port| sfc_congestion_points(&setup.prios, port.speed_bps, setup.rate_share))
+                .collect(),
+            sfc_rps: (0..n)
+                .map(|_| {
+                    SfcReactionPoint::new(SfcRpConfig {
+                        scope: ReactionScope::Class,
+                        ..SfcRpConfig::default()
+                    })
+                    .expect("the default reaction-point config is valid")
+                })
+                .collect(),
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
@@ -234,6 +276,21 @@ impl ForwardWorker {
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
+        if eth.ethertype() == EtherType::LOSSLESS {
+            let parsed = SfcmFrame::parse(data);
+            return match parsed {
+                Ok(f) => {
+                    self.react_sfc(p, &f.msg, now);
+                    self.pool.release(rx.frame.idx);
+                }
+                // Other messages of ours (credit updates) belong to schemes not enabled here.
+                Err(_) if data.get(eth.header_len() + 1) == Some(&CREDIT_MSG_TYPE) => {
+                    self.discard(p, rx.frame, DropReason::LinkLocal)
+                }
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        let source = eth.src();
         let dst = eth.dst().0;
         if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
@@ -262,8 +319,82 @@ impl ForwardWorker {
         match self.egress[e].push(prio, q) {
             Ok(()) => {
                 self.shared[p].charge(prio, len);
+                self.congestion_sfc(p, e, prio, source, now);
             }
             Err(_) => self.discard(p, rx.frame, DropReason::NoBuffer),
+        }
+    }
+
+    /// SFC congestion point: a frame queued for `e` at `prio` above the threshold earns its
+    /// source (behind ingress port `p`) an SFCM with the time the queue needs to drain.
+    fn congestion_sfc(&mut self, p: usize, e: usize, prio: usize, source: MacAddr, now: u64) {
+        let queued = self.egress[e].ring(prio).bytes();
+        let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
+            return;
+        };
+        let Some(msg) = cp.on_arrival(
+            now,
+            queued,
+            &FrameSource {
+                mac: source,
+                flow: None,
+            },
+        ) else {
+            return;
+        };
+        let frame = SfcmFrame {
+            eth: EthernetRepr {
+                dst: source,
+                src: self.ports[p].mac(),
+                vlan: None,
+                ethertype: EtherType::LOSSLESS,
+            },
+            msg,
+        };
+        let c = &self.stats.ports[p];
+        let Some(idx) = self.pool.alloc() else {
+            return c.drop(DropReason::NoBuffer);
+        };
+        let len = frame
+            .emit(self.pool.buf_mut(idx))
+            .expect("a pool frame holds an SFCM");
+        c.sfcm_tx[prio].add(1);
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
+    }
+
+    /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class (max rule).
+    fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
+        let prio = usize::from(msg.priority & 7);
+        self.stats.ports[p].sfcm_rx[prio].add(1);
+        match self.sfc_rps[p].on_sfcm(msg, now) {
+            SfcReaction::Class { priority, until } | SfcReaction::Escalated { priority, until } => {
+                self.shared[p].sfc_pause(usize::from(priority & 7), until)
+            }
+            SfcReaction::Interface { until } => {
+                (0..PRIORITIES).for_each(|q| self.shared[p].sfc_pause(q, until))
+            }
+            // Class scope is configured, so no flow pauses arrive here.
+            SfcReaction::Flow { .. } => {}
+        }
+    }
+
+    /// Queues a control frame for TX on `p` ahead of data; counts a drop if the queue is full.
+    fn queue_control(&mut self, p: usize, frame: Frame) {
+        let q = Queued {
+            idx: frame.idx,
+            len: frame.len,
+            ingress: p as u8,
+            rx_ns: 0,
+        };
+        if self.ctrl[p].push(q).is_err() {
+            self.stats.ports[p].drop(DropReason::NoBuffer);
+            self.pool.release(frame.idx);
         }
     }
 
@@ -315,26 +446,35 @@ impl ForwardWorker {
         let len = m
             .emit_frame(src, self.pool.buf_mut(idx))
             .expect("a pool frame holds a MAC control frame");
-        if let Some(old) = self.pending_ctrl[p].replace(Frame {
-            idx,
-            len: len as u32,
-        }) {
-            // A newer signal supersedes one still waiting for TX room.
-            self.pool.release(old.idx);
-        }
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
     }
 
     fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
         let mut sent = 0;
-        if let Some(ctrl) = self.pending_ctrl[e] {
-            if self.ports[e].send(&mut self.pool, &[ctrl])? == 1 {
-                self.pending_ctrl[e] = None;
-                self.shapers[e].charge(ctrl.len, now);
-                let c = &self.stats.ports[e];
-                c.tx_frames.add(1);
-                c.tx_bytes.add(u64::from(ctrl.len));
-                sent += 1;
+        if !self.ctrl[e].is_empty() {
+            self.tx.clear();
+            let room = self.ports[e].tx_room().min(BATCH);
+            while self.tx.len() < room {
+                let Some(q) = self.ctrl[e].pop() else { break };
+                self.shapers[e].charge(q.len, now);
+                self.tx.push(q.frame());
             }
+            let n = self.ports[e].send(&mut self.pool, &self.tx)?;
+            let c = &self.stats.ports[e];
+            c.tx_frames.add(n as u64);
+            c.tx_bytes
+                .add(self.tx[..n].iter().map(|f| u64::from(f.len)).sum());
+            for f in &self.tx[n..] {
+                c.drop(DropReason::NoBuffer);
+                self.pool.release(f.idx);
+            }
+            sent += n;
         }
         let (received_pause, _) = self.shared[e].paused(now);
         let paused = received_pause & !self.watch(e, received_pause, now);
@@ -353,6 +493,12 @@ impl ForwardWorker {
             }
             self.egress[e].ring(prio).pop();
             self.shared[usize::from(head.ingress)].release(prio, u64::from(head.len));
+            if let Some(cp) = self.sfc_cps[e][prio].as_mut() {
+                cp.on_dequeue(u64::from(head.len), now);
+                if self.egress[e].ring(prio).is_empty() {
+                    cp.on_empty();
+                }
+            }
             self.tx.push(head.frame());
         }
         if !self.tx.is_empty() {
@@ -373,7 +519,9 @@ impl ForwardWorker {
         let depth = self.egress[e].bytes();
         let peak = self.egress[e].peak_bytes();
         let paused_ns = self.timers[e].paused_ns(now);
+        let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
         for p in 0..PRIORITIES {
+            c.sfc_paused_ns[p].set(sfc_paused[p]);
             c.queue_bytes[p].set(depth[p]);
             c.queue_peak_bytes[p].set(peak[p]);
             c.paused_ns[p].set(paused_ns[p]);
@@ -384,6 +532,14 @@ impl ForwardWorker {
     /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
     /// thresholds from now on; PFC and watchdog keep their state.
     fn apply(&mut self, s: &LiveSettings) {
+        if s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) {
+            self.sfc_cps = self
+                .setup
+                .ports
+                .iter()
+                .map(|port| sfc_congestion_points(&s.prios, port.speed_bps, self.setup.rate_share))
+                .collect();
+        }
         self.setup.prios = s.prios;
         let thresholds = std::array::from_fn(|p| s.prios[p].thresholds());
         for (i, g) in self.generators.iter_mut().enumerate() {
@@ -460,7 +616,7 @@ impl ForwardWorker {
         let mut next: Option<u64> = None;
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         for e in 0..self.ports.len() {
-            if self.pending_ctrl[e].is_some() {
+            if !self.ctrl[e].is_empty() {
                 consider(now);
             }
             if self.egress[e].is_empty() {
@@ -493,6 +649,11 @@ impl ForwardWorker {
     }
 
     fn shutdown(&mut self) {
+        for r in &mut self.ctrl {
+            while let Some(q) = r.pop() {
+                self.pool.release(q.idx);
+            }
+        }
         for e in 0..self.egress.len() {
             let pool = &mut self.pool;
             let shared = &self.shared;

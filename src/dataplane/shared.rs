@@ -10,8 +10,10 @@ use crate::fc::PRIORITIES;
 pub struct SharedPort {
     /// Bytes charged to this port as ingress, per priority.
     occupancy: [AtomicU64; PRIORITIES],
-    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused.
+    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by PAUSE/PFC.
     pause_until: [AtomicU64; PRIORITIES],
+    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by SFC.
+    sfc_until: [AtomicU64; PRIORITIES],
 }
 
 impl SharedPort {
@@ -47,13 +49,21 @@ impl SharedPort {
         }
     }
 
-    /// Bitmask of priorities paused at `now`, and the earliest running deadline.
+    /// Pauses priority `p` until `until` by SFC; a running longer pause is kept (max rule).
+    pub fn sfc_pause(&self, p: usize, until: u64) {
+        self.sfc_until[p].fetch_max(until, Relaxed);
+    }
+
+    /// Bitmask of priorities paused (by PAUSE/PFC or SFC) at `now`, and the earliest running
+    /// deadline.
     #[inline]
     pub fn paused(&self, now: u64) -> (u8, Option<u64>) {
         let mut mask = 0u8;
         let mut next: Option<u64> = None;
         for p in 0..PRIORITIES {
-            let u = self.pause_until[p].load(Relaxed);
+            let u = self.pause_until[p]
+                .load(Relaxed)
+                .max(self.sfc_until[p].load(Relaxed));
             if u > now {
                 mask |= 1 << p;
                 next = Some(next.map_or(u, |n| n.min(u)));

@@ -41,7 +41,8 @@ pub enum DropReason {
     HeadroomOverflow = 1,
     /// The frame could not be parsed (runt, bad MAC control, ...).
     Malformed = 2,
-    /// Link-local control traffic (LLDP, PTP, ...) that is not forwarded.
+    /// Link-local control traffic (LLDP, PTP, control messages of a scheme not enabled) that is
+    /// not forwarded.
     LinkLocal = 3,
     /// The egress queue had no slot (frame pool exhausted).
     NoBuffer = 4,
@@ -90,6 +91,12 @@ pub struct PortCounters {
     pub pause_rx: Counter,
     /// PFC frames sent with the priority's enable bit set.
     pub pfc_tx: [Counter; PRIORITIES],
+    /// SFC messages sent on this port (to sources behind it), per priority.
+    pub sfcm_tx: [Counter; PRIORITIES],
+    /// SFC messages received on this port, per priority.
+    pub sfcm_rx: [Counter; PRIORITIES],
+    /// Time this (egress) port's priorities spent paused by SFC, ns.
+    pub sfc_paused_ns: [Counter; PRIORITIES],
     /// XON→XOFF transitions of this (ingress) port's priorities.
     pub xoff_transitions: [Counter; PRIORITIES],
     /// Time this (egress) port's priorities spent paused, ns.
@@ -169,6 +176,12 @@ pub struct PortSnapshot {
     pub pause_rx: u64,
     /// PFC frames sent per priority.
     pub pfc_tx: [u64; PRIORITIES],
+    /// SFC messages sent per priority.
+    pub sfcm_tx: [u64; PRIORITIES],
+    /// SFC messages received per priority.
+    pub sfcm_rx: [u64; PRIORITIES],
+    /// Time paused by SFC per priority, ns.
+    pub sfc_paused_ns: [u64; PRIORITIES],
     /// XOFF transitions per priority.
     pub xoff_transitions: [u64; PRIORITIES],
     /// Paused time per priority, ns.
@@ -207,6 +220,9 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         pfc_rx: arr(|p| &p.pfc_rx),
         pause_rx: sum(|p| &p.pause_rx),
         pfc_tx: arr(|p| &p.pfc_tx),
+        sfcm_tx: arr(|p| &p.sfcm_tx),
+        sfcm_rx: arr(|p| &p.sfcm_rx),
+        sfc_paused_ns: arr(|p| &p.sfc_paused_ns),
         xoff_transitions: arr(|p| &p.xoff_transitions),
         paused_ns: arr(|p| &p.paused_ns),
         queue_bytes: arr(|p| &p.queue_bytes),

@@ -10,8 +10,13 @@ use crate::{
     dataplane::{
         clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame, shaper::Shaper,
     },
-    fc::{PauseTimers, PRIORITIES},
-    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, TestFrame, VlanTag},
+    fc::{
+        sfc::{SfcReactionPoint, SfcRpConfig},
+        PauseTimers, PRIORITIES,
+    },
+    wire::{
+        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, TestFrame, VlanTag,
+    },
 };
 
 /// What to send.
@@ -29,6 +34,8 @@ pub struct GenSetup {
     pub vid: u16,
     /// Number of flows (round-robin).
     pub flows: u32,
+    /// Id of the first flow.
+    pub first_flow: u32,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Stop after this many frames.
@@ -56,14 +63,18 @@ pub struct GenReport {
     pub frames_sent: u64,
     /// Bytes sent (without FCS).
     pub bytes_sent: u64,
-    /// Frames sent per flow (= next sequence number of each flow).
+    /// Frames sent per flow (= next sequence number of each flow), from the first flow.
     pub sent_per_flow: Vec<u64>,
     /// Seconds from first to last frame.
     pub elapsed_s: f64,
     /// Achieved rate, counting wire overhead, bit/s.
     pub rate_bps: f64,
-    /// Time the generator's priority spent paused, ns.
+    /// Time the generator's priority spent paused by PAUSE/PFC, ns.
     pub paused_ns: u64,
+    /// Time the generator's priority spent paused by SFC, ns.
+    pub sfc_paused_ns: u64,
+    /// SFC messages received.
+    pub sfcm_rx: u64,
     /// PFC frames received with the generator's priority enabled.
     pub pfc_rx: u64,
     /// PFC frames received in total.
@@ -100,7 +111,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             dscp: setup.priority << 3,
             src_port: 49152 + (f % 16384) as u16,
             dst_port: setup.dst_port,
-            flow: f,
+            flow: setup.first_flow + f,
             seq: 0,
             tx_ns: 0,
             len: setup.size,
@@ -112,6 +123,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut shaper = Shaper::paced(setup.rate_bps, start);
     let mut timers = PauseTimers::new(setup.link_speed_bps);
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
+    let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
+        .expect("the default reaction-point config is valid");
+    let mut sfcm_rx = 0u64;
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
     let mut idler = Idler::new([port.poll_fd()], busy_poll);
@@ -133,6 +147,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
         for r in &rx[..n] {
             let data = pool.data(r.frame);
+            let ethertype = EthernetFrame::new_checked(data).map(|e| e.ethertype());
+            if ethertype == Ok(EtherType::LOSSLESS) {
+                match SfcmFrame::parse(data) {
+                    Ok(f) => {
+                        sfcm_rx += 1;
+                        if !setup.ignore_pause {
+                            sfc.on_sfcm(&f.msg, r.rx_ns.min(now));
+                        }
+                    }
+                    Err(_) => other_rx += 1,
+                }
+                pool.release(r.frame.idx);
+                continue;
+            }
             let parsed = EthernetFrame::new_checked(data)
                 .ok()
                 .filter(|e| e.ethertype() == EtherType::MAC_CONTROL)
@@ -157,7 +185,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             pool.release(r.frame.idx);
         }
         tx.clear();
-        if !timers.is_paused(prio, now) {
+        let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
+        if !paused(now) {
             let room = port.tx_room().min(64);
             while tx.len() < room
                 && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c)
@@ -190,8 +219,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             continue;
         }
         let mut deadline = end;
-        let wake = if timers.is_paused(prio, now) {
-            timers.next_resume(now)
+        let wake = if paused(now) {
+            [timers.next_resume(now), sfc.next_resume(now)]
+                .into_iter()
+                .flatten()
+                .min()
         } else {
             Some(shaper.wake_at())
         };
@@ -217,6 +249,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         elapsed_s: elapsed,
         rate_bps: (bytes + sent * crate::dataplane::shaper::WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
         paused_ns: timers.paused_ns(now)[prio],
+        sfc_paused_ns: sfc.paused_ns(now).class[prio],
+        sfcm_rx,
         pfc_rx,
         pfc_rx_total,
         pause_rx,

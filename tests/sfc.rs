@@ -1,0 +1,194 @@
+//! Source flow control under incast: three generators, each in its own namespace, share a
+//! Linux bridge into `lossless run`, whose egress toward the sink is shaped below their sum.
+//! A bridge never forwards PFC (link-local), so only SFC can reach the sources.
+
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{control_section, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use serde_json::Value;
+
+struct Incast {
+    gens: Vec<(Netns, String)>,
+    _lan: Netns,
+    dut: Netns,
+    sink: Netns,
+    d0: String,
+    d1: String,
+    s: String,
+}
+
+fn incast() -> Incast {
+    let (lan, dut, sink) = (Netns::new("ln"), Netns::new("ld"), Netns::new("ls"));
+    let br = unique("br");
+    let sh = |args: &[&str]| {
+        let out = Command::new("ip")
+            .args(["-n", &lan.name])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    sh(&["link", "add", &br, "type", "bridge"]);
+    sh(&["link", "set", &br, "up"]);
+    let mut gens = Vec::new();
+    for _ in 0..3 {
+        let ns = Netns::new("lg");
+        let (g, l) = (unique("g"), unique("l"));
+        veth(&ns, &g, &lan, &l);
+        sh(&["link", "set", &l, "master", &br]);
+        gens.push((ns, g));
+    }
+    let (d0, l0, d1, s) = (unique("d"), unique("l"), unique("d"), unique("s"));
+    veth(&dut, &d0, &lan, &l0);
+    sh(&["link", "set", &l0, "master", &br]);
+    // The bridge hands the 802.1Q tag to l0 as skb metadata, which XDP on d0 never sees:
+    // keep it in the frame (see README, "Known limitations").
+    let out = Command::new("ip")
+        .args([
+            "netns", "exec", &lan.name, "ethtool", "-K", &l0, "txvlan", "off",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    veth(&dut, &d1, &sink, &s);
+    Incast {
+        gens,
+        _lan: lan,
+        dut,
+        sink,
+        d0,
+        d1,
+        s,
+    }
+}
+
+fn run(w: &Incast, prio3: &str) -> (Vec<Value>, Value, Value) {
+    let (control, _) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[priority.3]\n{prio3}\n{control}",
+            w.d0, w.d1
+        ),
+    );
+    let mut sink = Proc::spawn(
+        &w.sink,
+        &[
+            "sink",
+            "--iface",
+            &w.s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "30s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let mut dut = Proc::spawn(&w.dut, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let d0_mac = w
+        .dut
+        .run(&["cat", &format!("/sys/class/net/{}/address", w.d0)]);
+    let gens: Vec<Proc> = w
+        .gens
+        .iter()
+        .enumerate()
+        .map(|(i, (ns, g))| {
+            let (ip, flow) = (format!("198.18.0.{}", 10 + i), i.to_string());
+            Proc::spawn(
+                ns,
+                &[
+                    "gen",
+                    "--iface",
+                    g,
+                    "--rate",
+                    "500Mbit",
+                    "--size",
+                    "1000",
+                    "--priority",
+                    "3",
+                    "--duration",
+                    "2s",
+                    "--dst-mac",
+                    d0_mac.trim(),
+                    "--src-ip",
+                    &ip,
+                    "--first-flow",
+                    &flow,
+                    "--json",
+                ],
+            )
+        })
+        .collect();
+    let gens: Vec<Value> = gens
+        .into_iter()
+        .map(|g| g.json(Duration::from_secs(20)))
+        .collect();
+    let sink = sink.json(Duration::from_secs(20));
+    dut.interrupt();
+    let dut = dut.json(Duration::from_secs(10));
+    (gens, sink, dut)
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn sfc_alone_makes_incast_lossless() {
+    let _serial = traffic_lock();
+    let w = incast();
+    let (gens, sink, dut) = run(
+        &w,
+        "mode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"",
+    );
+    let sent: u64 = gens.iter().map(|g| n(&g["frames_sent"])).sum();
+    // Every sequence number of every source delivered once.
+    assert_eq!(n(&sink["unique"]), sent, "sink {sink}");
+    assert_eq!(n(&sink["received"]), sent);
+    assert_eq!(n(&sink["lost"]), 0);
+    assert_eq!(n(&sink["per_priority"][3]), sent);
+    for (i, g) in gens.iter().enumerate() {
+        let flow = &sink["flows"][i];
+        assert_eq!(flow["flow"], i, "{sink}");
+        assert_eq!(flow["next_seq"], g["frames_sent"], "source {i}: {flow}");
+    }
+    for g in &gens {
+        assert!(n(&g["sfcm_rx"]) > 0, "a source never got an SFCM: {g}");
+        assert!(n(&g["sfc_paused_ns"]) > 0, "a source never paused: {g}");
+        assert_eq!(n(&g["pfc_rx"]), 0, "PFC cannot cross the bridge");
+    }
+    let d0 = &dut["ports"][0];
+    assert!(n(&d0["sfcm_tx"][3]) > 0, "{d0}");
+    for (reason, count) in d0["drops"].as_object().unwrap() {
+        assert_eq!(n(count), 0, "drops {reason}: {d0}");
+    }
+    // The queue really was congested.
+    assert!(n(&dut["ports"][1]["queue_peak_bytes"][3]) > 32 * 1024);
+}
+
+#[test]
+fn the_same_incast_without_sfc_loses_frames() {
+    let _serial = traffic_lock();
+    let w = incast();
+    let (gens, sink, dut) = run(&w, "mode = \"lossy\"\nlimit = \"2MiB\"");
+    let sent: u64 = gens.iter().map(|g| n(&g["frames_sent"])).sum();
+    let received = n(&sink["received"]);
+    assert!(
+        received < sent * 95 / 100,
+        "expected loss: sent {sent}, received {received}"
+    );
+    assert_eq!(n(&dut["ports"][0]["drops"]["tail_drop"]), sent - received);
+    assert!(gens.iter().all(|g| n(&g["sfcm_rx"]) == 0));
+}
