@@ -264,6 +264,94 @@ impl Default for WatchdogSection {
     }
 }
 
+/// How SFC messages travel to sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SfcTransport {
+    /// EtherType 0x88B5 to the source's MAC (same L2 segment).
+    #[default]
+    L2,
+    /// UDP/IPv4 to the source's IP (beyond this L2 segment); non-IPv4 frames get L2.
+    Udp,
+}
+
+/// `[sfc]`: settings shared by every SFC priority.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SfcSection {
+    /// `l2` or `udp`.
+    #[serde(default)]
+    pub transport: SfcTransport,
+    /// UDP port of SFC messages (both directions).
+    #[serde(default = "default_sfc_port")]
+    pub udp_port: u16,
+    /// IPv4 source address of UDP SFC messages (required with `udp`).
+    pub source_ip: Option<String>,
+    /// Signal travel time (TTS + TFS) as a percentage of the drain time until link-up measures
+    /// it; 0 is conservative.
+    #[serde(default)]
+    pub reserve_percent: u8,
+    /// Longest pause one message asks for.
+    #[serde(default = "default_sfc_max_pause")]
+    pub max_pause: String,
+    /// One message per source per pause interval (unless it extends the pause).
+    #[serde(default = "yes")]
+    pub filter: bool,
+    /// `class` (pause the source's whole priority) or `flow` (only the offending flow).
+    #[serde(default)]
+    pub scope: crate::wire::sfcm::SfcScope,
+}
+
+fn default_sfc_port() -> u16 {
+    crate::wire::sfcm::SFCM_UDP_PORT
+}
+
+fn default_sfc_max_pause() -> String {
+    "10ms".to_string()
+}
+
+impl Default for SfcSection {
+    fn default() -> Self {
+        SfcSection {
+            transport: SfcTransport::L2,
+            udp_port: default_sfc_port(),
+            source_ip: None,
+            reserve_percent: 0,
+            max_pause: default_sfc_max_pause(),
+            filter: true,
+            scope: Default::default(),
+        }
+    }
+}
+
+/// `[sfc]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SfcSettings {
+    /// UDP transport: (port, source IPv4), or `None` for L2.
+    pub udp: Option<(u16, [u8; 4])>,
+    /// Reserve percentage for TTS + TFS.
+    pub reserve_percent: u8,
+    /// Longest pause, ns.
+    pub max_pause_ns: u64,
+    /// Filter duplicates.
+    pub filter: bool,
+    /// Class or flow scope.
+    pub scope: crate::wire::sfcm::SfcScope,
+}
+
+impl Default for SfcSettings {
+    /// L2 transport, no reserve, 10 ms maximum pause, filtering on, class scope.
+    fn default() -> Self {
+        SfcSettings {
+            udp: None,
+            reserve_percent: 0,
+            max_pause_ns: 10_000_000,
+            filter: true,
+            scope: crate::wire::sfcm::SfcScope::Class,
+        }
+    }
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -280,6 +368,9 @@ pub struct ConfigFile {
     /// `[watchdog]`.
     #[serde(default)]
     pub watchdog: WatchdogSection,
+    /// `[sfc]`.
+    #[serde(default)]
+    pub sfc: SfcSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -413,6 +504,8 @@ pub struct Plan {
     pub control_socket: Option<std::path::PathBuf>,
     /// PFC watchdog, if enabled.
     pub watchdog: Option<WatchdogConfig>,
+    /// SFC settings.
+    pub sfc: SfcSettings,
 }
 
 impl Plan {
@@ -688,6 +781,41 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     } else {
         None
     };
+    let f = &raw.sfc;
+    let udp = match (f.transport, &f.source_ip) {
+        (SfcTransport::L2, _) => None,
+        (SfcTransport::Udp, None) => {
+            return Err(invalid(
+                "sfc.source_ip".into(),
+                "transport = \"udp\" needs the IPv4 address SFC messages come from".into(),
+            ))
+        }
+        (SfcTransport::Udp, Some(ip)) => {
+            let ip: std::net::Ipv4Addr = ip
+                .parse()
+                .map_err(|e| invalid("sfc.source_ip".into(), format!("{ip:?}: {e}")))?;
+            Some((f.udp_port, ip.octets()))
+        }
+    };
+    if f.reserve_percent >= 100 {
+        return Err(invalid(
+            "sfc.reserve_percent".into(),
+            format!("{} leaves no pause at all; use 0..=99", f.reserve_percent),
+        ));
+    }
+    let max_pause_ns = units::parse_duration(&f.max_pause)
+        .map(|d| d.as_nanos() as u64)
+        .map_err(|e| invalid("sfc.max_pause".into(), e.to_string()))?;
+    if max_pause_ns == 0 {
+        return Err(invalid("sfc.max_pause".into(), "must be above 0".into()));
+    }
+    let sfc = SfcSettings {
+        udp,
+        reserve_percent: f.reserve_percent,
+        max_pause_ns,
+        filter: f.filter,
+        scope: f.scope,
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -695,6 +823,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         metrics_listen,
         control_socket,
         watchdog,
+        sfc,
     })
 }
 
@@ -789,6 +918,21 @@ limit = "1MB"
         assert!(e.contains("listed twice"), "{e}");
         let e = err("[[port]]\niface = \"a\"\nspeed = \"1G\"\n");
         assert!(e.contains("exactly 2 ports"), "{e}");
+        let e = err(&format!("{GOOD}\n[sfc]\ntransport = \"udp\"\n"));
+        assert!(e.contains("sfc.source_ip"), "{e}");
+        let e = err(&format!("{GOOD}\n[sfc]\nreserve_percent = 100\n"));
+        assert!(e.contains("sfc.reserve_percent"), "{e}");
+        let ok = Plan::parse(
+            &format!(
+                "{GOOD}\n[sfc]\ntransport = \"udp\"\nsource_ip = \"192.0.2.1\"\nscope = \"flow\"\n"
+            ),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.sfc.udp,
+            Some((crate::wire::sfcm::SFCM_UDP_PORT, [192, 0, 2, 1]))
+        );
         let e = err(&format!("{GOOD}\n[watchdog]\ndetection = \"0s\"\n"));
         assert!(e.contains("watchdog.detection"), "{e}");
         let e = err(&format!("{GOOD}\n[watchdog]\naction = \"panic\"\n"));

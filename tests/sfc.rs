@@ -73,11 +73,15 @@ fn incast() -> Incast {
 }
 
 fn run(w: &Incast, prio3: &str) -> (Vec<Value>, Value, Value) {
+    run_with(w, prio3, "")
+}
+
+fn run_with(w: &Incast, prio3: &str, extra: &str) -> (Vec<Value>, Value, Value) {
     let (control, _) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(
-            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[priority.3]\n{prio3}\n{control}",
+            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[priority.3]\n{prio3}\n{control}{extra}",
             w.d0, w.d1
         ),
     );
@@ -145,14 +149,27 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
+const SFC: &str = "mode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"";
+
 #[test]
 fn sfc_alone_makes_incast_lossless() {
     let _serial = traffic_lock();
     let w = incast();
-    let (gens, sink, dut) = run(
-        &w,
-        "mode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"",
-    );
+    let (gens, sink, dut) = run(&w, SFC);
+    assert_lossless(&gens, &sink, &dut);
+}
+
+/// The same incast with SFC messages sent over UDP/IPv4 to each source's address.
+#[test]
+fn sfc_over_udp_makes_incast_lossless() {
+    let _serial = traffic_lock();
+    let w = incast();
+    let udp = "\n[sfc]\ntransport = \"udp\"\nsource_ip = \"198.18.0.254\"\n";
+    let (gens, sink, dut) = run_with(&w, SFC, udp);
+    assert_lossless(&gens, &sink, &dut);
+}
+
+fn assert_lossless(gens: &[Value], sink: &Value, dut: &Value) {
     let sent: u64 = gens.iter().map(|g| n(&g["frames_sent"])).sum();
     // Every sequence number of every source delivered once.
     assert_eq!(n(&sink["unique"]), sent, "sink {sink}");
@@ -161,10 +178,15 @@ fn sfc_alone_makes_incast_lossless() {
     assert_eq!(n(&sink["per_priority"][3]), sent);
     for (i, g) in gens.iter().enumerate() {
         let flow = &sink["flows"][i];
+        assert_eq!(
+            n(&g["other_rx"]),
+            0,
+            "a source could not parse its SFCMs: {g}"
+        );
         assert_eq!(flow["flow"], i, "{sink}");
         assert_eq!(flow["next_seq"], g["frames_sent"], "source {i}: {flow}");
     }
-    for g in &gens {
+    for g in gens {
         assert!(n(&g["sfcm_rx"]) > 0, "a source never got an SFCM: {g}");
         assert!(n(&g["sfc_paused_ns"]) > 0, "a source never paused: {g}");
         assert_eq!(n(&g["pfc_rx"]), 0, "PFC cannot cross the bridge");

@@ -60,7 +60,10 @@ pub struct GenArgs {
     /// VLAN id of the 802.1Q tag (0 = priority-tagged).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=4094))]
     pub vid: u16,
-    /// Keep sending through PAUSE/PFC (shows what a source without flow control does).
+    /// UDP port SFC messages arrive on (when the congestion point sends them over UDP).
+    #[arg(long, default_value_t = crate::wire::sfcm::SFCM_UDP_PORT)]
+    pub sfc_udp_port: u16,
+    /// Keep sending through PAUSE/PFC/SFC (shows what a source without flow control does).
     #[arg(long)]
     pub ignore_pause: bool,
     /// Print the report as JSON.
@@ -88,7 +91,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
     let steering = Steering {
         forward_all: false,
         test_udp_port: 0,
-        sfc_udp_port: 0,
+        sfc_udp_port: args.sfc_udp_port,
     };
     let (ports, _attached) =
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
@@ -106,6 +109,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
         src_ip: args.src_ip,
         dst_ip: args.dst_ip,
         dst_port: args.port,
+        sfc_udp_port: args.sfc_udp_port,
         ignore_pause: args.ignore_pause,
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");

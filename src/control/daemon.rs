@@ -158,6 +158,7 @@ pub fn run(
             prios: plan.prios,
             pfc_generator: w == 0,
             watchdog: plan.watchdog,
+            sfc: plan.sfc,
             live: Some(live.clone()),
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,

@@ -225,7 +225,8 @@ impl Collector for DaemonCollector {
             "Time this egress port and priority spent paused by SFC.",
             Some(Unit::Seconds),
             Counter,
-            per_prio(s, |p| &p.sfc_paused_ns).map(|(l, ns)| (l, ConstCounter::new(ns as f64 / 1e9))),
+            per_prio(s, |p| &p.sfc_paused_ns)
+                .map(|(l, ns)| (l, ConstCounter::new(ns as f64 / 1e9))),
         )?;
         family(
             &mut enc,
@@ -556,6 +557,7 @@ mod tests {
             prios,
             watchdog: None,
             pause_quanta: vec![1, 1],
+            sfc: Default::default(),
         }));
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
@@ -597,6 +599,7 @@ mod tests {
             prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
             watchdog: None,
             pause_quanta: vec![1],
+            sfc: Default::default(),
         }));
         let text = render(&registry(DaemonCollector::new(
             vec!["x".into()],

@@ -22,6 +22,7 @@ use super::{
 use crate::{
     cable::rules::CREDIT_MSG_TYPE,
     config::PrioPlan,
+    config::SfcSettings,
     fc::{
         sfc::{
             FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,
@@ -30,7 +31,10 @@ use crate::{
         watchdog::{PfcWatchdog, WatchdogConfig, WatchdogEvent},
         PauseTimers, PfcGenerator, PRIORITIES,
     },
-    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, Sfcm, SfcmFrame},
+    wire::{
+        sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, Sfcm,
+        SfcmFrame, SfcmUdpFrame,
+    },
 };
 
 /// Frames handled per RX or TX batch.
@@ -42,13 +46,21 @@ const CTRL_QUEUE: usize = 256;
 /// (times this worker's share).
 fn sfc_congestion_points(
     prios: &[PrioPlan; PRIORITIES],
+    sfc: &SfcSettings,
     speed_bps: u64,
     share: f64,
 ) -> [Option<SfcCongestionPoint>; PRIORITIES] {
     std::array::from_fn(|p| {
         prios[p].sfc.map(|f| {
             let rate = ((speed_bps as f64) * share) as u64;
-            SfcCongestionPoint::new(SfcCpConfig::new(p as u8, f.threshold, rate))
+            let cfg = SfcCpConfig {
+                scope: sfc.scope,
+                reserve_percent: sfc.reserve_percent,
+                max_pause_ns: sfc.max_pause_ns,
+                filter: sfc.filter,
+                ..SfcCpConfig::new(p as u8, f.threshold, rate)
+            };
+            SfcCongestionPoint::new(cfg)
                 .expect("validated SFC settings make a valid congestion point")
         })
     })
@@ -79,6 +91,8 @@ pub struct ForwardSetup {
     pub pfc_generator: bool,
     /// PFC watchdog, if enabled.
     pub watchdog: Option<WatchdogConfig>,
+    /// SFC transport and corrections.
+    pub sfc: SfcSettings,
     /// Share of each port's line rate this worker's shaper gets (1/workers).
     pub rate_share: f64,
     /// Spin instead of sleeping when idle.
@@ -161,7 +175,14 @@ impl ForwardWorker {
             sfc_cps: setup
                 .ports
                 .iter()
-                .map(|port| sfc_congestion_points(&setup.prios, port.speed_bps, setup.rate_share))
+                .map(|port| {
+                    sfc_congestion_points(
+                        &setup.prios,
+                        &setup.sfc,
+                        port.speed_bps,
+                        setup.rate_share,
+                    )
+                })
                 .collect(),
             sfc_rps: (0..n)
                 .map(|_| {
@@ -319,7 +340,7 @@ impl ForwardWorker {
         match self.egress[e].push(prio, q) {
             Ok(()) => {
                 self.shared[p].charge(prio, len);
-                self.congestion_sfc(p, e, prio, source, now);
+                self.congestion_sfc(p, e, prio, source, rx.frame, now);
             }
             Err(_) => self.discard(p, rx.frame, DropReason::NoBuffer),
         }
@@ -327,37 +348,51 @@ impl ForwardWorker {
 
     /// SFC congestion point: a frame queued for `e` at `prio` above the threshold earns its
     /// source (behind ingress port `p`) an SFCM with the time the queue needs to drain.
-    fn congestion_sfc(&mut self, p: usize, e: usize, prio: usize, source: MacAddr, now: u64) {
+    fn congestion_sfc(
+        &mut self,
+        p: usize,
+        e: usize,
+        prio: usize,
+        source: MacAddr,
+        offending: Frame,
+        now: u64,
+    ) {
         let queued = self.egress[e].ring(prio).bytes();
         let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
             return;
         };
-        let Some(msg) = cp.on_arrival(
-            now,
-            queued,
-            &FrameSource {
-                mac: source,
-                flow: None,
-            },
-        ) else {
+        let flow = Ipv4Flow::of_frame(self.pool.data(offending));
+        let Some(msg) = cp.on_arrival(now, queued, &FrameSource { mac: source, flow }) else {
             return;
         };
-        let frame = SfcmFrame {
-            eth: EthernetRepr {
-                dst: source,
-                src: self.ports[p].mac(),
-                vlan: None,
-                ethertype: EtherType::LOSSLESS,
-            },
-            msg,
+        let eth = EthernetRepr {
+            dst: source,
+            src: self.ports[p].mac(),
+            vlan: None,
+            ethertype: EtherType::LOSSLESS,
         };
         let c = &self.stats.ports[p];
         let Some(idx) = self.pool.alloc() else {
             return c.drop(DropReason::NoBuffer);
         };
-        let len = frame
-            .emit(self.pool.buf_mut(idx))
-            .expect("a pool frame holds an SFCM");
+        let buf = self.pool.buf_mut(idx);
+        // UDP reaches a source beyond this L2 segment (via its MAC as the next hop back).
+        let emitted = match (self.setup.sfc.udp, flow) {
+            (Some((port, src_ip)), Some(f)) => SfcmUdpFrame {
+                eth,
+                src_ip,
+                dst_ip: f.src_ip,
+                dscp: 48,
+                ttl: 64,
+                src_port: port,
+                dst_port: port,
+                msg,
+            }
+            .emit(buf),
+            _ => SfcmFrame { eth, msg }.emit(buf),
+        };
+        let len = emitted.expect("a pool frame holds an SFCM");
+        let c = &self.stats.ports[p];
         c.sfcm_tx[prio].add(1);
         self.queue_control(
             p,
@@ -532,13 +567,16 @@ impl ForwardWorker {
     /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
     /// thresholds from now on; PFC and watchdog keep their state.
     fn apply(&mut self, s: &LiveSettings) {
-        if s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) {
+        if s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc {
             self.sfc_cps = self
                 .setup
                 .ports
                 .iter()
-                .map(|port| sfc_congestion_points(&s.prios, port.speed_bps, self.setup.rate_share))
+                .map(|port| {
+                    sfc_congestion_points(&s.prios, &s.sfc, port.speed_bps, self.setup.rate_share)
+                })
                 .collect();
+            self.setup.sfc = s.sfc;
         }
         self.setup.prios = s.prios;
         let thresholds = std::array::from_fn(|p| s.prios[p].thresholds());
@@ -701,6 +739,7 @@ mod tests {
                 prios,
                 pfc_generator: true,
                 watchdog: None,
+                sfc: SfcSettings::default(),
                 rate_share: 1.0,
                 busy_poll: false,
                 live: None,

@@ -8,7 +8,7 @@ use std::sync::{
 };
 
 use crate::{
-    config::{Plan, PrioPlan},
+    config::{Plan, PrioPlan, SfcSettings},
     fc::{watchdog::WatchdogConfig, PRIORITIES},
 };
 
@@ -21,6 +21,8 @@ pub struct LiveSettings {
     pub watchdog: Option<WatchdogConfig>,
     /// XOFF pause time per port, quanta.
     pub pause_quanta: Vec<u16>,
+    /// SFC transport and corrections.
+    pub sfc: SfcSettings,
 }
 
 impl LiveSettings {
@@ -30,6 +32,7 @@ impl LiveSettings {
             prios: plan.prios,
             watchdog: plan.watchdog,
             pause_quanta: plan.ports.iter().map(|p| p.pause_quanta).collect(),
+            sfc: plan.sfc,
         }
     }
 }

@@ -15,7 +15,8 @@ use crate::{
         PauseTimers, PRIORITIES,
     },
     wire::{
-        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, TestFrame, VlanTag,
+        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, SfcmUdpFrame,
+        TestFrame, VlanTag,
     },
 };
 
@@ -48,7 +49,9 @@ pub struct GenSetup {
     pub dst_ip: [u8; 4],
     /// UDP destination port.
     pub dst_port: u16,
-    /// Ignore PAUSE/PFC (to show what happens without flow control).
+    /// UDP port of SFC messages sent over UDP.
+    pub sfc_udp_port: u16,
+    /// Ignore PAUSE/PFC/SFC (to show what happens without flow control).
     pub ignore_pause: bool,
 }
 
@@ -148,12 +151,19 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         for r in &rx[..n] {
             let data = pool.data(r.frame);
             let ethertype = EthernetFrame::new_checked(data).map(|e| e.ethertype());
-            if ethertype == Ok(EtherType::LOSSLESS) {
-                match SfcmFrame::parse(data) {
-                    Ok(f) => {
+            let sfcm = match ethertype {
+                Ok(EtherType::LOSSLESS) => Some(SfcmFrame::parse(data).map(|f| f.msg)),
+                Ok(EtherType::IPV4) => {
+                    Some(SfcmUdpFrame::parse(data, setup.sfc_udp_port).map(|f| f.msg))
+                }
+                _ => None,
+            };
+            if let Some(parsed) = sfcm {
+                match parsed {
+                    Ok(msg) => {
                         sfcm_rx += 1;
                         if !setup.ignore_pause {
-                            sfc.on_sfcm(&f.msg, r.rx_ns.min(now));
+                            sfc.on_sfcm(&msg, r.rx_ns.min(now));
                         }
                     }
                     Err(_) => other_rx += 1,

@@ -65,7 +65,8 @@ const UDP_TOTAL: usize = UDP_LEN + SFCM_LEN;
 const IP_PROTO_UDP: u8 = 17;
 
 /// What an SFCM asks the reaction point to pause.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SfcScope {
     /// The whole class: every frame of the message's priority from that source.
     #[default]
@@ -87,6 +88,32 @@ pub struct Ipv4Flow {
     pub src_port: u16,
     /// Destination port.
     pub dst_port: u16,
+}
+
+impl Ipv4Flow {
+    /// The 5-tuple of an IPv4 UDP or TCP frame (optionally 802.1Q-tagged), if it is one.
+    pub fn of_frame(frame: &[u8]) -> Option<Self> {
+        let eth = super::EthernetFrame::new_checked(frame).ok()?;
+        if eth.ethertype() != EtherType::IPV4 {
+            return None;
+        }
+        let ip = eth.payload();
+        if ip.len() < IPV4_LEN || ip[0] >> 4 != 4 {
+            return None;
+        }
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        let protocol = ip[9];
+        let l4 = ip
+            .get(ihl..ihl + 4)
+            .filter(|_| ihl >= IPV4_LEN && (protocol == 6 || protocol == 17))?;
+        Some(Ipv4Flow {
+            src_ip: ip4(ip, 12),
+            dst_ip: ip4(ip, 16),
+            protocol,
+            src_port: u16::from_be_bytes([l4[0], l4[1]]),
+            dst_port: u16::from_be_bytes([l4[2], l4[3]]),
+        })
+    }
 }
 
 /// A decoded SFC message body.
@@ -416,6 +443,46 @@ impl SfcmUdpFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flow_of_a_test_frame() {
+        let mut buf = [0u8; 100];
+        let f = crate::wire::TestFrame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: Some(crate::wire::VlanTag {
+                    pcp: 3,
+                    dei: false,
+                    vid: 0,
+                }),
+                ethertype: EtherType::IPV4,
+            },
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 0, 2],
+            dscp: 0,
+            src_port: 4000,
+            dst_port: 5000,
+            flow: 0,
+            seq: 0,
+            tx_ns: 0,
+            len: 100,
+        };
+        f.emit(&mut buf).unwrap();
+        assert_eq!(
+            Ipv4Flow::of_frame(&buf),
+            Some(Ipv4Flow {
+                src_ip: [10, 0, 0, 1],
+                dst_ip: [10, 0, 0, 2],
+                protocol: 17,
+                src_port: 4000,
+                dst_port: 5000
+            })
+        );
+        assert_eq!(Ipv4Flow::of_frame(&buf[..30]), None);
+        buf[16] = 0x88; // not IPv4
+        assert_eq!(Ipv4Flow::of_frame(&buf), None);
+    }
     use crate::cable::rules::{classify, Kind};
     use crate::wire::VlanTag;
     use proptest::prelude::*;
