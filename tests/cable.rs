@@ -139,9 +139,10 @@ fn rate_1gbit() {
         cable_rate / 1e9,
         u(ab(&c), &["dropped_fifo_overflow"])
     );
+    // The shaper is only exercised if more is offered than it lets through.
     assert!(
-        f(&g, &["rate_bps"]) > 1.5e9,
-        "generator too slow to test: {g:#}"
+        f(&g, &["rate_bps"]) > 1.1e9,
+        "generator offered less than the shaped rate: {g:#}"
     );
     assert!((sink_rate - 1e9).abs() <= 0.03e9, "sink rate {sink_rate}");
     assert!(
