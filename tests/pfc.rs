@@ -50,6 +50,52 @@ fn config(w: &Wire, prio3: &str) -> String {
 const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"1MiB\"";
 const LOSSY: &str = "mode = \"lossy\"\nlimit = \"1MiB\"";
 
+/// Starts the sink and the daemon (with config file `cfg`) and waits until both are ready.
+fn start(w: &Wire, cfg: &TempFile) -> (Proc, Proc) {
+    let mut sink = Proc::spawn(
+        &w.sink_ns,
+        &[
+            "sink",
+            "--iface",
+            &w.s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "30s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    (sink, dut)
+}
+
+/// Starts a 2-second generator on priority 3 at `rate` over `backend`.
+fn start_gen(w: &Wire, rate: &str, backend: &str) -> Proc {
+    Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &w.g,
+            "--rate",
+            rate,
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--link-speed",
+            "10Gbit",
+            "--backend",
+            backend,
+            "--json",
+        ],
+    )
+}
+
 struct Run {
     /// `lossless status --json` after the traffic.
     status: Value,
@@ -67,45 +113,10 @@ fn run_traffic(w: &Wire, prio3: &str, gen_backend: &str) -> Run {
 fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
     let (control, socket) = control_section();
     let cfg = TempFile::new("cfg", &format!("{config}{control}"));
-    let mut sink = Proc::spawn(
-        &w.sink_ns,
-        &[
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "30s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
-    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
-    dut.wait_ready(Duration::from_secs(10));
+    let (sink, dut) = start(&w, &cfg);
     let xdp = !config.contains("af-packet");
     assert_eq!(has_xdp(&w.dut_ns, &w.d0) && has_xdp(&w.dut_ns, &w.d1), xdp);
-    let gen = Proc::spawn(
-        &w.gen_ns,
-        &[
-            "gen",
-            "--iface",
-            &w.g,
-            "--rate",
-            "2Gbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--duration",
-            "2s",
-            "--link-speed",
-            "10Gbit",
-            "--backend",
-            gen_backend,
-            "--json",
-        ],
-    );
+    let gen = start_gen(w, "2Gbit", gen_backend);
     let gen = gen.json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
     let (status, metrics) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
@@ -386,41 +397,8 @@ fn pfc_storm_is_detected_dropped_and_restored() {
             config(&w, PFC)
         ),
     );
-    let mut sink = Proc::spawn(
-        &w.sink_ns,
-        &[
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "30s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
-    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
-    dut.wait_ready(Duration::from_secs(10));
-    let gen = Proc::spawn(
-        &w.gen_ns,
-        &[
-            "gen",
-            "--iface",
-            &w.g,
-            "--rate",
-            "200Mbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--duration",
-            "2s",
-            "--link-speed",
-            "10Gbit",
-            "--json",
-        ],
-    );
+    let (sink, dut) = start(&w, &cfg);
+    let gen = start_gen(&w, "200Mbit", "af-xdp");
     std::thread::sleep(Duration::from_millis(300));
     // The storm: XOFF for priority 3 every millisecond for about 0.6 s, from the sink's side.
     let storm = w
@@ -504,41 +482,8 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let w = wire();
     let (control, socket) = control_section();
     let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, PFC)));
-    let mut sink = Proc::spawn(
-        &w.sink_ns,
-        &[
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "30s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
-    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
-    dut.wait_ready(Duration::from_secs(10));
-    let gen = Proc::spawn(
-        &w.gen_ns,
-        &[
-            "gen",
-            "--iface",
-            &w.g,
-            "--rate",
-            "2Gbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--duration",
-            "2s",
-            "--link-speed",
-            "10Gbit",
-            "--json",
-        ],
-    );
+    let (sink, dut) = start(&w, &cfg);
+    let gen = start_gen(&w, "2Gbit", "af-xdp");
     std::thread::sleep(Duration::from_millis(500));
     let xoff = |s: &Value| s["ports"][0]["priorities"][3]["xoff_bytes"].clone();
     assert_eq!(xoff(&status_of(&socket)), 65536);
