@@ -19,6 +19,7 @@ pub mod control;
 pub mod dataplane;
 pub mod fc;
 pub mod headroom;
+pub mod linkup;
 pub mod traffic;
 pub mod units;
 pub mod wire;

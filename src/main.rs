@@ -31,6 +31,9 @@ enum Command {
     Headroom(cli::headroom::HeadroomArgs),
     /// Emulate a cable: delay, rate, loss and corruption between two interfaces.
     Cable(cli::cable::CableArgs),
+    /// Measure the link's round trip to the peer (LLDP and IEEE 1588 peer delay) and the
+    /// PFC headroom it implies; or only answer the peer's measurement.
+    Measure(cli::measure::MeasureArgs),
 }
 
 fn main() {
@@ -45,6 +48,7 @@ fn main() {
         Command::Send(c) => cli::send::run(c).map_err(|e| (e, 1)),
         Command::Headroom(a) => cli::headroom::run(a).map_err(|e| (e.to_string(), 2)),
         Command::Cable(a) => cli::cable::run(a).map_err(|e| (e, 1)),
+        Command::Measure(a) => cli::measure::run(a).map_err(|e| (e, 1)),
     };
     if let Err((msg, code)) = result {
         eprintln!("lossless: error: {msg}");

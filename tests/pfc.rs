@@ -113,7 +113,7 @@ fn run_traffic(w: &Wire, prio3: &str, gen_backend: &str) -> Run {
 fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
     let (control, socket) = control_section();
     let cfg = TempFile::new("cfg", &format!("{config}{control}"));
-    let (sink, dut) = start(&w, &cfg);
+    let (sink, dut) = start(w, &cfg);
     let xdp = !config.contains("af-packet");
     assert_eq!(has_xdp(&w.dut_ns, &w.d0) && has_xdp(&w.dut_ns, &w.d1), xdp);
     let gen = start_gen(w, "2Gbit", gen_backend);

@@ -4,6 +4,7 @@ pub mod cable;
 pub mod common;
 pub mod gen;
 pub mod headroom;
+pub mod measure;
 pub mod run;
 pub mod send;
 pub mod sink;

@@ -5,7 +5,9 @@
 
 pub mod credit;
 pub mod ethernet;
+pub mod lldp;
 pub mod mac_control;
+pub mod ptp;
 pub mod sfcm;
 pub mod test_traffic;
 

@@ -1,0 +1,450 @@
+//! [`LinkAgent`]: the LLDP agent, the peer-delay responder and (on demand) the initiator of one
+//! port, driven from the caller's loop. This is the I/O edge of link-up: it parses frames,
+//! emits answers into the caller's [`FramePool`], sends them on the caller's [`Port`], and
+//! takes TX timestamps from its clock immediately before each `send` (the TX kick).
+//!
+//! Two ways to drive it:
+//! - a port that carries only link-up traffic (the `measure` tool, or a daemon's port while it
+//!   is not forwarding): call [`LinkAgent::poll`] every loop turn and sleep until
+//!   [`LinkAgent::next_deadline`] or the port is readable;
+//! - a forwarding worker that receives every frame itself: pass each received frame through
+//!   [`LinkAgent::handle_rx`] (which keeps PTP and LLDP frames and gives the rest back), and
+//!   call [`LinkAgent::transmit`] once per loop turn and when the deadline passes.
+
+use std::collections::VecDeque;
+
+use super::{
+    lldp::{LldpAgent, LldpConfig, NeighbourChange},
+    pdelay::{InitiatorConfig, MeasureError, PdelayInitiator, PdelayResponder, Response},
+    Measurement,
+};
+use crate::dataplane::{
+    clock::now_ns,
+    pool::{Frame, FramePool},
+    port::{Port, PortError, RxFrame},
+};
+use crate::wire::{
+    lldp::Lldpdu,
+    ptp::{PdelayBody, PdelayMessage, PortIdentity, Ptp},
+    EtherType, EthernetFrame, MacAddr, WireError,
+};
+
+/// Frames received per [`LinkAgent::poll`].
+const RX_BATCH: usize = 64;
+
+/// Configuration of a [`LinkAgent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkAgentConfig {
+    /// The LLDP agent.
+    pub lldp: LldpConfig,
+    /// Measurements started with [`LinkAgent::start_measurement`].
+    pub initiator: InitiatorConfig,
+    /// Answer Pdelay_Req.
+    pub respond: bool,
+}
+
+/// Why a [`LinkAgent`] call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The port failed.
+    #[error(transparent)]
+    Port(#[from] PortError),
+    /// A frame could not be encoded.
+    #[error("encoding a link-up frame: {0}")]
+    Wire(#[from] WireError),
+}
+
+/// Counters of a [`LinkAgent`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LinkCounters {
+    /// PTP frames received.
+    pub rx_ptp: u64,
+    /// LLDP frames received.
+    pub rx_lldp: u64,
+    /// PTP or LLDP frames that did not parse.
+    pub rx_malformed: u64,
+    /// Frames of other EtherTypes given back (or released by [`LinkAgent::poll`]).
+    pub rx_other: u64,
+    /// Frames sent.
+    pub tx: u64,
+    /// Frames not sent because the pool was empty or the TX ring full.
+    pub tx_dropped: u64,
+    /// Pdelay_Req answered.
+    pub answered: u64,
+}
+
+/// Link-up on one port: LLDP, the peer-delay responder and the initiator.
+pub struct LinkAgent {
+    mac: MacAddr,
+    lldp: LldpAgent,
+    responder: Option<PdelayResponder>,
+    initiator: PdelayInitiator,
+    /// Answers waiting for the TX path.
+    answers: VecDeque<Response>,
+    rx: Vec<RxFrame>,
+    clock: fn() -> u64,
+    counters: LinkCounters,
+}
+
+impl LinkAgent {
+    /// An agent for a port with MAC `mac`; its first LLDPDU is due at `now`. The PTP port
+    /// identity is the EUI-64 of `mac`, port number 1.
+    pub fn new(cfg: LinkAgentConfig, mac: MacAddr, now: u64) -> Self {
+        let identity = PortIdentity::from_mac(mac, 1);
+        LinkAgent {
+            mac,
+            lldp: LldpAgent::new(cfg.lldp, now),
+            responder: cfg.respond.then(|| PdelayResponder::new(identity)),
+            initiator: PdelayInitiator::new(cfg.initiator, identity),
+            answers: VecDeque::new(),
+            rx: Vec::with_capacity(RX_BATCH),
+            clock: now_ns,
+            counters: LinkCounters::default(),
+        }
+    }
+
+    /// Replaces the TX-stamp clock (CLOCK_MONOTONIC ns by default), for tests.
+    pub fn with_clock(mut self, clock: fn() -> u64) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Starts a peer-delay measurement at `now` (abandoning one in progress).
+    pub fn start_measurement(&mut self, now: u64) {
+        self.initiator.start(now);
+    }
+
+    /// True while a measurement is in progress.
+    pub fn measuring(&self) -> bool {
+        self.initiator.running()
+    }
+
+    /// The finished measurement, once. A successful one is also advertised in our LLDP
+    /// capability TLV (its estimate) from `now` on.
+    pub fn take_measurement(&mut self, now: u64) -> Option<Result<Measurement, MeasureError>> {
+        let r = self.initiator.take_result()?;
+        if let Ok(m) = &r {
+            let mut cap = self.lldp.config().capability;
+            cap.round_trip_ns = u32::try_from(m.estimate_ns.max(0)).unwrap_or(u32::MAX);
+            let pfc = self.lldp.config().pfc;
+            self.lldp.set_advertised(now, pfc, cap);
+        }
+        Some(r)
+    }
+
+    /// The LLDP agent (neighbours, what we advertise).
+    pub fn lldp(&self) -> &LldpAgent {
+        &self.lldp
+    }
+
+    /// The LLDP agent, to change what we advertise.
+    pub fn lldp_mut(&mut self) -> &mut LldpAgent {
+        &mut self.lldp
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> LinkCounters {
+        self.counters
+    }
+
+    /// Takes in a received frame. PTP and LLDP frames are consumed (their buffer goes back to
+    /// `pool`) and `None` is returned; any other frame is given back untouched.
+    pub fn handle_rx(&mut self, pool: &mut FramePool, rx: RxFrame, now: u64) -> Option<RxFrame> {
+        let data = pool.data(rx.frame);
+        let ethertype = match EthernetFrame::new_checked(data) {
+            Ok(f) => f.ethertype(),
+            Err(_) => return Some(rx),
+        };
+        match ethertype {
+            EtherType::PTP => {
+                self.counters.rx_ptp += 1;
+                match Ptp::parse_frame(data) {
+                    Ok((src, Ptp::Pdelay(m))) if src != self.mac => self.on_pdelay(rx.rx_ns, &m),
+                    Ok(_) => {}
+                    Err(_) => self.counters.rx_malformed += 1,
+                }
+            }
+            EtherType::LLDP => {
+                self.counters.rx_lldp += 1;
+                match Lldpdu::parse_frame(data, self.lldp.config().org) {
+                    Ok((src, pdu)) if src != self.mac => {
+                        if let NeighbourChange::Added = self.lldp.handle_rx(now, src, pdu) {
+                            tracing::info!(neighbour = %src, "LLDP neighbour learnt");
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.counters.rx_malformed += 1;
+                        tracing::debug!(error = %e, "malformed LLDPDU");
+                    }
+                }
+            }
+            _ => {
+                self.counters.rx_other += 1;
+                return Some(rx);
+            }
+        }
+        pool.release(rx.frame.idx);
+        None
+    }
+
+    fn on_pdelay(&mut self, rx_ns: u64, m: &PdelayMessage) {
+        match m.body {
+            PdelayBody::Req { .. } => {
+                if let Some(r) = self
+                    .responder
+                    .as_mut()
+                    .and_then(|r| r.handle_request(rx_ns, m))
+                {
+                    self.answers.push_back(r);
+                }
+            }
+            _ => self.initiator.handle(rx_ns, m),
+        }
+    }
+
+    /// Sends what is due at `now`: answers to requests (each Pdelay_Resp, then its Follow_Up
+    /// carrying the Resp's TX time), our LLDPDU, the next Pdelay_Req. Also expires neighbours
+    /// and times out exchanges.
+    pub fn transmit(
+        &mut self,
+        port: &mut dyn Port,
+        pool: &mut FramePool,
+        now: u64,
+    ) -> Result<(), LinkError> {
+        while let Some(r) = self.answers.pop_front() {
+            let resp = r.resp;
+            if let Some(t3) = self.send(port, pool, |mac, buf| resp.emit_frame(mac, buf))? {
+                let fup = r.follow_up(t3);
+                self.send(port, pool, |mac, buf| fup.emit_frame(mac, buf))?;
+                self.counters.answered += 1;
+            }
+        }
+        for gone in self.lldp.expire(now) {
+            tracing::info!(neighbour = %gone.src, "LLDP neighbour expired");
+        }
+        if let Some(pdu) = self.lldp.poll_transmit(now) {
+            let org = self.lldp.config().org;
+            self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
+        }
+        if let Some(req) = self.initiator.poll_transmit(now) {
+            if let Some(t1) = self.send(port, pool, |mac, buf| req.emit_frame(mac, buf))? {
+                self.initiator.on_sent(req.sequence_id, t1);
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits one frame and sends it; returns the TX time (read just before the kick), or
+    /// `None` if there was no free frame or no TX room.
+    fn send(
+        &mut self,
+        port: &mut dyn Port,
+        pool: &mut FramePool,
+        emit: impl FnOnce(MacAddr, &mut [u8]) -> Result<usize, WireError>,
+    ) -> Result<Option<u64>, LinkError> {
+        let Some(idx) = pool.alloc() else {
+            self.counters.tx_dropped += 1;
+            return Ok(None);
+        };
+        let len = match emit(self.mac, pool.buf_mut(idx)) {
+            Ok(n) => n,
+            Err(e) => {
+                pool.release(idx);
+                return Err(e.into());
+            }
+        };
+        let frame = Frame {
+            idx,
+            len: len as u32,
+        };
+        let t = (self.clock)();
+        match port.send(pool, &[frame]) {
+            Ok(1) => {
+                self.counters.tx += 1;
+                Ok(Some(t))
+            }
+            Ok(_) => {
+                pool.release(idx);
+                self.counters.tx_dropped += 1;
+                Ok(None)
+            }
+            Err(e) => {
+                pool.release(idx);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// One turn on a port that carries only link-up traffic: reclaims completed TX frames,
+    /// receives a batch (frames that are not PTP or LLDP are dropped), handles it and sends
+    /// what is due. Returns the number of frames received.
+    pub fn poll(
+        &mut self,
+        port: &mut dyn Port,
+        pool: &mut FramePool,
+        now: u64,
+    ) -> Result<usize, LinkError> {
+        port.reclaim(pool)?;
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        let n = port.recv(pool, &mut rx, RX_BATCH, now)?;
+        for f in rx.drain(..) {
+            if let Some(other) = self.handle_rx(pool, f, now) {
+                pool.release(other.frame.idx);
+            }
+        }
+        self.rx = rx;
+        self.transmit(port, pool, now)?;
+        Ok(n)
+    }
+
+    /// Sends the TTL-0 LLDPDU that tells neighbours to forget this port at once.
+    pub fn shutdown(&mut self, port: &mut dyn Port, pool: &mut FramePool) -> Result<(), LinkError> {
+        let pdu = self.lldp.shutdown_pdu();
+        let org = self.lldp.config().org;
+        self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
+        Ok(())
+    }
+
+    /// The next time [`LinkAgent::transmit`] has timed work (an answer waiting means now).
+    pub fn next_deadline(&self) -> u64 {
+        let d = self.lldp.next_deadline();
+        let d = self.initiator.next_deadline().map_or(d, |i| i.min(d));
+        if self.answers.is_empty() {
+            d
+        } else {
+            0
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::dataplane::mem_port::{mem_link, MemPeer, MemPort};
+    use crate::wire::ptp::PtpTimestamp;
+
+    thread_local! {
+        /// The simulated clock of this test's thread (tests run in parallel threads).
+        static CLOCK: Cell<u64> = const { Cell::new(0) };
+    }
+    fn fake_clock() -> u64 {
+        CLOCK.with(Cell::get)
+    }
+    fn set_clock(ns: u64) {
+        CLOCK.with(|c| c.set(ns));
+    }
+
+    fn agent(mac: MacAddr, name: &str, samples: u32) -> (LinkAgent, MemPort, MemPeer) {
+        let (port, peer) = mem_link(name, mac, 16);
+        let cfg = LinkAgentConfig {
+            lldp: LldpConfig::new(mac, name, 0x08),
+            initiator: InitiatorConfig::new(samples, 1_000_000),
+            respond: true,
+        };
+        (
+            LinkAgent::new(cfg, mac, 0).with_clock(fake_clock),
+            port,
+            peer,
+        )
+    }
+
+    /// Two agents over simulated wires with a 40 us one-way delay: each learns the other by
+    /// LLDP, and A measures B at 80 us.
+    #[test]
+    fn two_agents_measure_each_other() {
+        let (ma, mb) = (MacAddr([2, 0, 0, 0, 0, 0xa]), MacAddr([2, 0, 0, 0, 0, 0xb]));
+        let (mut a, mut pa, peer_a) = agent(ma, "a0", 5);
+        let (mut b, mut pb, peer_b) = agent(mb, "b0", 5);
+        let mut pool = FramePool::heap(64).unwrap();
+        let delay = 40_000;
+        a.start_measurement(0);
+        let mut now = 0;
+        let mut result = None;
+        while now < 200_000_000 && result.is_none() {
+            set_clock(now);
+            a.poll(&mut pa, &mut pool, now).unwrap();
+            b.poll(&mut pb, &mut pool, now).unwrap();
+            for f in peer_a.take() {
+                peer_b.inject(&f, now + delay);
+            }
+            for f in peer_b.take() {
+                peer_a.inject(&f, now + delay);
+            }
+            result = a.take_measurement(now);
+            now += 10_000;
+        }
+        let m = result.expect("finished").expect("measured");
+        assert_eq!(m.samples.len(), 5);
+        // The wire adds 40 us each way; our 10 us loop granularity adds up to 2 x 10 us.
+        for s in &m.samples {
+            assert!(
+                (80_000..=100_000).contains(&s.round_trip_ns),
+                "{}",
+                s.round_trip_ns
+            );
+        }
+        assert_eq!(b.counters().answered, 5);
+        assert_eq!(a.lldp().neighbours().len(), 1);
+        assert_eq!(b.lldp().neighbours().len(), 1);
+        assert!(a.lldp().peer_responds());
+        assert_eq!(pool.available(), 64, "every frame went back to the pool");
+        // The estimate is advertised in A's next LLDPDU (fast transmission, 1 s after the last).
+        assert_eq!(
+            a.lldp().pdu().adaptive.unwrap().round_trip_ns as i64,
+            m.estimate_ns
+        );
+    }
+
+    #[test]
+    fn answers_a_captured_ptp4l_request_and_gives_back_other_frames() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 0xb]);
+        let (mut b, mut pb, peer) = agent(mac, "b0", 1);
+        let mut pool = FramePool::heap(16).unwrap();
+        set_clock(0);
+        b.poll(&mut pb, &mut pool, 0).unwrap();
+        assert_eq!(peer.take().len(), 1, "the LLDPDU at start");
+        peer.inject(&crate::wire::ptp::tests::PTP4L_REQ, 5_000_000_123);
+        peer.inject(&[0u8; 60], 5_000_000_200);
+        set_clock(5_000_090_000);
+        let n = b.poll(&mut pb, &mut pool, 5_000_100_000).unwrap();
+        assert_eq!(n, 2);
+        let out = peer.take();
+        assert_eq!(out.len(), 2);
+        let (_, Ptp::Pdelay(resp)) = Ptp::parse_frame(&out[0]).unwrap() else {
+            panic!("not a Pdelay_Resp")
+        };
+        let (_, Ptp::Pdelay(fup)) = Ptp::parse_frame(&out[1]).unwrap() else {
+            panic!("not a Follow_Up")
+        };
+        let requester = PortIdentity::from_mac(MacAddr([0x72, 0x10, 0x05, 0xf2, 0x49, 0xaa]), 1);
+        assert_eq!(
+            resp.body,
+            PdelayBody::Resp {
+                request_receipt: PtpTimestamp::from_ns(5_000_000_123),
+                requesting: requester
+            }
+        );
+        assert_eq!(
+            fup.body,
+            PdelayBody::RespFollowUp {
+                response_origin: PtpTimestamp::from_ns(5_000_090_000),
+                requesting: requester
+            }
+        );
+        let c = b.counters();
+        assert_eq!((c.rx_ptp, c.rx_other, c.answered), (1, 1, 1));
+        assert_eq!(pool.available(), 16);
+        // Through handle_rx a non-link-up frame comes back to the caller.
+        let idx = pool.alloc().unwrap();
+        pool.buf_mut(idx)[..60].fill(0);
+        let f = RxFrame {
+            frame: Frame { idx, len: 60 },
+            rx_ns: 1,
+        };
+        assert_eq!(b.handle_rx(&mut pool, f, 1), Some(f));
+    }
+}

@@ -1,0 +1,345 @@
+//! Link-up end to end: `lossless measure` against `ptp4l` (both directions), its LLDP frames
+//! decoded by tshark and listed by lldpd, and its measured round trip through the cable
+//! emulator tracking the configured delay.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Stdio},
+    time::{Duration, Instant},
+};
+
+use common::{traffic_lock, unique, veth, Netns, Proc};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(20);
+
+/// A child process (ptp4l, lldpd, tshark) killed and reaped on drop.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Two namespaces joined by a veth pair: (ns A, a_if, ns B, b_if).
+fn pair() -> (Netns, String, Netns, String) {
+    let (a, b) = (Netns::new("lua"), Netns::new("lub"));
+    let (ai, bi) = (unique("lua"), unique("lub"));
+    veth(&a, &ai, &b, &bi);
+    (a, ai, b, bi)
+}
+
+fn mac_of(ns: &Netns, iface: &str) -> String {
+    ns.run(&["cat", &format!("/sys/class/net/{iface}/address")])
+        .trim()
+        .to_string()
+}
+
+/// `ptp4l` in peer-to-peer mode over layer 2 with software timestamps, 4 requests a second,
+/// debug logging (which prints each peer-delay result), its control socket unique to the test.
+fn ptp4l(ns: &Netns, iface: &str) -> (Guard, BufReader<std::process::ChildStdout>) {
+    let uds = std::env::temp_dir().join(unique("ptp"));
+    let mut child = ns
+        .cmd("ptp4l")
+        .args(["-i", iface, "-P", "-2", "-S", "-m", "-l", "7"])
+        .args(["--logMinPdelayReqInterval", "-2", "--uds_address"])
+        .arg(&uds)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ptp4l is installed by scripts/setup (Debian linuxptp)");
+    let out = BufReader::new(child.stdout.take().expect("piped"));
+    (Guard(child), out)
+}
+
+fn f(v: &Value, path: &[&str]) -> f64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_f64()
+        .unwrap_or_else(|| panic!("no number at {path:?} in {v:#}"))
+}
+
+#[test]
+fn ptp4l_measures_our_responder() {
+    let _l = traffic_lock();
+    let (a, ai, b, bi) = pair();
+    let mut resp = Proc::spawn(
+        &a,
+        &["measure", "--iface", &ai, "--respond-for", "4s", "--json"],
+    );
+    resp.wait_ready(T);
+    let (_ptp, out) = ptp4l(&b, &bi);
+    // ptp4l logs "delay   filtered <ns>   raw <ns>" for each completed exchange.
+    let mut delays = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    for line in out.lines().map_while(Result::ok) {
+        if let Some(rest) = line.split("delay   filtered").nth(1) {
+            let raw: i64 = rest.split_whitespace().nth(2).unwrap().parse().unwrap();
+            delays.push(raw);
+        }
+        if delays.len() >= 5 || Instant::now() > deadline {
+            break;
+        }
+    }
+    assert!(
+        delays.len() >= 5,
+        "ptp4l reported {delays:?}; responder:\n{}",
+        resp.stderr()
+    );
+    // Mean path delay (one way) over a veth with software stamps: microseconds, not seconds.
+    for d in &delays {
+        assert!((0..5_000_000).contains(d), "ptp4l path delay {d} ns");
+    }
+    eprintln!("ptp4l mean path delay to our responder, ns: {delays:?}");
+    let r = resp.json(T);
+    assert!(f(&r, &["counters", "answered"]) >= 5.0, "{r:#}");
+    assert_eq!(r["mode"], "respond");
+}
+
+#[test]
+fn we_measure_ptp4l() {
+    let _l = traffic_lock();
+    let (a, ai, b, bi) = pair();
+    let (_ptp, _out) = ptp4l(&b, &bi);
+    std::thread::sleep(Duration::from_millis(500));
+    let m = Proc::spawn(
+        &a,
+        &[
+            "measure",
+            "--iface",
+            &ai,
+            "--samples",
+            "10",
+            "--lldp-wait",
+            "0s",
+            "--json",
+        ],
+    )
+    .json(T);
+    let meas = &m["measurement"];
+    let samples = meas["samples"].as_array().unwrap();
+    assert!(samples.len() >= 5, "{m:#}");
+    // ptp4l's port identity: the EUI-64 of its interface's MAC, port 1.
+    let mac: Vec<u8> = mac_of(&b, &bi)
+        .split(':')
+        .map(|x| u8::from_str_radix(x, 16).unwrap())
+        .collect();
+    let eui = [mac[0], mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]];
+    let id: Vec<u8> = meas["responder"]["clock_identity"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as u8)
+        .collect();
+    assert_eq!(id, eui, "{m:#}");
+    let est = f(meas, &["estimate_ns"]);
+    assert!(est > 0.0 && est < 5_000_000.0, "estimate {est} ns");
+    // ptp4l's turnaround (its T3 - T2 on CLOCK_REALTIME) is removed from every sample.
+    for s in samples {
+        assert!(f(s, &["turnaround_ns"]) > 0.0, "{s:#}");
+        assert!(f(s, &["round_trip_ns"]) < f(s, &["t4_ns"]) - f(s, &["t1_ns"]));
+    }
+    assert!(f(&m, &["plan", "headroom_bytes"]) > 0.0);
+    eprintln!(
+        "measured ptp4l: estimate {est} ns, min {} ns, spread {} ns",
+        f(meas, &["min_ns"]),
+        f(meas, &["spread_ns"])
+    );
+}
+
+/// Starts tshark on `iface` in `ns` for LLDP frames from `src`, returning once it captures.
+fn capture_lldp(ns: &Netns, iface: &str, src: &str, pcap: &str) -> Guard {
+    let mut t = ns
+        .cmd("tshark")
+        .args(["-i", iface, "-c", "1", "-w", pcap, "-f"])
+        .arg(format!("ether proto 0x88cc and ether src {src}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tshark is installed by scripts/setup");
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "tshark exited");
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    Guard(t)
+}
+
+#[test]
+fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
+    let _l = traffic_lock();
+    let (a, ai, b, bi) = pair();
+    let sock = std::env::temp_dir().join(unique("lldp"));
+    let sock = sock.to_str().unwrap().to_string();
+    let _lldpd = Guard(
+        b.cmd("lldpd")
+            .args(["-d", "-u", &sock, "-I", &bi])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("lldpd is installed by scripts/setup"),
+    );
+    let pcap = std::env::temp_dir().join(format!("{}.pcap", unique("lldp")));
+    let pcap = pcap.to_str().unwrap().to_string();
+    let mut tshark = capture_lldp(&b, &bi, &mac_of(&a, &ai), &pcap);
+    let mut ours = Proc::spawn(
+        &a,
+        &[
+            "measure",
+            "--iface",
+            &ai,
+            "--respond-for",
+            "3s",
+            "--pfc-priorities",
+            "3,4",
+        ],
+    );
+    ours.wait_ready(T);
+    // lldpd lists our port (Port ID subtype interface name).
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let listing = loop {
+        let s = b.run(&[
+            "lldpcli",
+            "-u",
+            &sock,
+            "-f",
+            "keyvalue",
+            "show",
+            "neighbors",
+        ]);
+        if s.contains(&format!("port.ifname={ai}")) || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        listing.contains(&format!("lldp.{bi}.port.ifname={ai}")),
+        "lldpcli show neighbors:\n{listing}"
+    );
+    assert!(listing.contains("chassis.name=lossless"), "{listing}");
+    assert!(
+        listing.contains(&format!("chassis.mac={}", mac_of(&a, &ai))),
+        "{listing}"
+    );
+    let status = tshark.0.wait().expect("tshark");
+    assert!(status.success());
+    let out = std::process::Command::new("tshark")
+        .args(["-r", &pcap, "-V"])
+        .output()
+        .expect("tshark");
+    let _ = std::fs::remove_file(&pcap);
+    let v = String::from_utf8_lossy(&out.stdout);
+    for want in [
+        "Chassis Id Subtype: MAC address (4)".to_string(),
+        format!("Port Id: {ai}"),
+        "Seconds: 120".to_string(),
+        "System Name: lossless".to_string(),
+        "IEEE 802.1 Subtype: Priority Flow Control Configuration (0x0b)".to_string(),
+        "0... .... = Willing: No".to_string(),
+        ".0.. .... = MACsec Bypass Capability: Not capable".to_string(),
+        ".... 1000 = Max PFC Enabled Traffic Classes: 8".to_string(),
+        ".... 1... = PFC for Priority 3: Enabled".to_string(),
+        "...1 .... = PFC for Priority 4: Enabled".to_string(),
+        ".... ..0. = PFC for Priority 1: Disabled".to_string(),
+        "Organization Unique Code: 02:4c:4c".to_string(),
+        "Unknown Subtype Content: 010700000000".to_string(),
+        "End of LLDPDU".to_string(),
+    ] {
+        assert!(v.contains(&want), "tshark -V lacks {want:?}:\n{v}");
+    }
+    assert!(!v.contains("Malformed"), "{v}");
+    ours.interrupt();
+    let _ = ours.finish(T);
+}
+
+/// One measurement through the cable emulator with one-way delay `delay`: returns the
+/// measuring side's report.
+fn through_cable(delay: &str) -> Value {
+    let (na, nc, nb) = (Netns::new("lca"), Netns::new("lcc"), Netns::new("lcb"));
+    let (a0, c0, c1, b0) = (unique("lca"), unique("lcc"), unique("lcd"), unique("lcb"));
+    veth(&na, &a0, &nc, &c0);
+    veth(&nc, &c1, &nb, &b0);
+    let mut cable = Proc::spawn(&nc, &["cable", "--a", &c0, "--b", &c1, "--delay", delay]);
+    cable.wait_ready(T);
+    let mut resp = Proc::spawn(&nb, &["measure", "--iface", &b0, "--respond-for", "3s"]);
+    resp.wait_ready(T);
+    let m = Proc::spawn(
+        &na,
+        &[
+            "measure",
+            "--iface",
+            &a0,
+            "--samples",
+            "20",
+            "--interval",
+            "5ms",
+            "--lldp-wait",
+            "0s",
+            "--buffer",
+            "8MiB",
+            "--json",
+        ],
+    )
+    .json(T);
+    resp.interrupt();
+    cable.interrupt();
+    let _ = resp.finish(T);
+    let _ = cable.finish(T);
+    m
+}
+
+#[test]
+fn round_trip_tracks_the_cable_delay() {
+    let _l = traffic_lock();
+    let base = through_cable("0s");
+    let b_est = f(&base, &["measurement", "estimate_ns"]);
+    let b_min = f(&base, &["measurement", "min_ns"]);
+    let b_head = f(&base, &["plan", "headroom_bytes"]);
+    eprintln!(
+        "baseline: estimate {:.1} us, min {:.1} us, spread {:.1} us",
+        b_est / 1e3,
+        b_min / 1e3,
+        f(&base, &["measurement", "spread_ns"]) / 1e3
+    );
+    for (delay, one_way_ns) in [("100us", 100_000.0), ("1ms", 1_000_000.0)] {
+        let m = through_cable(delay);
+        let est = f(&m, &["measurement", "estimate_ns"]);
+        let min = f(&m, &["measurement", "min_ns"]);
+        let want = b_est + 2.0 * one_way_ns;
+        let err = est - want;
+        eprintln!(
+            "delay {delay}: estimate {:.1} us (baseline + 2 x delay = {:.1} us, error {:+.1} us, \
+             {:+.1}% of 2 x delay), min {:.1} us, spread {:.1} us",
+            est / 1e3,
+            want / 1e3,
+            err / 1e3,
+            100.0 * err / (2.0 * one_way_ns),
+            min / 1e3,
+            f(&m, &["measurement", "spread_ns"]) / 1e3
+        );
+        // Generous for a noisy 2-vCPU VM: within 25% of 2 x delay plus 100 us.
+        let tol = 0.25 * 2.0 * one_way_ns + 100_000.0;
+        assert!(
+            err.abs() <= tol,
+            "delay {delay}: error {err} ns > {tol} ns; {m:#}"
+        );
+        // The minimum tracks too (it is the least disturbed by late wake-ups).
+        assert!(
+            (min - b_min - 2.0 * one_way_ns).abs() <= tol,
+            "delay {delay}: min {min} ns, baseline min {b_min} ns"
+        );
+        // The headroom grows by the bytes in flight over the longer loop (10 Gbit/s).
+        let grow = f(&m, &["plan", "headroom_bytes"]) - b_head;
+        let expect = (est - b_est) * 10e9 / 8e9;
+        assert!(
+            (grow - expect).abs() <= 2.0,
+            "headroom grew {grow} B, expected {expect} B"
+        );
+    }
+}
