@@ -352,6 +352,68 @@ impl Default for SfcSettings {
     }
 }
 
+/// `[linkup]`: LLDP and peer-delay measurement on every port.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkupSection {
+    /// Send LLDP, answer and initiate peer-delay measurements, apply measured headroom.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Round-trip samples per measurement.
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// Time between samples ("10ms").
+    #[serde(default = "default_sample_interval")]
+    pub sample_interval: String,
+    /// Measure again this often to track drift ("60s"; "0s": only at start and link-up).
+    #[serde(default = "default_remeasure")]
+    pub interval: String,
+    /// Largest frame on lossless priorities, octets (for the headroom).
+    #[serde(default = "default_max_frame")]
+    pub max_frame: u64,
+}
+
+fn default_samples() -> u32 {
+    16
+}
+
+fn default_sample_interval() -> String {
+    "10ms".to_string()
+}
+
+fn default_remeasure() -> String {
+    "60s".to_string()
+}
+
+fn default_max_frame() -> u64 {
+    1518
+}
+
+impl Default for LinkupSection {
+    fn default() -> Self {
+        LinkupSection {
+            enabled: true,
+            samples: default_samples(),
+            sample_interval: default_sample_interval(),
+            interval: default_remeasure(),
+            max_frame: default_max_frame(),
+        }
+    }
+}
+
+/// `[linkup]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkupSettings {
+    /// Samples per measurement.
+    pub samples: u32,
+    /// Time between samples, ns.
+    pub sample_interval_ns: u64,
+    /// Re-measurement period, ns (0 = none).
+    pub interval_ns: u64,
+    /// Largest frame, octets.
+    pub max_frame: u64,
+}
+
 /// The whole file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -371,6 +433,9 @@ pub struct ConfigFile {
     /// `[sfc]`.
     #[serde(default)]
     pub sfc: SfcSection,
+    /// `[linkup]`.
+    #[serde(default)]
+    pub linkup: LinkupSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -506,6 +571,8 @@ pub struct Plan {
     pub watchdog: Option<WatchdogConfig>,
     /// SFC settings.
     pub sfc: SfcSettings,
+    /// Link-up measurement, if enabled.
+    pub linkup: Option<LinkupSettings>,
 }
 
 impl Plan {
@@ -816,6 +883,34 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         filter: f.filter,
         scope: f.scope,
     };
+    let l = &raw.linkup;
+    let dur = |field: &str, v: &str| {
+        units::parse_duration(v)
+            .map(|d| d.as_nanos() as u64)
+            .map_err(|e| invalid(format!("linkup.{field}"), e.to_string()))
+    };
+    let linkup = if l.enabled {
+        if !(2..=1024).contains(&l.samples) {
+            return Err(invalid(
+                "linkup.samples".into(),
+                format!("{} is not in 2..=1024", l.samples),
+            ));
+        }
+        if !(64..=9216).contains(&l.max_frame) {
+            return Err(invalid(
+                "linkup.max_frame".into(),
+                format!("{} is not in 64..=9216", l.max_frame),
+            ));
+        }
+        Some(LinkupSettings {
+            samples: l.samples,
+            sample_interval_ns: dur("sample_interval", &l.sample_interval)?.max(1),
+            interval_ns: dur("interval", &l.interval)?,
+            max_frame: l.max_frame,
+        })
+    } else {
+        None
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -824,6 +919,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         control_socket,
         watchdog,
         sfc,
+        linkup,
     })
 }
 

@@ -343,3 +343,108 @@ fn round_trip_tracks_the_cable_delay() {
         );
     }
 }
+
+fn status(socket: &str) -> Value {
+    let out = std::process::Command::new(common::BIN)
+        .args(["status", "--socket", socket, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The daemon measures its link at start through a 1 ms cable and applies measured PFC
+/// thresholds (`status` says `measured`, the headroom covers the loop, the buffer is kept);
+/// a port whose peer cannot measure keeps the configured thresholds; a link flap triggers a
+/// new measurement while the measured thresholds stay in force.
+#[test]
+fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
+    let _l = traffic_lock();
+    let (nd, nc, nb, np) = (
+        Netns::new("lda"),
+        Netns::new("ldc"),
+        Netns::new("ldb"),
+        Netns::new("ldp"),
+    );
+    let (d0, c0, c1, b0) = (unique("ld"), unique("lc"), unique("lc"), unique("lb"));
+    let (d1, p1) = (unique("ld"), unique("lp"));
+    veth(&nd, &d0, &nc, &c0);
+    veth(&nc, &c1, &nb, &b0);
+    veth(&nd, &d1, &np, &p1);
+    let mut cable = Proc::spawn(&nc, &["cable", "--a", &c0, "--b", &c1, "--delay", "1ms"]);
+    cable.wait_ready(T);
+    let mut resp = Proc::spawn(&nb, &["measure", "--iface", &b0, "--respond-for", "30s"]);
+    resp.wait_ready(T);
+    let (control, socket) = common::control_section();
+    let cfg = common::TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
+             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n\
+             [linkup]\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(T);
+    let prio3 = |s: &Value, port: usize| s["ports"][port]["priorities"][3].clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let measured = loop {
+        let s = status(&socket);
+        if prio3(&s, 0)["source"] == "measured" {
+            break prio3(&s, 0);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never measured: {s}\n{}",
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let headroom = f(&measured, &["headroom_bytes"]);
+    // 1 Gbit/s over a round trip of at least 2 ms: at least 250,000 bytes in flight.
+    assert!(headroom >= 250_000.0, "{measured}");
+    assert_eq!(
+        f(&measured, &["xoff_bytes"]) + headroom,
+        (64 * 1024 + 2 * 1024 * 1024) as f64,
+        "the buffer is kept: {measured}"
+    );
+    assert!(f(&measured, &["xon_bytes"]) < f(&measured, &["xoff_bytes"]));
+    // The port without a measuring peer keeps the configured thresholds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !dut.stderr().contains("link measurement failed") {
+        assert!(std::time::Instant::now() < deadline, "{}", dut.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = status(&socket);
+    assert_eq!(prio3(&s, 1)["source"], "config", "{s}");
+    assert_eq!(prio3(&s, 1)["headroom_bytes"], 2 * 1024 * 1024);
+    // Flap the measured link: a new measurement, the measured thresholds meanwhile.
+    let applied = |log: &str| log.matches("PFC thresholds applied").count();
+    assert_eq!(applied(&dut.stderr()), 1);
+    nd.run(&["ip", "link", "set", &d0, "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(prio3(&status(&socket), 0)["source"], "measured");
+    nd.run(&["ip", "link", "set", &d0, "up"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while applied(&dut.stderr()) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no new measurement: {}",
+            dut.stderr()
+        );
+        assert_eq!(prio3(&status(&socket), 0)["source"], "measured");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(dut.stderr().contains("link up"), "{}", dut.stderr());
+    dut.interrupt();
+    let report = dut.json(T);
+    assert_eq!(report["ports"][0]["iface"], d0.as_str());
+    resp.interrupt();
+    cable.interrupt();
+    let _ = resp.finish(T);
+    let _ = cable.finish(T);
+}

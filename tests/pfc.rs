@@ -47,7 +47,7 @@ fn config(w: &Wire, prio3: &str) -> String {
 
 /// PFC with a bounded buffer. The headroom covers the reaction time on a 2-vCPU VM, where a
 /// descheduled process, not the cable, dominates the round trip (see README).
-const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"1MiB\"";
+const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
 const LOSSY: &str = "mode = \"lossy\"\nlimit = \"1MiB\"";
 
 /// Starts the sink and the daemon (with config file `cfg`) and waits until both are ready.
@@ -243,7 +243,7 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     );
     assert_eq!(
         metric(m, &series("lossless_headroom_bytes", &w.d0)),
-        1048576.0
+        2097152.0
     );
     assert!(metric(m, &series("lossless_queue_peak_bytes", &w.d1)) > 65536.0);
     let mut promtool = Command::new("promtool")
@@ -302,7 +302,7 @@ fn daemon_pfc_frames_decode_in_tshark() {
     let pcap_s = pcap.to_str().unwrap().to_string();
     let mut tshark = capture(&w.gen_ns, &w.g, &pcap_s, 40);
     // The AF_PACKET generator reacts more slowly (a syscall per frame), so more headroom.
-    let r = run_traffic(&w, &PFC.replace("1MiB", "4MiB"), "af-packet");
+    let r = run_traffic(&w, &PFC.replace("2MiB", "4MiB"), "af-packet");
     let _ = tshark.kill();
     let _ = tshark.wait();
     let decoded = Command::new("tshark")

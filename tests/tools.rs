@@ -145,7 +145,9 @@ fn stale_xdp_program_from_a_crash_is_replaced() {
 }
 
 /// Frames we did not write (crafted with scapy): a valid PFC frame is obeyed and counted,
-/// malformed MAC control frames are counted drops, LLDP is consumed, and nothing panics.
+/// malformed MAC control frames are counted drops, a truncated LLDPDU goes to the link agent
+/// (which survives it), other link-local traffic (LACP) is consumed and counted, and nothing
+/// panics.
 #[test]
 fn foreign_and_malformed_control_frames_are_counted() {
     let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
@@ -164,8 +166,9 @@ bad_opcode = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH"
 truncated = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH", 0x0101, 0x08))
 bad_vector = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH8H", 0x0101, 0x0108, *([1] * 8)))
 lldp = Ether(dst="01:80:c2:00:00:0e", type=0x88cc) / Raw(b"\x02\x07\x04" + b"\x00" * 6)
+lacp = Ether(dst="01:80:c2:00:00:02", type=0x8809) / Raw(b"\x01" + b"\x00" * 45)
 runt = Raw(b"\x01\x02\x03")
-sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp], iface="{p0}", verbose=False)
+sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp], iface="{p0}", verbose=False)
 "#
     );
     let out = peer

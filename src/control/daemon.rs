@@ -18,10 +18,11 @@ use super::{
     systemd::Notifier,
 };
 use crate::{
-    config::{Plan, PrioPlan},
+    config::{LinkupSettings, PfcPlan, Plan, PrioPlan},
     dataplane::{
         clock::now_ns,
         forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
+        linkstate::LinkShared,
         open::{attach_for, open_worker_ports, OpenError},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
@@ -29,6 +30,7 @@ use crate::{
         xdp_prog::Steering,
     },
     fc::PRIORITIES,
+    linkup::{plan_headroom, LinkParams, Measurement},
 };
 
 /// Why the daemon could not run.
@@ -95,13 +97,112 @@ fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
-    let settings = LiveSettings::of(&new);
+    let mut settings = LiveSettings::of(&new);
+    // Thresholds measured at link-up stay until the next measurement.
+    settings.measured = live.get().measured;
     if settings == live.get() {
         tracing::info!("configuration reloaded: no live setting changed");
         return;
     }
     live.publish(settings);
     tracing::info!(priorities = ?new.prios, watchdog = ?new.watchdog, "configuration reloaded");
+}
+
+/// Watches each port's carrier and drives link-up measurements: at start, on every link-up,
+/// and every `interval`. A successful measurement replaces the port's PFC thresholds live; a
+/// failed one keeps the thresholds in force (the configured, static ones until a measurement
+/// has succeeded).
+struct LinkMonitor<'a> {
+    plan: &'a Plan,
+    settings: LinkupSettings,
+    links: &'a [Arc<LinkShared>],
+    up: Vec<bool>,
+    last_request: Vec<std::time::Instant>,
+}
+
+impl<'a> LinkMonitor<'a> {
+    fn new(plan: &'a Plan, settings: LinkupSettings, links: &'a [Arc<LinkShared>]) -> Self {
+        let up: Vec<bool> = plan.ports.iter().map(|p| link_is_up(&p.iface)).collect();
+        for (i, l) in links.iter().enumerate() {
+            if up[i] {
+                tracing::info!(iface = %plan.ports[i].iface, "measuring the link");
+                l.request_measurement();
+            }
+        }
+        let now = std::time::Instant::now();
+        LinkMonitor {
+            plan,
+            settings,
+            links,
+            up,
+            last_request: vec![now; links.len()],
+        }
+    }
+
+    fn tick(&mut self, live: &SettingsCell) {
+        let period = Duration::from_nanos(self.settings.interval_ns);
+        for (i, port) in self.plan.ports.iter().enumerate() {
+            let up = link_is_up(&port.iface);
+            let came_up = up && !self.up[i];
+            if up != self.up[i] {
+                tracing::info!(iface = %port.iface, up, "link state changed");
+                self.up[i] = up;
+            }
+            let due = !period.is_zero() && self.last_request[i].elapsed() >= period;
+            if up && (came_up || due) {
+                tracing::info!(iface = %port.iface, reason = if came_up { "link up" } else { "periodic" }, "measuring the link");
+                self.links[i].request_measurement();
+                self.last_request[i] = std::time::Instant::now();
+            }
+            match self.links[i].take_result() {
+                None => {}
+                Some(Err(e)) => tracing::warn!(
+                    iface = %port.iface, error = %e,
+                    "link measurement failed; keeping the thresholds in force"
+                ),
+                Some(Ok(m)) => self.apply(i, &m, live),
+            }
+        }
+    }
+
+    fn apply(&self, i: usize, m: &Measurement, live: &SettingsCell) {
+        let port = &self.plan.ports[i];
+        let Some(buffer) = self
+            .plan
+            .prios
+            .iter()
+            .find_map(|p| p.pfc.map(|f| f.xoff + f.headroom))
+        else {
+            tracing::info!(iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
+            return;
+        };
+        let link = LinkParams::new(port.speed_bps, self.settings.max_frame, buffer);
+        match plan_headroom(m, &link) {
+            Ok(h) => {
+                let mut s = live.get();
+                s.measured[i] = Some(PfcPlan {
+                    xoff: h.xoff_bytes,
+                    xon: h.xon_bytes,
+                    headroom: h.headroom_bytes,
+                });
+                live.publish(s);
+                tracing::info!(
+                    iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns,
+                    headroom = h.headroom_bytes, xoff = h.xoff_bytes, xon = h.xon_bytes,
+                    "link measured; PFC thresholds applied"
+                );
+            }
+            Err(e) => tracing::warn!(
+                iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
+                "measured link needs more than the buffer; keeping the thresholds in force"
+            ),
+        }
+    }
+}
+
+fn link_is_up(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate"))
+        .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"))
 }
 
 fn pin_to_core(core: usize) {
@@ -129,6 +230,7 @@ pub fn run(
         tracing::warn!(error = %e, "log filter not applied");
     }
     let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
+    let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
     let steering = Steering {
         forward_all: true,
@@ -160,6 +262,7 @@ pub fn run(
             watchdog: plan.watchdog,
             sfc: plan.sfc,
             live: Some(live.clone()),
+            linkup: plan.linkup.map(|l| (l, links.clone())),
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
         };
@@ -244,6 +347,7 @@ pub fn run(
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut last_progress = tokio::time::Instant::now();
         let mut last_ping = tokio::time::Instant::now();
+        let mut monitor = plan.linkup.map(|l| LinkMonitor::new(plan, l, &links));
         loop {
             tick.tick().await;
             if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
@@ -251,6 +355,9 @@ pub fn run(
             }
             if reload.swap(false, Ordering::SeqCst) {
                 reload_config(plan, config_path, &live);
+            }
+            if let Some(m) = monitor.as_mut() {
+                m.tick(&live);
             }
             // The systemd watchdog is fed only while every worker's loop advances.
             if let Some(every) = watchdog_every {

@@ -111,7 +111,7 @@ impl Collector for DaemonCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         use MetricType::{Counter, Gauge};
         let snaps = self.snapshots();
-        let prios = self.live.get().prios;
+        let live = self.live.get();
         let s = &snaps;
         family(
             &mut enc,
@@ -300,10 +300,12 @@ impl Collector for DaemonCollector {
                 })
             }),
         )?;
+        let live = &live;
         let plan = |f: fn(&PrioPlan) -> Option<u64>| {
-            s.iter().flat_map(move |port| {
+            s.iter().enumerate().flat_map(move |(i, port)| {
                 (0..PRIORITIES).filter_map(move |p| {
-                    f(&prios[p]).map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
+                    f(&live.plan_for(i, p).0)
+                        .map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
                 })
             })
         };
@@ -558,6 +560,7 @@ mod tests {
             watchdog: None,
             pause_quanta: vec![1, 1],
             sfc: Default::default(),
+            measured: vec![None; 2],
         }));
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
@@ -600,6 +603,7 @@ mod tests {
             watchdog: None,
             pause_quanta: vec![1],
             sfc: Default::default(),
+            measured: vec![None; 2],
         }));
         let text = render(&registry(DaemonCollector::new(
             vec!["x".into()],

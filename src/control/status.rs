@@ -49,7 +49,7 @@ pub struct PrioStatus {
     pub sfc_threshold_bytes: Option<u64>,
     /// Bytes beyond which arriving frames are dropped (tail drop, or overflow if lossless).
     pub limit_bytes: Option<u64>,
-    /// Where the thresholds came from (`config` until link-up measurement exists).
+    /// Where the PFC thresholds came from: `config`, or `measured` at link-up.
     pub source: String,
     /// Bytes charged to this port as ingress now.
     pub ingress_bytes: u64,
@@ -134,7 +134,7 @@ impl StatusSource {
                 let (paused, _) = self.shared[i].paused(now);
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {
-                        let plan = live.prios[prio];
+                        let (plan, source) = live.plan_for(i, prio);
                         let pfc = plan.pfc;
                         PrioStatus {
                             priority: prio,
@@ -144,7 +144,7 @@ impl StatusSource {
                             headroom_bytes: pfc.map(|p| p.headroom),
                             sfc_threshold_bytes: plan.sfc.map(|f| f.threshold),
                             limit_bytes: Some(plan.limit),
-                            source: "config".to_string(),
+                            source: source.to_string(),
                             ingress_bytes: self.shared[i].occupancy(prio),
                             paused: paused & (1 << prio) != 0,
                             queue_bytes: counters.queue_bytes[prio],

@@ -11,6 +11,7 @@ use super::{
     classify::{self, Trust},
     clock::now_ns,
     idle::Idler,
+    linkstate::LinkShared,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
     queue::{PrioQueues, Queued, Ring},
@@ -22,7 +23,7 @@ use super::{
 use crate::{
     cable::rules::CREDIT_MSG_TYPE,
     config::PrioPlan,
-    config::SfcSettings,
+    config::{LinkupSettings, SfcSettings},
     fc::{
         sfc::{
             FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,
@@ -30,6 +31,11 @@ use crate::{
         },
         watchdog::{PfcWatchdog, WatchdogConfig, WatchdogEvent},
         PauseTimers, PfcGenerator, PRIORITIES,
+    },
+    linkup::{
+        lldp::LldpConfig,
+        pdelay::InitiatorConfig,
+        run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
         sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, Sfcm,
@@ -99,6 +105,8 @@ pub struct ForwardSetup {
     pub busy_poll: bool,
     /// Where reloaded settings are published (SIGHUP), if anywhere.
     pub live: Option<Arc<SettingsCell>>,
+    /// Link-up measurement (run by the leader worker), with one exchange per port.
+    pub linkup: Option<(LinkupSettings, Vec<Arc<LinkShared>>)>,
 }
 
 /// One worker of wire mode.
@@ -114,8 +122,12 @@ pub struct ForwardWorker {
     generators: Vec<PfcGenerator>,
     /// One per egress port when the watchdog is enabled.
     watchdogs: Vec<PfcWatchdog>,
+    /// Link agents (LLDP, peer delay) per port, on the leader worker when link-up is enabled.
+    agents: Vec<LinkAgent>,
     /// Generation of the live settings last applied.
     settings_seen: u64,
+    /// The settings in force (per-port measured thresholds included).
+    live_now: LiveSettings,
     /// Control frames (PFC, SFCM) waiting for TX, per port; sent ahead of data.
     ctrl: Vec<Ring>,
     /// SFC congestion point per egress port and priority (SFC priorities only).
@@ -193,7 +205,31 @@ impl ForwardWorker {
                     .expect("the default reaction-point config is valid")
                 })
                 .collect(),
+            agents: match (&setup.linkup, setup.pfc_generator) {
+                (Some((l, _)), true) => ports
+                    .iter()
+                    .map(|port| {
+                        let pfc_enabled = (0..PRIORITIES)
+                            .filter(|&p| setup.prios[p].pfc.is_some())
+                            .fold(0u8, |m, p| m | (1 << p));
+                        let cfg = LinkAgentConfig {
+                            lldp: LldpConfig::new(port.mac(), port.name(), pfc_enabled),
+                            initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
+                            respond: true,
+                        };
+                        LinkAgent::new(cfg, port.mac(), now)
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
+            live_now: LiveSettings {
+                prios: setup.prios,
+                watchdog: setup.watchdog,
+                pause_quanta: setup.ports.iter().map(|p| p.pause_quanta).collect(),
+                sfc: setup.sfc,
+                measured: vec![None; n],
+            },
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             pool,
@@ -262,6 +298,7 @@ impl ForwardWorker {
         for e in 0..self.ports.len() {
             work += self.transmit(e, now)?;
         }
+        self.run_link_agents(now);
         Ok(work)
     }
 
@@ -270,7 +307,13 @@ impl ForwardWorker {
         self.rx.clear();
         let n = self.ports[p].recv(&mut self.pool, &mut self.rx, BATCH, now)?;
         for i in 0..n {
-            let rx = self.rx[i];
+            let mut rx = self.rx[i];
+            if let Some(agent) = self.agents.get_mut(p) {
+                match agent.handle_rx(&mut self.pool, rx, now) {
+                    Some(r) => rx = r,
+                    None => continue, // LLDP or PTP, taken by the link agent
+                }
+            }
             self.ingress(p, rx, now);
         }
         Ok(n)
@@ -317,7 +360,7 @@ impl ForwardWorker {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
         }
         let prio = classify::priority(&eth, self.setup.ports[p].trust);
-        let plan = self.setup.prios[prio];
+        let (plan, _) = self.live_now.plan_for(p, prio);
         let before = self.shared[p].occupancy(prio);
         if before + len > plan.admit_limit() {
             let reason = if plan.lossless() {
@@ -564,6 +607,25 @@ impl ForwardWorker {
         Ok(sent)
     }
 
+    /// Link-up: starts requested measurements, sends what the agents have due, and hands
+    /// finished measurements to the control plane.
+    fn run_link_agents(&mut self, now: u64) {
+        let Some((_, links)) = &self.setup.linkup else {
+            return;
+        };
+        for (p, agent) in self.agents.iter_mut().enumerate() {
+            if links[p].take_request() {
+                agent.start_measurement(now);
+            }
+            if let Err(e) = agent.transmit(&mut *self.ports[p], &mut self.pool, now) {
+                tracing::warn!(iface = self.ports[p].name(), error = %e, "link-up transmit failed");
+            }
+            if let Some(r) = agent.take_measurement(now) {
+                links[p].finish(r);
+            }
+        }
+    }
+
     /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
     /// thresholds from now on; PFC and watchdog keep their state.
     fn apply(&mut self, s: &LiveSettings) {
@@ -579,12 +641,13 @@ impl ForwardWorker {
             self.setup.sfc = s.sfc;
         }
         self.setup.prios = s.prios;
-        let thresholds = std::array::from_fn(|p| s.prios[p].thresholds());
         for (i, g) in self.generators.iter_mut().enumerate() {
+            let thresholds = std::array::from_fn(|p| s.plan_for(i, p).0.thresholds());
             let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
             self.setup.ports[i].pause_quanta = quanta;
             g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
         }
+        self.live_now = s.clone();
         self.setup.watchdog = s.watchdog;
         match s.watchdog {
             None => self.watchdogs.clear(),
@@ -676,6 +739,9 @@ impl ForwardWorker {
                 consider(t);
             }
         }
+        for a in &self.agents {
+            consider(a.next_deadline());
+        }
         if self.setup.pfc_generator {
             for g in &self.generators {
                 if let Some(t) = g.next_deadline() {
@@ -743,6 +809,7 @@ mod tests {
                 rate_share: 1.0,
                 busy_poll: false,
                 live: None,
+                linkup: None,
             },
             0,
         );

@@ -8,7 +8,7 @@ use std::sync::{
 };
 
 use crate::{
-    config::{Plan, PrioPlan, SfcSettings},
+    config::{PfcPlan, Plan, PrioPlan, SfcSettings},
     fc::{watchdog::WatchdogConfig, PRIORITIES},
 };
 
@@ -23,16 +23,39 @@ pub struct LiveSettings {
     pub pause_quanta: Vec<u16>,
     /// SFC transport and corrections.
     pub sfc: SfcSettings,
+    /// PFC thresholds measured at link-up, per (ingress) port; they replace the configured
+    /// thresholds of every PFC priority on that port. `None`: the configured ones apply.
+    pub measured: Vec<Option<PfcPlan>>,
 }
 
 impl LiveSettings {
-    /// The reloadable part of `plan`.
+    /// The plan of `prio` on ingress port `port`, and where its PFC thresholds come from
+    /// (`measured` or `config`).
+    pub fn plan_for(&self, port: usize, prio: usize) -> (PrioPlan, &'static str) {
+        let plan = self.prios[prio];
+        match (plan.pfc, self.measured.get(port).copied().flatten()) {
+            (Some(_), Some(m)) => (
+                PrioPlan {
+                    pfc: Some(m),
+                    limit: m.xoff + m.headroom,
+                    ..plan
+                },
+                "measured",
+            ),
+            _ => (plan, "config"),
+        }
+    }
+}
+
+impl LiveSettings {
+    /// The reloadable part of `plan` (nothing measured yet).
     pub fn of(plan: &Plan) -> Self {
         LiveSettings {
             prios: plan.prios,
             watchdog: plan.watchdog,
             pause_quanta: plan.ports.iter().map(|p| p.pause_quanta).collect(),
             sfc: plan.sfc,
+            measured: vec![None; plan.ports.len()],
         }
     }
 }

@@ -1,0 +1,40 @@
+//! What the control plane and the worker running a port's link agent share: a request to
+//! measure (an atomic flag) and the last finished measurement (a lock taken only when one
+//! finishes or is collected, never per frame).
+
+use std::sync::{
+    atomic::{AtomicBool, Ordering},
+    Mutex,
+};
+
+use crate::linkup::{pdelay::MeasureError, Measurement};
+
+/// One port's link-up exchange between control plane and worker.
+#[derive(Debug, Default)]
+pub struct LinkShared {
+    measure: AtomicBool,
+    result: Mutex<Option<Result<Measurement, MeasureError>>>,
+}
+
+impl LinkShared {
+    /// Asks the worker to start a measurement.
+    pub fn request_measurement(&self) {
+        self.measure.store(true, Ordering::Release);
+    }
+
+    /// Takes a pending request (worker side).
+    #[inline]
+    pub fn take_request(&self) -> bool {
+        self.measure.load(Ordering::Relaxed) && self.measure.swap(false, Ordering::AcqRel)
+    }
+
+    /// Publishes a finished measurement (worker side).
+    pub fn finish(&self, r: Result<Measurement, MeasureError>) {
+        *self.result.lock().expect("link result lock") = Some(r);
+    }
+
+    /// Takes the finished measurement, if any (control-plane side).
+    pub fn take_result(&self) -> Option<Result<Measurement, MeasureError>> {
+        self.result.lock().expect("link result lock").take()
+    }
+}
