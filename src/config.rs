@@ -371,6 +371,15 @@ pub struct LinkupSection {
     /// Largest frame on lossless priorities, octets (for the headroom).
     #[serde(default = "default_max_frame")]
     pub max_frame: u64,
+    /// How long the peer takes to obey a PFC frame beyond the measured round trip, added to
+    /// the headroom ("0s" uses the 802.3 allowance of the port speed; software peers need
+    /// more, e.g. "1ms").
+    #[serde(default = "default_peer_response")]
+    pub peer_response: String,
+}
+
+fn default_peer_response() -> String {
+    "0s".to_string()
 }
 
 fn default_samples() -> u32 {
@@ -397,6 +406,7 @@ impl Default for LinkupSection {
             sample_interval: default_sample_interval(),
             interval: default_remeasure(),
             max_frame: default_max_frame(),
+            peer_response: default_peer_response(),
         }
     }
 }
@@ -412,6 +422,8 @@ pub struct LinkupSettings {
     pub interval_ns: u64,
     /// Largest frame, octets.
     pub max_frame: u64,
+    /// Peer response time beyond the 802.3 allowance, ns (0 = the allowance only).
+    pub peer_response_ns: u64,
 }
 
 /// The whole file.
@@ -907,6 +919,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             sample_interval_ns: dur("sample_interval", &l.sample_interval)?.max(1),
             interval_ns: dur("interval", &l.interval)?,
             max_frame: l.max_frame,
+            peer_response_ns: dur("peer_response", &l.peer_response)?,
         })
     } else {
         None

@@ -60,6 +60,10 @@ pub struct GenArgs {
     /// VLAN id of the 802.1Q tag (0 = priority-tagged).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u16).range(0..=4094))]
     pub vid: u16,
+    /// Act as a link partner: send LLDP and answer IEEE 1588 peer-delay requests, so the device
+    /// under test can measure the link (off by default: the generator then sends test frames only).
+    #[arg(long)]
+    pub link_partner: bool,
     /// UDP port SFC messages arrive on (when the congestion point sends them over UDP).
     #[arg(long, default_value_t = crate::wire::sfcm::SFCM_UDP_PORT)]
     pub sfc_udp_port: u16,
@@ -110,6 +114,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
         dst_ip: args.dst_ip,
         dst_port: args.port,
         sfc_udp_port: args.sfc_udp_port,
+        link_partner: args.link_partner,
         ignore_pause: args.ignore_pause,
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");

@@ -176,7 +176,11 @@ impl<'a> LinkMonitor<'a> {
             tracing::info!(iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
             return;
         };
-        let link = LinkParams::new(port.speed_bps, self.settings.max_frame, buffer);
+        let mut link = LinkParams::new(port.speed_bps, self.settings.max_frame, buffer);
+        if self.settings.peer_response_ns > 0 {
+            let bits = u128::from(self.settings.peer_response_ns) * u128::from(port.speed_bps);
+            link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
+        }
         match plan_headroom(m, &link) {
             Ok(h) => {
                 let mut s = live.get();

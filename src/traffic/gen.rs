@@ -14,6 +14,11 @@ use crate::{
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
     },
+    linkup::{
+        lldp::LldpConfig,
+        pdelay::InitiatorConfig,
+        run::{LinkAgent, LinkAgentConfig},
+    },
     wire::{
         EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, SfcmUdpFrame,
         TestFrame, VlanTag,
@@ -51,6 +56,8 @@ pub struct GenSetup {
     pub dst_port: u16,
     /// UDP port of SFC messages sent over UDP.
     pub sfc_udp_port: u16,
+    /// Send LLDP and answer peer-delay requests.
+    pub link_partner: bool,
     /// Ignore PAUSE/PFC/SFC (to show what happens without flow control).
     pub ignore_pause: bool,
 }
@@ -132,6 +139,19 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
     let mut idler = Idler::new([port.poll_fd()], busy_poll);
+    // As a link partner the generator sends LLDP and answers peer-delay requests, so the
+    // device under test can measure the link and size its headroom.
+    let mut link = setup.link_partner.then(|| {
+        LinkAgent::new(
+            LinkAgentConfig {
+                lldp: LldpConfig::new(port.mac(), port.name(), 1 << (setup.priority & 7)),
+                initiator: InitiatorConfig::new(2, 10_000_000),
+                respond: true,
+            },
+            port.mac(),
+            start,
+        )
+    });
     let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
     let prio = usize::from(setup.priority) % PRIORITIES;
     loop {
@@ -149,6 +169,13 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         rx.clear();
         let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
         for r in &rx[..n] {
+            let r = match link.as_mut() {
+                Some(l) => match l.handle_rx(&mut pool, *r, now) {
+                    Some(r) => r,
+                    None => continue, // LLDP or PTP, taken by the link agent
+                },
+                None => *r,
+            };
             let data = pool.data(r.frame);
             let ethertype = EthernetFrame::new_checked(data).map(|e| e.ethertype());
             let sfcm = match ethertype {
@@ -195,6 +222,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             pool.release(r.frame.idx);
         }
         tx.clear();
+        if let Some(l) = link.as_mut() {
+            if l.transmit(&mut **port, &mut pool, now).is_err() {
+                break;
+            }
+        }
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
         if !paused(now) {
             let room = port.tx_room().min(64);
