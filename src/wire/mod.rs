@@ -5,6 +5,7 @@
 
 pub mod credit;
 pub mod ethernet;
+pub mod ipv4;
 pub mod lldp;
 pub mod mac_control;
 pub mod ptp;

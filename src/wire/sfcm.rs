@@ -39,7 +39,7 @@
 //! a priority above 7, and flow bytes that are not zero without `IPV4_FLOW`, so every accepted
 //! body re-emits to the same bytes. Bytes after the body (Ethernet padding) are ignored.
 
-use super::test_traffic::ipv4_checksum;
+use super::ipv4::{ipv4_checksum, Ipv4UdpHeader, IPV4_LEN, UDP_LEN};
 use super::{be16, need, EtherType, EthernetFrame, EthernetRepr, MacAddr, WireError};
 use crate::cable::rules::SFCM_MSG_TYPE;
 
@@ -59,8 +59,6 @@ pub const FLAG_FLOW_SCOPE: u8 = 0x01;
 /// Flags bit: the message carries the offending flow's IPv4 identity.
 pub const FLAG_IPV4_FLOW: u8 = 0x02;
 
-const IPV4_LEN: usize = 20;
-const UDP_LEN: usize = 8;
 const UDP_TOTAL: usize = UDP_LEN + SFCM_LEN;
 const IP_PROTO_UDP: u8 = 17;
 
@@ -414,23 +412,16 @@ impl SfcmUdpFrame {
         let l4 = l3 + IPV4_LEN;
         self.msg.emit(&mut buf[l4 + UDP_LEN..len])?;
         eth.emit(buf)?;
-        let ip = &mut buf[l3..l4];
-        ip[0] = 0x45;
-        ip[1] = self.dscp << 2;
-        ip[2..4].copy_from_slice(&((IPV4_LEN + UDP_TOTAL) as u16).to_be_bytes());
-        ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]); // id 0, don't fragment
-        ip[8] = self.ttl;
-        ip[9] = IP_PROTO_UDP;
-        ip[10..12].fill(0);
-        ip[12..16].copy_from_slice(&self.src_ip);
-        ip[16..20].copy_from_slice(&self.dst_ip);
-        let csum = ipv4_checksum(ip);
-        ip[10..12].copy_from_slice(&csum.to_be_bytes());
+        Ipv4UdpHeader {
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            dscp: self.dscp,
+            ttl: self.ttl,
+            src_port: self.src_port,
+            dst_port: self.dst_port,
+        }
+        .emit(&mut buf[l3..], SFCM_LEN);
         let udp = &mut buf[l4..len];
-        udp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
-        udp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
-        udp[4..6].copy_from_slice(&(UDP_TOTAL as u16).to_be_bytes());
-        udp[6..8].fill(0);
         let csum = match udp_checksum(self.src_ip, self.dst_ip, udp) {
             0 => 0xffff, // 0 on the wire means "no checksum"
             c => c,
