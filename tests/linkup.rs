@@ -413,6 +413,31 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         "the buffer is kept: {measured}"
     );
     assert!(f(&measured, &["xon_bytes"]) < f(&measured, &["xoff_bytes"]));
+    // status also shows the measured round trip (>= 2 x 1 ms of cable) and the LLDP peer.
+    let s = status(&socket);
+    assert!(f(&s["ports"][0], &["round_trip_ns"]) >= 2_000_000.0, "{s}");
+    let peer = s["ports"][0]["peer"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut peer = peer;
+    while peer.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no LLDP peer: {}",
+            status(&socket)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+        peer = status(&socket)["ports"][0]["peer"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+    }
+    assert!(
+        peer.contains(&b0),
+        "peer {peer} should name the responder's port {b0}"
+    );
     // The port without a measuring peer keeps the configured thresholds.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while !dut.stderr().contains("link measurement failed") {

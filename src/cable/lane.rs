@@ -75,9 +75,10 @@ impl Lane {
             limit_bytes: settings.fifo_limit_bytes(),
             line: DelayLine::new(settings.fifo_frames()),
             shaper: settings.rate_bps.map(|r| {
-                // Serialisation at line rate: a burst of two full frames or 10 us of line
-                // time, whichever is larger, absorbs the worker's scheduling jitter.
-                Shaper::new(r, (r / 8 / 100_000).max(2 * 1538), now)
+                // Serialisation at line rate. Up to 250 µs of line rate may go out back to back: enough for the average
+                // rate to survive a short stall of the cable thread, short enough that a
+                // fresh flow is still serialised almost at once.
+                Shaper::new(r, (r / 8 / 4_000).max(2 * 1538), now)
             }),
             loss: rule(&settings.loss, Purpose::Loss),
             corrupt: rule(&settings.corrupt, Purpose::Corrupt),

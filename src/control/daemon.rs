@@ -98,8 +98,10 @@ fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
         tracing::warn!(error = %e, "log filter not applied");
     }
     let mut settings = LiveSettings::of(&new);
-    // Thresholds measured at link-up stay until the next measurement.
-    settings.measured = live.get().measured;
+    // Thresholds and round trips measured at link-up stay until the next measurement.
+    let running = live.get();
+    settings.measured = running.measured;
+    settings.rtt_ns = running.rtt_ns;
     if settings == live.get() {
         tracing::info!("configuration reloaded: no live setting changed");
         return;
@@ -167,6 +169,9 @@ impl<'a> LinkMonitor<'a> {
 
     fn apply(&self, i: usize, m: &Measurement, live: &SettingsCell) {
         let port = &self.plan.ports[i];
+        let mut s = live.get();
+        s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
+        live.publish(s);
         let Some(buffer) = self
             .plan
             .prios
@@ -321,6 +326,7 @@ pub fn run(
         workers: all_stats.clone(),
         backend,
         started_ns: now_ns(),
+        links: links.clone(),
     });
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
     let notifier = Notifier::from_env();

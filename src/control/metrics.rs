@@ -335,6 +335,20 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "link_round_trip",
+            "Round trip of the link measured at link-up (IEEE 1588 peer delay).",
+            Some(Unit::Seconds),
+            Gauge,
+            s.iter().enumerate().filter_map(|(i, port)| {
+                live.rtt_ns
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map(|ns| (device(port), ConstGauge::new(ns as f64 / 1e9)))
+            }),
+        )?;
+        family(
+            &mut enc,
             "worker_loops",
             "Loop turns of each worker (stalls show as a flat line).",
             None,
@@ -561,6 +575,7 @@ mod tests {
             pause_quanta: vec![1, 1],
             sfc: Default::default(),
             measured: vec![None; 2],
+            rtt_ns: vec![None; 2],
         }));
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
@@ -604,6 +619,7 @@ mod tests {
             pause_quanta: vec![1],
             sfc: Default::default(),
             measured: vec![None; 2],
+            rtt_ns: vec![None; 2],
         }));
         let text = render(&registry(DaemonCollector::new(
             vec!["x".into()],

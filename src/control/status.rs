@@ -22,6 +22,7 @@ use crate::{
     config::PortPlan,
     dataplane::{
         clock::now_ns,
+        linkstate::LinkShared,
         settings::SettingsCell,
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
@@ -74,8 +75,10 @@ pub struct PortStatus {
     pub speed_bps: u64,
     /// Classification mode.
     pub trust: String,
-    /// Link peer (filled in by LLDP once link-up exists).
+    /// Link peer learnt by LLDP ("chassis / port").
     pub peer: Option<String>,
+    /// Round trip measured at link-up, ns.
+    pub round_trip_ns: Option<u64>,
     /// Per priority.
     pub priorities: Vec<PrioStatus>,
     /// Counters summed over workers.
@@ -111,6 +114,8 @@ pub struct StatusSource {
     pub backend: &'static str,
     /// CLOCK_MONOTONIC ns at start.
     pub started_ns: u64,
+    /// Link-up state per port (peer); empty when link-up is off.
+    pub links: Vec<Arc<LinkShared>>,
 }
 
 fn operstate(iface: &str) -> String {
@@ -166,7 +171,8 @@ impl StatusSource {
                     link: operstate(&p.iface),
                     speed_bps: p.speed_bps,
                     trust: format!("{:?}", p.trust).to_lowercase(),
-                    peer: None,
+                    peer: self.links.get(i).and_then(|l| l.peer()),
+                    round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
                     priorities,
                     counters,
                 }
@@ -285,12 +291,14 @@ pub fn text(s: &Status) -> String {
     for p in &s.ports {
         let _ = writeln!(
             out,
-            "\nport {} link {} speed {} trust {} peer {}",
+            "\nport {} link {} speed {} trust {} peer {} round trip {}",
             p.iface,
             p.link,
             crate::units::format_rate(p.speed_bps as f64),
             p.trust,
-            p.peer.as_deref().unwrap_or("-")
+            p.peer.as_deref().unwrap_or("-"),
+            p.round_trip_ns
+                .map_or("-".to_string(), |ns| format!("{:.1} us", ns as f64 / 1e3))
         );
         let _ = writeln!(
             out,

@@ -124,6 +124,8 @@ pub struct ForwardWorker {
     watchdogs: Vec<PfcWatchdog>,
     /// Link agents (LLDP, peer delay) per port, on the leader worker when link-up is enabled.
     agents: Vec<LinkAgent>,
+    /// LLDP neighbours each agent knew when last published.
+    neighbours_seen: Vec<usize>,
     /// Generation of the live settings last applied.
     settings_seen: u64,
     /// The settings in force (per-port measured thresholds included).
@@ -222,6 +224,7 @@ impl ForwardWorker {
                     .collect(),
                 _ => Vec::new(),
             },
+            neighbours_seen: vec![usize::MAX; n],
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             live_now: LiveSettings {
                 prios: setup.prios,
@@ -229,6 +232,7 @@ impl ForwardWorker {
                 pause_quanta: setup.ports.iter().map(|p| p.pause_quanta).collect(),
                 sfc: setup.sfc,
                 measured: vec![None; n],
+                rtt_ns: vec![None; n],
             },
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
@@ -623,6 +627,14 @@ impl ForwardWorker {
             if let Some(r) = agent.take_measurement(now) {
                 links[p].finish(r);
             }
+            let known = agent.lldp().neighbours();
+            if known.len() != self.neighbours_seen[p] {
+                self.neighbours_seen[p] = known.len();
+                let peer = known
+                    .first()
+                    .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
+                links[p].set_peer(peer);
+            }
         }
     }
 
@@ -646,6 +658,13 @@ impl ForwardWorker {
             let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
             self.setup.ports[i].pause_quanta = quanta;
             g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
+        }
+        // SFC: the sources of egress e's queues sit behind the other port of the wire.
+        for (e, cps) in self.sfc_cps.iter_mut().enumerate() {
+            let rtt = s.rtt_ns.get(1 - e).copied().flatten();
+            for cp in cps.iter_mut().flatten() {
+                cp.set_link_rtt(rtt);
+            }
         }
         self.live_now = s.clone();
         self.setup.watchdog = s.watchdog;

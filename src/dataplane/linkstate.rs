@@ -14,6 +14,7 @@ use crate::linkup::{pdelay::MeasureError, Measurement};
 pub struct LinkShared {
     measure: AtomicBool,
     result: Mutex<Option<Result<Measurement, MeasureError>>>,
+    peer: Mutex<Option<String>>,
 }
 
 impl LinkShared {
@@ -31,6 +32,16 @@ impl LinkShared {
     /// Publishes a finished measurement (worker side).
     pub fn finish(&self, r: Result<Measurement, MeasureError>) {
         *self.result.lock().expect("link result lock") = Some(r);
+    }
+
+    /// Records the LLDP neighbour (worker side, when the neighbour set changes).
+    pub fn set_peer(&self, peer: Option<String>) {
+        *self.peer.lock().expect("link peer lock") = peer;
+    }
+
+    /// The LLDP neighbour, as "chassis / port".
+    pub fn peer(&self) -> Option<String> {
+        self.peer.lock().expect("link peer lock").clone()
     }
 
     /// Takes the finished measurement, if any (control-plane side).

@@ -26,6 +26,8 @@ pub struct LiveSettings {
     /// PFC thresholds measured at link-up, per (ingress) port; they replace the configured
     /// thresholds of every PFC priority on that port. `None`: the configured ones apply.
     pub measured: Vec<Option<PfcPlan>>,
+    /// Round trip measured at link-up per port, ns (TTS + TFS of SFC for sources behind it).
+    pub rtt_ns: Vec<Option<u64>>,
 }
 
 impl LiveSettings {
@@ -56,6 +58,7 @@ impl LiveSettings {
             pause_quanta: plan.ports.iter().map(|p| p.pause_quanta).collect(),
             sfc: plan.sfc,
             measured: vec![None; plan.ports.len()],
+            rtt_ns: vec![None; plan.ports.len()],
         }
     }
 }
