@@ -195,3 +195,84 @@ sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp], iface="{p0}", v
         "{port0}"
     );
 }
+
+/// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
+/// traffic is forwarded, and both stop cleanly.
+#[test]
+fn two_workers_on_two_queue_veths() {
+    let (ns, gen_ns, sink_ns) = (Netns::new("lw"), Netns::new("lwg"), Netns::new("lws"));
+    let (d0, g0, d1, s0) = (unique("d"), unique("g"), unique("d"), unique("s"));
+    for (a, an, b, bn) in [(&g0, &gen_ns, &d0, &ns), (&d1, &ns, &s0, &sink_ns)] {
+        let out = Command::new("ip")
+            .args([
+                "link",
+                "add",
+                a,
+                "netns",
+                &an.name,
+                "numtxqueues",
+                "2",
+                "numrxqueues",
+                "2",
+            ])
+            .args(["type", "veth", "peer", "name", b, "netns", &bn.name])
+            .args(["numtxqueues", "2", "numrxqueues", "2"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        an.run(&["ip", "link", "set", a, "up"]);
+        bn.run(&["ip", "link", "set", b, "up"]);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"10Gbit\"\n{}",
+            control_section().0
+        ),
+    );
+    let mut sink = Proc::spawn(
+        &sink_ns,
+        &[
+            "sink",
+            "--iface",
+            &s0,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "20s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let gen = Proc::spawn(
+        &gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &g0,
+            "--rate",
+            "100Mbit",
+            "--count",
+            "5000",
+            "--duration",
+            "10s",
+            "--json",
+        ],
+    )
+    .json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    dut.interrupt();
+    let report = dut.json(Duration::from_secs(10));
+    assert_eq!(report["workers"], 2);
+    assert_eq!(report["backend"], "af_xdp");
+    assert_eq!(gen["frames_sent"], 5000);
+    assert_eq!(sink["unique"], 5000, "{sink}");
+    assert!(!has_xdp(&ns, &d0) && !has_xdp(&ns, &d1));
+}
