@@ -167,8 +167,14 @@ truncated = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH",
 bad_vector = Ether(dst="01:80:c2:00:00:01", type=0x8808) / Raw(struct.pack("!HH8H", 0x0101, 0x0108, *([1] * 8)))
 lldp = Ether(dst="01:80:c2:00:00:0e", type=0x88cc) / Raw(b"\x02\x07\x04" + b"\x00" * 6)
 lacp = Ether(dst="01:80:c2:00:00:02", type=0x8809) / Raw(b"\x01" + b"\x00" * 45)
+# SFCM (version 1, type 1, class scope, priority 3) asking for an absurd pause of 10^18 ns.
+sfcm_body = struct.pack("!BBBBIQQQQ6sBB4s4sHH4s", 1, 1, 0, 3, 7, 10**18, 0, 1 << 20, 10**9,
+                        b"\x02\x00\x00\x00\x00\x09", 0, 0, b"\0" * 4, b"\0" * 4, 0, 0, b"\0" * 4)
+sfcm = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(sfcm_body)
+bad_sfcm = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(b"\x01\x01\xff")
+credit = Ether(dst="01:80:c2:00:00:01", type=0x88b5) / Raw(b"\x01\x02\x01\x00" + b"\xff" * 6)
 runt = Raw(b"\x01\x02\x03")
-sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp], iface="{p0}", verbose=False)
+sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, bad_sfcm, credit], iface="{p0}", verbose=False)
 "#
     );
     let out = peer
@@ -187,8 +193,13 @@ sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp], iface="{p0}", v
     let port0 = &report["ports"][0];
     assert_eq!(port0["iface"], d0.as_str());
     assert_eq!(port0["pfc_rx"][3], 2, "{port0}");
-    assert_eq!(port0["drops"]["malformed"], 3, "{port0}");
-    assert_eq!(port0["drops"]["link_local"], 1, "{port0}");
+    assert_eq!(port0["drops"]["malformed"], 4, "{port0}");
+    // LACP, and a credit update while credits are not enabled: control traffic, not forwarded.
+    assert_eq!(port0["drops"]["link_local"], 2, "{port0}");
+    // The absurd SFC pause is clamped by the reaction point (100 ms at most), not obeyed.
+    assert_eq!(port0["sfcm_rx"][3], 1, "{port0}");
+    let sfc_paused = port0["sfc_paused_ns"][3].as_u64().unwrap();
+    assert!(sfc_paused > 0 && sfc_paused <= 100_000_000, "{port0}");
     // 500 quanta at 1 Gbit/s pause priority 3 of d0's egress for 256 us, twice.
     assert!(
         port0["paused_ns"][3].as_u64().unwrap() >= 256_000,
