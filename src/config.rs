@@ -1051,4 +1051,75 @@ limit = "1MB"
         let e = err(&GOOD.replace("trust = \"dscp\"", "trust = \"vibes\""));
         assert!(e.contains("trust") || e.contains("vibes"), "{e}");
     }
+
+    /// Every invalid setting gets an error that names its field.
+    #[test]
+    fn invalid_configs_name_their_field() {
+        let two_ports =
+            "[[port]]\niface = \"a\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n";
+        let cases: &[(&str, &str)] = &[
+            ("[daemon]\nworkers = 0\n", "daemon.workers"),
+            ("[daemon]\nworkers = 2\ncores = [1]\n", "daemon.cores"),
+            ("[daemon]\nframes = 100\n", "daemon.frames"),
+            ("[daemon]\nlog = \"lossless=loud\"\n", "daemon.log"),
+            ("[daemon]\nbackend = \"dpdk\"\n", "backend"),
+            ("[daemon]\nxdp_mode = \"offload\"\n", "xdp_mode"),
+            ("[metrics]\nlisten = \"nowhere\"\n", "metrics.listen"),
+            ("[control]\nsocket = \"relative.sock\"\n", "control.socket"),
+            (
+                "[watchdog]\nrestoration = \"soon\"\n",
+                "watchdog.restoration",
+            ),
+            ("[sfc]\nmax_pause = \"0s\"\n", "sfc.max_pause"),
+            (
+                "[sfc]\ntransport = \"udp\"\nsource_ip = \"1.2.3\"\n",
+                "sfc.source_ip",
+            ),
+            ("[linkup]\nsamples = 1\n", "linkup.samples"),
+            ("[linkup]\nmax_frame = 10\n", "linkup.max_frame"),
+            ("[linkup]\ninterval = \"often\"\n", "linkup.interval"),
+            (
+                "[priority.3]\nmode = \"pfc\"\nheadroom = 100\n",
+                "priority.3.headroom",
+            ),
+            (
+                "[priority.3]\nmode = \"pfc\"\nxoff = \"lots\"\n",
+                "priority.3.xoff",
+            ),
+            (
+                "[priority.3]\nmode = \"sfc\"\nsfc_threshold = 10\n",
+                "priority.3.sfc_threshold",
+            ),
+            ("[priority.3]\nmode = \"sfc\"\nxon = 10\n", "priority.3.xon"),
+            (
+                "[priority.3]\nmode = \"pfc\"\nlimit = 10\n",
+                "priority.3.limit",
+            ),
+            ("[priority.x]\nmode = \"pfc\"\n", "priority.x"),
+            ("[priority.3]\nmode = \"credit\"\n", "mode"),
+            ("[priority.3]\ncolour = \"red\"\n", "colour"),
+        ];
+        for (snippet, field) in cases {
+            let e = err(&format!("{two_ports}{snippet}"));
+            assert!(e.contains(field), "{snippet:?} should name {field}: {e}");
+        }
+        for (ports, field) in [
+            ("[[port]]\niface = \"a\"\nspeed = \"1G\"\n", "port"),
+            (
+                "[[port]]\niface = \"\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n",
+                "port[0].iface",
+            ),
+            (
+                "[[port]]\niface = \"a\"\nspeed = \"0\"\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n",
+                "port[0].speed",
+            ),
+            (
+                "[[port]]\niface = \"a\"\nspeed = \"1G\"\npause_quanta = 0\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n",
+                "port[0].pause_quanta",
+            ),
+        ] {
+            let e = err(ports);
+            assert!(e.contains(field), "should name {field}: {e}");
+        }
+    }
 }
