@@ -77,7 +77,7 @@ fn run(w: &Incast, prio3: &str) -> (Vec<Value>, Value, Value) {
 }
 
 fn run_with(w: &Incast, prio3: &str, extra: &str) -> (Vec<Value>, Value, Value) {
-    let (control, _) = control_section();
+    let (control, _socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(

@@ -12,16 +12,17 @@ use common::{control_section, unique, veth, Netns, Proc, TempFile, BIN};
 
 const UNIT: &str = include_str!("../systemd/lossless.service");
 
-fn dut() -> (Netns, Netns, TempFile) {
+fn dut() -> (Netns, Netns, TempFile, common::SocketPath) {
     let (ns, peer) = (Netns::new("ly"), Netns::new("lp"));
     let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
     veth(&ns, &d0, &peer, &p0);
     veth(&ns, &d1, &peer, &p1);
+    let (control, socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
-        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{}", control_section().0),
+        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"),
     );
-    (ns, peer, cfg)
+    (ns, peer, cfg, socket)
 }
 
 /// A notification socket owned by the test.
@@ -82,7 +83,7 @@ fn unit_passes_systemd_analyze_verify() {
 
 #[test]
 fn notifies_ready_watchdog_and_stopping() {
-    let (ns, _peer, cfg) = dut();
+    let (ns, _peer, cfg, _socket) = dut();
     let n = NotifySocket::new();
     let env = [("NOTIFY_SOCKET", n.path()), ("WATCHDOG_USEC", "200000")];
     let mut d = Proc::spawn_with(&ns, &env, &[], &["run", "--config", cfg.path()]);
@@ -103,7 +104,7 @@ fn notifies_ready_watchdog_and_stopping() {
 
 #[test]
 fn watchdog_pings_stop_when_a_worker_is_wedged() {
-    let (ns, _peer, cfg) = dut();
+    let (ns, _peer, cfg, _socket) = dut();
     let n = NotifySocket::new();
     let env = [
         ("NOTIFY_SOCKET", n.path()),
@@ -142,7 +143,7 @@ fn runs_on_af_xdp_with_only_the_units_capabilities() {
         .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
         .collect();
     let bounding = format!("--bounding-set=-all,{}", caps.join(","));
-    let (ns, _peer, cfg) = dut();
+    let (ns, _peer, cfg, _socket) = dut();
     let wrapper = ["setpriv", bounding.as_str(), "--inh-caps=-all"];
     let mut d = Proc::spawn_with(
         &ns,

@@ -110,11 +110,13 @@ fn config_errors_name_the_field_and_exit_78() {
     assert!(text.contains("priority 3: lossless (PFC)"), "{text}");
 }
 
-fn dut_config(d0: &str, d1: &str) -> TempFile {
-    TempFile::new(
+fn dut_config(d0: &str, d1: &str) -> (TempFile, common::SocketPath) {
+    let (control, socket) = control_section();
+    let cfg = TempFile::new(
         "cfg",
-        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{}", control_section().0),
-    )
+        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"),
+    );
+    (cfg, socket)
 }
 
 #[test]
@@ -123,7 +125,7 @@ fn stale_xdp_program_from_a_crash_is_replaced() {
     let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
     veth(&ns, &d0, &peer, &p0);
     veth(&ns, &d1, &peer, &p1);
-    let cfg = dut_config(&d0, &d1);
+    let (cfg, _socket) = dut_config(&d0, &d1);
     let mut first = Proc::spawn(&ns, &["run", "--config", cfg.path()]);
     first.wait_ready(Duration::from_secs(10));
     first.kill(); // SIGKILL: no chance to detach
@@ -154,7 +156,7 @@ fn foreign_and_malformed_control_frames_are_counted() {
     let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
     veth(&ns, &d0, &peer, &p0);
     veth(&ns, &d1, &peer, &p1);
-    let cfg = dut_config(&d0, &d1);
+    let (cfg, _socket) = dut_config(&d0, &d1);
     let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     let script = format!(
@@ -239,11 +241,11 @@ fn two_workers_on_two_queue_veths() {
         bn.run(&["ip", "link", "set", b, "up"]);
     }
     std::thread::sleep(Duration::from_millis(500));
+    let (control, _socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(
-            "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"10Gbit\"\n{}",
-            control_section().0
+            "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"10Gbit\"\n{control}"
         ),
     );
     let mut sink = Proc::spawn(

@@ -328,10 +328,30 @@ pub fn metric(exposition: &str, series: &str) -> f64 {
         .expect("numeric sample")
 }
 
+/// A control-socket path that is removed when dropped (a killed daemon leaves its socket).
+pub struct SocketPath(String);
+
+impl std::ops::Deref for SocketPath {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Drop for SocketPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A `[control]` section with a socket path unique to this test (the default path would
 /// collide between daemons of parallel tests), and that path.
-pub fn control_section() -> (String, String) {
+pub fn control_section() -> (String, SocketPath) {
     let path = std::env::temp_dir().join(format!("{}.sock", unique("ctl")));
     let path = path.to_str().expect("utf-8 temp path").to_string();
-    (format!("\n[control]\nsocket = \"{path}\"\n"), path)
+    (
+        format!("\n[control]\nsocket = \"{path}\"\n"),
+        SocketPath(path),
+    )
 }
