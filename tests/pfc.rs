@@ -52,20 +52,7 @@ const LOSSY: &str = "mode = \"lossy\"\nlimit = \"1MiB\"";
 
 /// Starts the sink and the daemon (with config file `cfg`) and waits until both are ready.
 fn start(w: &Wire, cfg: &TempFile) -> (Proc, Proc) {
-    let mut sink = Proc::spawn(
-        &w.sink_ns,
-        &[
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "30s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
+    let sink = common::start_sink(&w.sink_ns, &w.s);
     let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     (sink, dut)

@@ -85,20 +85,7 @@ fn run_with(w: &Incast, prio3: &str, extra: &str) -> (Vec<Value>, Value, Value) 
             w.d0, w.d1
         ),
     );
-    let mut sink = Proc::spawn(
-        &w.sink,
-        &[
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "30s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
+    let sink = common::start_sink(&w.sink, &w.s);
     let mut dut = Proc::spawn(&w.dut, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     let d0_mac = w

@@ -248,20 +248,7 @@ fn two_workers_on_two_queue_veths() {
             "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"10Gbit\"\n{control}"
         ),
     );
-    let mut sink = Proc::spawn(
-        &sink_ns,
-        &[
-            "sink",
-            "--iface",
-            &s0,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "20s",
-            "--json",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
+    let sink = common::start_sink(&sink_ns, &s0);
     let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     let gen = Proc::spawn(

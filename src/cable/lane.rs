@@ -295,7 +295,7 @@ mod tests {
     use super::*;
     use crate::{
         cable::rules::{Chance, RuleSpec},
-        wire::{EthernetRepr, MacAddr, MacControl, TestFrame, TestFrameView, VlanTag},
+        wire::{MacAddr, MacControl, TestFrame, TestFrameView},
     };
 
     /// A tiny simulated world: frames in a Vec<Vec<u8>> indexed like a pool.
@@ -306,25 +306,8 @@ mod tests {
     impl Sim {
         fn test_frame(&mut self, seq: u64, len: usize) -> Frame {
             let t = TestFrame {
-                eth: EthernetRepr {
-                    dst: MacAddr::BROADCAST,
-                    src: MacAddr([2, 0, 0, 0, 0, 1]),
-                    vlan: Some(VlanTag {
-                        pcp: 0,
-                        dei: false,
-                        vid: 0,
-                    }),
-                    ethertype: 0x0800,
-                },
-                src_ip: [198, 18, 0, 1],
-                dst_ip: [198, 18, 0, 2],
-                dscp: 0,
-                src_port: 1,
-                dst_port: 2,
-                flow: 0,
                 seq,
-                tx_ns: 0,
-                len,
+                ..TestFrame::sample(len)
             };
             let mut b = vec![0u8; len];
             t.emit(&mut b).unwrap();

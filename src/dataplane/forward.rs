@@ -45,6 +45,10 @@ use crate::{
 
 /// Frames handled per RX or TX batch.
 pub const BATCH: usize = 64;
+/// How often gauges (queue depth, paused time) are published for readers: often enough for
+/// any scrape, rare enough to cost nothing per frame.
+const GAUGE_PERIOD_NS: u64 = 1_000_000;
+
 /// Control frames (PFC, SFCM) that may wait for TX per port.
 const CTRL_QUEUE: usize = 256;
 
@@ -126,6 +130,8 @@ pub struct ForwardWorker {
     agents: Vec<LinkAgent>,
     /// LLDP neighbours each agent knew when last published.
     neighbours_seen: Vec<usize>,
+    /// When the gauges are next published.
+    gauges_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
     /// The settings in force (per-port measured thresholds included).
@@ -225,6 +231,7 @@ impl ForwardWorker {
                 _ => Vec::new(),
             },
             neighbours_seen: vec![usize::MAX; n],
+            gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             live_now: LiveSettings {
                 prios: setup.prios,
@@ -270,6 +277,7 @@ impl ForwardWorker {
         }
         self.read_kernel_drops();
         self.shutdown();
+        self.publish_gauges(now_ns());
         Ok(())
     }
 
@@ -303,6 +311,10 @@ impl ForwardWorker {
             work += self.transmit(e, now)?;
         }
         self.run_link_agents(now);
+        if now >= self.gauges_due {
+            self.publish_gauges(now);
+            self.gauges_due = now + GAUGE_PERIOD_NS;
+        }
         Ok(work)
     }
 
@@ -597,18 +609,24 @@ impl ForwardWorker {
             }
             sent += n;
         }
-        let c = &self.stats.ports[e];
-        let depth = self.egress[e].bytes();
-        let peak = self.egress[e].peak_bytes();
-        let paused_ns = self.timers[e].paused_ns(now);
-        let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
-        for p in 0..PRIORITIES {
-            c.sfc_paused_ns[p].set(sfc_paused[p]);
-            c.queue_bytes[p].set(depth[p]);
-            c.queue_peak_bytes[p].set(peak[p]);
-            c.paused_ns[p].set(paused_ns[p]);
-        }
         Ok(sent)
+    }
+
+    /// Publishes the gauges readers see (queue depth and peak, paused time) for every port.
+    fn publish_gauges(&mut self, now: u64) {
+        for e in 0..self.ports.len() {
+            let c = &self.stats.ports[e];
+            let depth = self.egress[e].bytes();
+            let peak = self.egress[e].peak_bytes();
+            let paused_ns = self.timers[e].paused_ns(now);
+            let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
+            for p in 0..PRIORITIES {
+                c.sfc_paused_ns[p].set(sfc_paused[p]);
+                c.queue_bytes[p].set(depth[p]);
+                c.queue_peak_bytes[p].set(peak[p]);
+                c.paused_ns[p].set(paused_ns[p]);
+            }
+        }
     }
 
     /// Link-up: starts requested measurements, sends what the agents have due, and hands
@@ -798,7 +816,7 @@ mod tests {
             mem_port::{mem_link, MemPeer},
             stats::Counter,
         },
-        wire::{EthernetRepr, MacAddr, TestFrame, TestFrameView, VlanTag},
+        wire::{MacAddr, TestFrame, TestFrameView},
     };
 
     const GBIT: u64 = 1_000_000_000;
@@ -837,25 +855,8 @@ mod tests {
 
     fn frame(seq: u64) -> Vec<u8> {
         let f = TestFrame {
-            eth: EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: Some(VlanTag {
-                    pcp: 3,
-                    dei: false,
-                    vid: 0,
-                }),
-                ethertype: EtherType::IPV4,
-            },
-            src_ip: [10, 0, 0, 1],
-            dst_ip: [10, 0, 0, 2],
-            dscp: 0,
-            src_port: 1,
-            dst_port: 2,
-            flow: 0,
             seq,
-            tx_ns: 0,
-            len: 1000,
+            ..TestFrame::sample(1000)
         };
         let mut b = vec![0; 1000];
         f.emit(&mut b).unwrap();

@@ -438,27 +438,7 @@ mod tests {
     #[test]
     fn flow_of_a_test_frame() {
         let mut buf = [0u8; 100];
-        let f = crate::wire::TestFrame {
-            eth: EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: Some(crate::wire::VlanTag {
-                    pcp: 3,
-                    dei: false,
-                    vid: 0,
-                }),
-                ethertype: EtherType::IPV4,
-            },
-            src_ip: [10, 0, 0, 1],
-            dst_ip: [10, 0, 0, 2],
-            dscp: 0,
-            src_port: 4000,
-            dst_port: 5000,
-            flow: 0,
-            seq: 0,
-            tx_ns: 0,
-            len: 100,
-        };
+        let f = crate::wire::TestFrame::sample(100);
         f.emit(&mut buf).unwrap();
         assert_eq!(
             Ipv4Flow::of_frame(&buf),
@@ -466,8 +446,8 @@ mod tests {
                 src_ip: [10, 0, 0, 1],
                 dst_ip: [10, 0, 0, 2],
                 protocol: 17,
-                src_port: 4000,
-                dst_port: 5000
+                src_port: 40000,
+                dst_port: 48879
             })
         );
         assert_eq!(Ipv4Flow::of_frame(&buf[..30]), None);

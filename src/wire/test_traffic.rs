@@ -97,6 +97,36 @@ impl TestFrame {
     }
 }
 
+#[cfg(test)]
+impl TestFrame {
+    /// A priority-3 test frame of `len` bytes (flow 7), the fixture of unit tests across the
+    /// crate.
+    pub(crate) fn sample(len: usize) -> TestFrame {
+        use super::{MacAddr, VlanTag};
+        TestFrame {
+            eth: EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 2]),
+                src: MacAddr([2, 0, 0, 0, 0, 1]),
+                vlan: Some(VlanTag {
+                    pcp: 3,
+                    dei: false,
+                    vid: 0,
+                }),
+                ethertype: EtherType::IPV4,
+            },
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 0, 2],
+            dscp: 26,
+            src_port: 40000,
+            dst_port: 48879,
+            flow: 7,
+            seq: 0x0102030405,
+            tx_ns: 99,
+            len,
+        }
+    }
+}
+
 /// What a receiver reads from a test frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TestFrameView {
@@ -170,35 +200,11 @@ impl TestFrameView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{ipv4::ipv4_checksum, MacAddr, VlanTag};
-
-    fn sample(len: usize) -> TestFrame {
-        TestFrame {
-            eth: EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 2]),
-                src: MacAddr([2, 0, 0, 0, 0, 1]),
-                vlan: Some(VlanTag {
-                    pcp: 3,
-                    dei: false,
-                    vid: 0,
-                }),
-                ethertype: EtherType::IPV4,
-            },
-            src_ip: [10, 0, 0, 1],
-            dst_ip: [10, 0, 0, 2],
-            dscp: 26,
-            src_port: 40000,
-            dst_port: 48879,
-            flow: 7,
-            seq: 0x0102030405,
-            tx_ns: 99,
-            len,
-        }
-    }
+    use crate::wire::ipv4::ipv4_checksum;
 
     #[test]
     fn round_trip_and_stamp() {
-        let f = sample(1000);
+        let f = TestFrame::sample(1000);
         let mut buf = vec![0xeeu8; 1500];
         assert_eq!(f.emit(&mut buf).unwrap(), 1000);
         let v = TestFrameView::parse(&buf[..1000]).unwrap();
@@ -216,7 +222,7 @@ mod tests {
 
     #[test]
     fn rejects_bad_and_truncated() {
-        let f = sample(100);
+        let f = TestFrame::sample(100);
         let mut buf = vec![0u8; 100];
         f.emit(&mut buf).unwrap();
         for n in 0..TestFrame::min_len(true) {
@@ -228,7 +234,7 @@ mod tests {
         let mut bad = buf.clone();
         bad[18] = 0x41; // IHL 4
         assert!(TestFrameView::parse(&bad).is_err());
-        assert!(sample(40).emit(&mut buf).is_err());
-        assert!(sample(200).emit(&mut buf).is_err());
+        assert!(TestFrame::sample(40).emit(&mut buf).is_err());
+        assert!(TestFrame::sample(200).emit(&mut buf).is_err());
     }
 }

@@ -355,3 +355,23 @@ pub fn control_section() -> (String, SocketPath) {
         SocketPath(path),
     )
 }
+
+/// Starts `lossless sink` on `iface` in `ns` (JSON report, stops 1 s after the traffic) and
+/// waits until it is ready.
+pub fn start_sink(ns: &Netns, iface: &str) -> Proc {
+    let mut sink = Proc::spawn(
+        ns,
+        &[
+            "sink",
+            "--iface",
+            iface,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "60s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    sink
+}
