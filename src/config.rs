@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use crate::{
     dataplane::{classify::Trust, xdp_prog::XdpMode},
+    fc::credit_port::CreditTimers,
     fc::{
         watchdog::{StormAction, WatchdogConfig},
         PfcThresholds, PRIORITIES,
@@ -138,6 +139,11 @@ pub struct PortSection {
     /// Pause time sent in each PFC XOFF, in quanta (default 65535).
     #[serde(default = "max_quanta")]
     pub pause_quanta: u16,
+    /// Run credit-based flow control on this port for the `credit` priorities (default true;
+    /// false for a peer that does not speak credits: those priorities then tail-drop at
+    /// their limit on this port and send without credit).
+    #[serde(default = "yes")]
+    pub credit: bool,
 }
 
 fn max_quanta() -> u16 {
@@ -160,6 +166,9 @@ pub enum PrioMode {
     /// Both PFC and SFC.
     #[serde(rename = "pfc+sfc")]
     PfcSfc,
+    /// Lossless with hop-by-hop credits (InfiniBand-style absolute credits).
+    #[serde(rename = "credit")]
+    Credit,
 }
 
 /// `[priority.N]`: per-priority buffer settings.
@@ -176,7 +185,8 @@ pub struct PrioritySection {
     /// PFC: bytes accepted beyond XOFF while the pause takes effect.
     pub headroom: Option<SizeValue>,
     /// Lossy: bytes (per ingress port) beyond which frames are tail-dropped. SFC alone: the
-    /// buffer beyond which frames are dropped as an overflow.
+    /// buffer beyond which frames are dropped as an overflow. Credit: the receive buffer per
+    /// ingress port, advertised to the peer as credit (at most 128 KiB counts).
     pub limit: Option<SizeValue>,
     /// SFC: egress-queue bytes above which sources get SFC messages.
     pub sfc_threshold: Option<SizeValue>,
@@ -352,6 +362,42 @@ impl Default for SfcSettings {
     }
 }
 
+/// `[credit]`: timers of every credit lane.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreditSection {
+    /// Advertise credit at least this often, even when it did not grow ("1ms"); it is also
+    /// advertised whenever it grew by an eighth of the window.
+    #[serde(default = "default_credit_interval")]
+    pub update_interval: String,
+    /// Send our blocks-sent count (FCTBS) at least this often, so the peer repairs its count
+    /// after a lost frame ("1ms").
+    #[serde(default = "default_credit_interval")]
+    pub resync_interval: String,
+    /// Re-initialise a lane that heard nothing from its peer for this long ("50ms"; more
+    /// than the peer's intervals plus a round trip).
+    #[serde(default = "default_credit_timeout")]
+    pub timeout: String,
+}
+
+fn default_credit_interval() -> String {
+    "1ms".to_string()
+}
+
+fn default_credit_timeout() -> String {
+    "50ms".to_string()
+}
+
+impl Default for CreditSection {
+    fn default() -> Self {
+        CreditSection {
+            update_interval: default_credit_interval(),
+            resync_interval: default_credit_interval(),
+            timeout: default_credit_timeout(),
+        }
+    }
+}
+
 /// `[linkup]`: LLDP and peer-delay measurement on every port.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -448,6 +494,9 @@ pub struct ConfigFile {
     /// `[linkup]`.
     #[serde(default)]
     pub linkup: LinkupSection,
+    /// `[credit]`.
+    #[serde(default)]
+    pub credit: CreditSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -468,6 +517,10 @@ pub const DEFAULT_HEADROOM: u64 = 256 * 1024;
 pub const DEFAULT_SFC_THRESHOLD: u64 = 32 * 1024;
 /// Default buffer of an SFC-only priority.
 pub const DEFAULT_SFC_LIMIT: u64 = 1024 * 1024;
+/// Default receive buffer of a credit priority.
+pub const DEFAULT_CREDIT_LIMIT: u64 = 64 * 1024;
+/// Largest buffer credits can advertise: 2048 blocks of 64 bytes.
+pub const MAX_CREDIT_BUFFER: u64 = 2048 * 64;
 
 /// PFC settings of a lossless priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -495,9 +548,11 @@ pub struct PrioPlan {
     pub pfc: Option<PfcPlan>,
     /// SFC, if the priority uses it.
     pub sfc: Option<SfcPlan>,
+    /// Credit-based flow control (never combined with PFC or SFC); `limit` is the buffer.
+    pub credit: bool,
     /// Bytes (per ingress port) above which an arriving frame is dropped: the tail-drop limit
     /// of a lossy priority; for a lossless one an overflow that means the buffer was too small
-    /// (XOFF + headroom with PFC).
+    /// (XOFF + headroom with PFC); for a credit priority the receive buffer.
     pub limit: u64,
 }
 
@@ -507,7 +562,18 @@ impl PrioPlan {
         PrioPlan {
             pfc: None,
             sfc: None,
+            credit: false,
             limit,
+        }
+    }
+
+    /// A credit priority with a receive buffer of `buffer` bytes per ingress port.
+    pub const fn credit(buffer: u64) -> Self {
+        PrioPlan {
+            pfc: None,
+            sfc: None,
+            credit: true,
+            limit: buffer,
         }
     }
 
@@ -520,18 +586,20 @@ impl PrioPlan {
                 headroom,
             }),
             sfc: None,
+            credit: false,
             limit: xoff + headroom,
         }
     }
 
-    /// True if the priority never tail-drops (PFC and/or SFC).
+    /// True if the priority never tail-drops (PFC, SFC or credits).
     pub fn lossless(&self) -> bool {
-        self.pfc.is_some() || self.sfc.is_some()
+        self.pfc.is_some() || self.sfc.is_some() || self.credit
     }
 
-    /// The mode's name: `lossy`, `pfc`, `sfc` or `pfc+sfc`.
+    /// The mode's name: `lossy`, `pfc`, `sfc`, `pfc+sfc` or `credit`.
     pub fn mode(&self) -> &'static str {
         match (self.pfc.is_some(), self.sfc.is_some()) {
+            _ if self.credit => "credit",
             (false, false) => "lossy",
             (true, false) => "pfc",
             (false, true) => "sfc",
@@ -564,6 +632,8 @@ pub struct PortPlan {
     pub trust: Trust,
     /// PFC XOFF pause time in quanta.
     pub pause_quanta: u16,
+    /// Credit-based flow control runs on this port (for the `credit` priorities).
+    pub credit: bool,
 }
 
 /// The validated configuration the daemon runs.
@@ -585,6 +655,8 @@ pub struct Plan {
     pub sfc: SfcSettings,
     /// Link-up measurement, if enabled.
     pub linkup: Option<LinkupSettings>,
+    /// Credit lane timers.
+    pub credit: CreditTimers,
 }
 
 impl Plan {
@@ -593,7 +665,8 @@ impl Plan {
     pub fn restart_only_changes(&self, new: &Plan) -> Vec<&'static str> {
         let mut out = Vec::new();
         let (a, b) = (&self.daemon, &new.daemon);
-        let checks: [(&'static str, bool); 10] = [
+        let credit_prios = |plan: &Plan| plan.prios.map(|p| p.credit.then_some(p.limit));
+        let checks: [(&'static str, bool); 13] = [
             ("daemon.workers", a.workers != b.workers),
             ("daemon.cores", a.cores != b.cores),
             ("daemon.xdp_mode", a.xdp_mode != b.xdp_mode),
@@ -613,6 +686,18 @@ impl Plan {
                 "daemon.stats_interval_s",
                 a.stats_interval_s != b.stats_interval_s,
             ),
+            (
+                "priority.N (credit mode and buffer)",
+                credit_prios(self) != credit_prios(new),
+            ),
+            (
+                "port.credit",
+                self.ports
+                    .iter()
+                    .map(|p| p.credit)
+                    .ne(new.ports.iter().map(|p| p.credit)),
+            ),
+            ("credit", self.credit != new.credit),
         ];
         for (name, changed) in checks {
             if changed {
@@ -707,6 +792,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             speed_bps,
             trust: p.trust,
             pause_quanta: p.pause_quanta,
+            credit: p.credit,
         });
     }
     let mut prios = [PrioPlan::lossy(DEFAULT_LOSSY_LIMIT); PRIORITIES];
@@ -791,7 +877,26 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         } else {
             None
         };
+        let credit = s.mode == PrioMode::Credit;
         let limit = match (pfc, sfc) {
+            _ if credit => {
+                let l = size("limit", &s.limit, DEFAULT_CREDIT_LIMIT)?;
+                if l < 2 * 1536 {
+                    return Err(invalid(
+                        format!("priority.{key}.limit"),
+                        format!("{l} bytes of credit cannot hold two full-size frames"),
+                    ));
+                }
+                if l > MAX_CREDIT_BUFFER {
+                    tracing::warn!(
+                        priority = p,
+                        limit = l,
+                        usable = MAX_CREDIT_BUFFER,
+                        "a credit window is at most 2048 blocks of 64 bytes; the rest of the buffer is never advertised"
+                    );
+                }
+                l
+            }
             (Some(p), _) => p.xoff + p.headroom,
             (None, Some(f)) => {
                 let l = size("limit", &s.limit, DEFAULT_SFC_LIMIT)?;
@@ -805,7 +910,12 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             }
             (None, None) => size("limit", &s.limit, DEFAULT_LOSSY_LIMIT)?,
         };
-        prios[p] = PrioPlan { pfc, sfc, limit };
+        prios[p] = PrioPlan {
+            pfc,
+            sfc,
+            credit,
+            limit,
+        };
     }
     let buffer: u64 = prios.iter().map(PrioPlan::admit_limit).sum::<u64>() * 2;
     let pool_bytes = u64::from(d.frames) * 2048;
@@ -924,6 +1034,38 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     } else {
         None
     };
+    let c = &raw.credit;
+    let positive = |field: &str, v: &str| {
+        units::parse_duration(v)
+            .map(|d| d.as_nanos() as u64)
+            .map_err(|e| invalid(format!("credit.{field}"), e.to_string()))
+            .and_then(|ns| match ns {
+                0 => Err(invalid(format!("credit.{field}"), "must be above 0".into())),
+                ns => Ok(ns),
+            })
+    };
+    let credit = CreditTimers {
+        update_interval_ns: positive("update_interval", &c.update_interval)?,
+        resync_interval_ns: positive("resync_interval", &c.resync_interval)?,
+        timeout_ns: positive("timeout", &c.timeout)?,
+    };
+    if credit.timeout_ns <= credit.update_interval_ns.max(credit.resync_interval_ns) {
+        return Err(invalid(
+            "credit.timeout".into(),
+            format!("{} must exceed the update and resync intervals", c.timeout),
+        ));
+    }
+    if let Some(p) = prios.iter().position(|p| p.credit) {
+        if raw.daemon.workers != 1 {
+            return Err(invalid(
+                format!("priority.{p}.mode"),
+                format!(
+                    "credit lanes count every block of a link in one place: it needs daemon.workers = 1, not {}",
+                    raw.daemon.workers
+                ),
+            ));
+        }
+    }
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -933,6 +1075,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         watchdog,
         sfc,
         linkup,
+        credit,
     })
 }
 

@@ -264,6 +264,7 @@ pub fn run(
                     speed_bps: p.speed_bps,
                     trust: p.trust,
                     pause_quanta: p.pause_quanta,
+                    credit: p.credit,
                 })
                 .collect(),
             prios: plan.prios,
@@ -274,6 +275,7 @@ pub fn run(
             linkup: plan.linkup.map(|l| (l, links.clone())),
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
+            credit: plan.credit,
         };
         let worker = ForwardWorker::new(
             ports.pool,

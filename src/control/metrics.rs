@@ -230,6 +230,54 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "credit_available",
+            "Credit this egress port may still send on the priority (credit priorities).",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.credit_available),
+        )?;
+        family(
+            &mut enc,
+            "credit_lane_active",
+            "1 while the priority's credit lane on this port runs (handshake complete).",
+            None,
+            Gauge,
+            gauges(|p| &p.credit_active),
+        )?;
+        family(
+            &mut enc,
+            "credit_updates_tx",
+            "Credit-update entries sent for the priority on this port.",
+            None,
+            Counter,
+            counters(|p| &p.credit_updates_tx),
+        )?;
+        family(
+            &mut enc,
+            "credit_updates_rx",
+            "Credit-update entries received for the priority on this port.",
+            None,
+            Counter,
+            counters(|p| &p.credit_updates_rx),
+        )?;
+        family(
+            &mut enc,
+            "credit_resyncs",
+            "Resyncs that repaired this port's count of received blocks (data frames lost on the link).",
+            None,
+            Counter,
+            counters(|p| &p.credit_resyncs),
+        )?;
+        family(
+            &mut enc,
+            "credit_reinits",
+            "Re-initialisations of the priority's credit lane (update timeout, overrun, peer restart, link flap).",
+            None,
+            Counter,
+            counters(|p| &p.credit_reinits),
+        )?;
+        family(
+            &mut enc,
             "pfc_watchdog_storms",
             "PFC storms the watchdog detected on this egress port and priority.",
             None,

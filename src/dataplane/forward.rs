@@ -25,6 +25,7 @@ use crate::{
     config::PrioPlan,
     config::{LinkupSettings, SfcSettings},
     fc::{
+        credit_port::{emit_update, CreditPort, CreditTimers, Gate},
         sfc::{
             FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,
             SfcReactionPoint, SfcRpConfig,
@@ -88,6 +89,8 @@ pub struct PortSetup {
     pub trust: Trust,
     /// Pause time of each XOFF, quanta.
     pub pause_quanta: u16,
+    /// Run credit lanes on this port for the credit priorities.
+    pub credit: bool,
 }
 
 /// Settings of one forwarding worker.
@@ -111,6 +114,8 @@ pub struct ForwardSetup {
     pub live: Option<Arc<SettingsCell>>,
     /// Link-up measurement (run by the leader worker), with one exchange per port.
     pub linkup: Option<(LinkupSettings, Vec<Arc<LinkShared>>)>,
+    /// Timers of the credit lanes.
+    pub credit: CreditTimers,
 }
 
 /// One worker of wire mode.
@@ -142,6 +147,9 @@ pub struct ForwardWorker {
     sfc_cps: Vec<[Option<SfcCongestionPoint>; PRIORITIES]>,
     /// SFC reaction point per port (pauses that port's egress).
     sfc_rps: Vec<SfcReactionPoint>,
+    /// Credit lanes per port: the receive side accounts frames that arrived on the port, the
+    /// transmit side gates what the port sends.
+    credit: Vec<CreditPort>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -230,6 +238,17 @@ impl ForwardWorker {
                     .collect(),
                 _ => Vec::new(),
             },
+            credit: setup
+                .ports
+                .iter()
+                .map(|port| {
+                    let lanes = (0..PRIORITIES)
+                        .filter(|&p| port.credit && setup.prios[p].credit)
+                        .map(|p| (p as u8, setup.prios[p].limit));
+                    CreditPort::new(lanes, &setup.credit, now)
+                        .expect("validated credit settings make valid lanes")
+                })
+                .collect(),
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -309,6 +328,7 @@ impl ForwardWorker {
         }
         for e in 0..self.ports.len() {
             work += self.transmit(e, now)?;
+            self.send_credit(e, now);
         }
         self.run_link_agents(now);
         if now >= self.gauges_due {
@@ -357,15 +377,21 @@ impl ForwardWorker {
             };
         }
         if eth.ethertype() == EtherType::LOSSLESS {
+            if eth.payload().get(1) == Some(&CREDIT_MSG_TYPE) {
+                if self.credit[p].is_empty() {
+                    // Credits are not enabled on this port: link-local, not forwarded.
+                    return self.discard(p, rx.frame, DropReason::LinkLocal);
+                }
+                return match self.credit[p].on_update(now, eth.payload()) {
+                    Ok(_) => self.pool.release(rx.frame.idx),
+                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+                };
+            }
             let parsed = SfcmFrame::parse(data);
             return match parsed {
                 Ok(f) => {
                     self.react_sfc(p, &f.msg, now);
                     self.pool.release(rx.frame.idx);
-                }
-                // Other messages of ours (credit updates) belong to schemes not enabled here.
-                Err(_) if data.get(eth.header_len() + 1) == Some(&CREDIT_MSG_TYPE) => {
-                    self.discard(p, rx.frame, DropReason::LinkLocal)
                 }
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
@@ -376,6 +402,10 @@ impl ForwardWorker {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
         }
         let prio = classify::priority(&eth, self.setup.ports[p].trust);
+        // Every data frame counts towards the blocks received, kept or not.
+        if !self.credit[p].on_data(now, prio, rx.frame.len) {
+            return self.discard(p, rx.frame, DropReason::CreditOverrun);
+        }
         let (plan, _) = self.live_now.plan_for(p, prio);
         let before = self.shared[p].occupancy(prio);
         if before + len > plan.admit_limit() {
@@ -384,10 +414,12 @@ impl ForwardWorker {
             } else {
                 DropReason::TailDrop
             };
+            self.credit[p].on_drain(prio, rx.frame.len);
             return self.discard(p, rx.frame, reason);
         }
         let e = 1 - p;
         if self.watchdog_dropping(e) & (1 << prio) != 0 {
+            self.credit[p].on_drain(prio, rx.frame.len);
             return self.discard(p, rx.frame, DropReason::Watchdog);
         }
         let q = Queued {
@@ -401,8 +433,46 @@ impl ForwardWorker {
                 self.shared[p].charge(prio, len);
                 self.congestion_sfc(p, e, prio, source, rx.frame, now);
             }
-            Err(_) => self.discard(p, rx.frame, DropReason::NoBuffer),
+            Err(_) => {
+                self.credit[p].on_drain(prio, rx.frame.len);
+                self.discard(p, rx.frame, DropReason::NoBuffer)
+            }
         }
+    }
+
+    /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
+    /// occupancy and credit get the room back.
+    fn release_queued(&mut self, prio: usize, q: &Queued) {
+        let ingress = usize::from(q.ingress);
+        self.shared[ingress].release(prio, u64::from(q.len));
+        self.credit[ingress].on_drain(prio, q.len);
+    }
+
+    /// Queues the credit update port `p` has due, behind the data frames its FCTBS counts
+    /// (control frames go out before any later data), and logs lane re-initialisations.
+    fn send_credit(&mut self, p: usize, now: u64) {
+        if self.credit[p].is_empty() {
+            return;
+        }
+        let iface = self.ports[p].name();
+        for (priority, reason) in self.credit[p].take_reinits() {
+            tracing::warn!(iface, priority, ?reason, "credit lane re-initialised");
+        }
+        let Some(update) = self.credit[p].poll(now) else {
+            return;
+        };
+        let Some(idx) = self.pool.alloc() else {
+            // Lost like an update lost on the wire: the next one carries the same credit.
+            return self.stats.ports[p].drop(DropReason::NoBuffer);
+        };
+        let len = emit_update(&update, self.ports[p].mac(), self.pool.buf_mut(idx));
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
     }
 
     /// SFC congestion point: a frame queued for `e` at `prio` above the threshold earns its
@@ -570,8 +640,13 @@ impl ForwardWorker {
             }
             sent += n;
         }
+        if !self.ctrl[e].is_empty() {
+            // A credit update waiting here counts only the data sent before it: no data
+            // overtakes it.
+            return Ok(sent);
+        }
         let (received_pause, _) = self.shared[e].paused(now);
-        let paused = received_pause & !self.watch(e, received_pause, now);
+        let mut paused = received_pause & !self.watch(e, received_pause, now);
         let room = self.ports[e].tx_room().min(BATCH);
         self.tx.clear();
         while self.tx.len() < room {
@@ -582,11 +657,29 @@ impl ForwardWorker {
                 .ring(prio)
                 .front()
                 .expect("selected ring is non-empty");
+            match self.credit[e].gate(prio, head.len) {
+                Gate::Free | Gate::Send => {}
+                Gate::Wait => {
+                    paused |= 1 << prio;
+                    continue;
+                }
+                Gate::NeverFits => {
+                    self.egress[e].ring(prio).pop();
+                    self.release_queued(prio, &head);
+                    self.discard(
+                        usize::from(head.ingress),
+                        head.frame(),
+                        DropReason::CreditTooLarge,
+                    );
+                    continue;
+                }
+            }
             if !self.shapers[e].try_send(head.len, now) {
                 break;
             }
             self.egress[e].ring(prio).pop();
-            self.shared[usize::from(head.ingress)].release(prio, u64::from(head.len));
+            self.credit[e].on_sent(prio, head.len);
+            self.release_queued(prio, &head);
             if let Some(cp) = self.sfc_cps[e][prio].as_mut() {
                 cp.on_dequeue(u64::from(head.len), now);
                 if self.egress[e].ring(prio).is_empty() {
@@ -620,6 +713,22 @@ impl ForwardWorker {
             let peak = self.egress[e].peak_bytes();
             let paused_ns = self.timers[e].paused_ns(now);
             let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
+            for (p, lane) in (0..PRIORITIES).filter_map(|p| Some((p, self.credit[e].lane(p)?))) {
+                let n = lane.counters();
+                let active = lane.state() == crate::fc::credit::LaneState::Active;
+                let available = if active {
+                    lane.tx().available_blocks()
+                } else {
+                    0
+                };
+                c.credit_available[p].set(u64::from(available) * crate::fc::credit::BLOCK_BYTES);
+                c.credit_active[p].set(u64::from(active));
+                c.credit_updates_tx[p].set(n.updates_sent);
+                c.credit_updates_rx[p].set(n.updates_received);
+                c.credit_resyncs[p].set(n.resyncs);
+                c.credit_reinits[p]
+                    .set(n.reinit_timeout + n.reinit_overrun + n.reinit_peer + n.reinit_requested);
+            }
             for p in 0..PRIORITIES {
                 c.sfc_paused_ns[p].set(sfc_paused[p]);
                 c.queue_bytes[p].set(depth[p]);
@@ -734,15 +843,15 @@ impl ForwardWorker {
             }
         });
         let (overridden, dropping, stormed) = (wd.overridden(), wd.dropping(), wd.stormed());
-        let c = &self.stats.ports[e];
-        for p in 0..PRIORITIES {
-            c.watchdog_storms[p].set(wd.storms()[p]);
+        let storms = *wd.storms();
+        for (p, storms) in storms.into_iter().enumerate() {
+            let c = &self.stats.ports[e];
+            c.watchdog_storms[p].set(storms);
             c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
             if dropping & (1 << p) != 0 {
                 while let Some(q) = self.egress[e].ring(p).pop() {
-                    self.shared[usize::from(q.ingress)].release(p, u64::from(q.len));
-                    self.stats.ports[usize::from(q.ingress)].drop(DropReason::Watchdog);
-                    self.pool.release(q.idx);
+                    self.release_queued(p, &q);
+                    self.discard(usize::from(q.ingress), q.frame(), DropReason::Watchdog);
                 }
             }
         }
@@ -762,8 +871,15 @@ impl ForwardWorker {
             }
             let (received_pause, resume) = self.shared[e].paused(now);
             let overridden = self.watchdogs.get(e).map_or(0, PfcWatchdog::overridden);
+            let depth = self.egress[e].bytes();
+            let queued = (0..PRIORITIES)
+                .filter(|&p| depth[p] > 0)
+                .fold(0u8, |m, p| m | (1 << p));
+            let waiting = self.credit[e].waiting(queued, |p| {
+                self.egress[e].ring_ref(p).front().map(|q| q.len)
+            });
             if self.egress[e]
-                .select(received_pause & !overridden)
+                .select((received_pause & !overridden) | waiting)
                 .is_some()
             {
                 consider(self.shapers[e].wake_at());
@@ -778,6 +894,11 @@ impl ForwardWorker {
         }
         for a in &self.agents {
             consider(a.next_deadline());
+        }
+        for c in &self.credit {
+            if let Some(t) = c.next_deadline() {
+                consider(t);
+            }
         }
         if self.setup.pfc_generator {
             for g in &self.generators {
@@ -796,12 +917,10 @@ impl ForwardWorker {
             }
         }
         for e in 0..self.egress.len() {
-            let pool = &mut self.pool;
-            let shared = &self.shared;
             for prio in 0..PRIORITIES {
                 while let Some(q) = self.egress[e].ring(prio).pop() {
-                    shared[usize::from(q.ingress)].release(prio, u64::from(q.len));
-                    pool.release(q.idx);
+                    self.release_queued(prio, &q);
+                    self.pool.release(q.idx);
                 }
             }
         }
@@ -830,6 +949,7 @@ mod tests {
             speed_bps,
             trust: Trust::Pcp,
             pause_quanta: 65535,
+            credit: true,
         };
         let stats = Arc::new(WorkerStats::new(2));
         let w = ForwardWorker::new(
@@ -847,6 +967,11 @@ mod tests {
                 busy_poll: false,
                 live: None,
                 linkup: None,
+                credit: CreditTimers {
+                    update_interval_ns: 20_000,
+                    resync_interval_ns: 50_000,
+                    timeout_ns: 2_000_000,
+                },
             },
             0,
         );
@@ -958,5 +1083,107 @@ mod tests {
         let c = &stats.ports[1];
         assert_eq!(c.pause_rx.get(), 1);
         assert_eq!(c.drops[DropReason::Malformed as usize].get(), 2);
+    }
+
+    /// Sends `update` from a simulated peer port as frame bytes.
+    fn credit_frame(update: &crate::wire::credit::CreditUpdate) -> Vec<u8> {
+        let mut b = vec![0; 128];
+        let len = emit_update(update, MacAddr([2, 0, 0, 0, 0, 99]), &mut b);
+        b.truncate(len);
+        b
+    }
+
+    /// Applies the credit update in `frame` to `port`; false if it is not one.
+    fn take_credit(port: &mut CreditPort, frame: &[u8], now: u64) -> bool {
+        let eth = EthernetFrame::new_checked(frame).unwrap();
+        eth.ethertype() == EtherType::LOSSLESS && port.on_update(now, eth.payload()).is_ok()
+    }
+
+    #[test]
+    fn credits_hold_a_fast_source_to_the_buffer_through_a_delayed_link() {
+        const BUFFER: u64 = 16 * 1024;
+        const DELAY: u64 = 20_000; // one way, source <-> worker
+        let (mut w, src, dst, stats) = worker(PrioPlan::credit(BUFFER));
+        let timers = CreditTimers::default();
+        let mut source = CreditPort::new([(3, BUFFER)], &timers, 0).unwrap();
+        let mut sink = CreditPort::new([(3, 64 * 1024)], &timers, 0).unwrap();
+        let mut to_worker = std::collections::VecDeque::new();
+        let mut to_source = std::collections::VecDeque::new();
+        let (mut seq, mut next_tx, mut delivered) = (0u64, 0u64, Vec::new());
+        let gap = (1000 + 24) * 8 / 2; // 2 Gbit/s offered into a 1 Gbit/s egress
+        for now in (0..20_000_000u64).step_by(1_000) {
+            while next_tx <= now && now < 15_000_000 {
+                if source.gate(3, 1000) != Gate::Send {
+                    next_tx = now + 1_000;
+                    break;
+                }
+                source.on_sent(3, 1000);
+                to_worker.push_back((now + DELAY, frame(seq)));
+                seq += 1;
+                next_tx += gap;
+            }
+            if let Some(u) = source.poll(now) {
+                to_worker.push_back((now + DELAY, credit_frame(&u)));
+            }
+            while to_worker.front().is_some_and(|(t, _)| *t <= now) {
+                let (t, f) = to_worker.pop_front().unwrap();
+                src.inject(&f, t);
+            }
+            w.step(now).unwrap();
+            for f in src.take() {
+                to_source.push_back((now + DELAY, f));
+            }
+            while to_source.front().is_some_and(|(t, _)| *t <= now) {
+                let (_, f) = to_source.pop_front().unwrap();
+                assert!(take_credit(&mut source, &f, now), "only credit flows back");
+            }
+            for f in dst.take() {
+                if take_credit(&mut sink, &f, now) {
+                    continue;
+                }
+                // The sink consumes at once: its buffer only bounds what is in flight.
+                assert!(sink.on_data(now, 3, f.len() as u32));
+                sink.on_drain(3, f.len() as u32);
+                delivered.push(TestFrameView::parse(&f).unwrap().seq);
+            }
+            if let Some(u) = sink.poll(now) {
+                dst.inject(&credit_frame(&u), now);
+            }
+        }
+        assert!(seq > 1000, "the source ran: {seq}");
+        assert_eq!(delivered, (0..seq).collect::<Vec<_>>(), "in order, no gaps");
+        let (p0, p1) = (&stats.ports[0], &stats.ports[1]);
+        assert_eq!(p0.drops.iter().map(Counter::get).sum::<u64>(), 0);
+        // Credit, not the buffer limit, held the source back: the queue stayed within the
+        // 256 blocks advertised (16 frames of 16 blocks).
+        assert!(p1.queue_peak_bytes[3].get() <= 16 * 1000);
+        assert!(
+            p1.queue_peak_bytes[3].get() >= 8 * 1000,
+            "the egress was the bottleneck"
+        );
+        w.publish_gauges(20_000_000);
+        assert_eq!(p0.credit_active[3].get(), 1);
+        assert_eq!(p1.credit_active[3].get(), 1);
+        assert!(p0.credit_updates_tx[3].get() > 10);
+        assert_eq!(p0.credit_reinits[3].get(), 0);
+        assert_eq!(p0.pfc_tx[3].get(), 0, "no PFC on a credit priority");
+    }
+
+    #[test]
+    fn a_source_ignoring_credit_is_cut_off_at_the_buffer() {
+        let (mut w, src, _dst, stats) = worker(PrioPlan::credit(8 * 1024));
+        // 32 frames of 16 blocks into a 128-block buffer with no credit granted.
+        for seq in 0..32 {
+            src.inject(&frame(seq), 0);
+        }
+        w.step(0).unwrap();
+        let c = &stats.ports[0];
+        assert_eq!(c.drops[DropReason::CreditOverrun as usize].get(), 24);
+        w.publish_gauges(0);
+        assert_eq!(
+            c.credit_active[3].get(),
+            0,
+            "still waiting for the handshake"
+        );
     }
 }

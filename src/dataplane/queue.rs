@@ -126,6 +126,11 @@ impl PrioQueues {
         &mut self.rings[p]
     }
 
+    /// The ring of priority `p`, read-only.
+    pub fn ring_ref(&self, p: usize) -> &Ring {
+        &self.rings[p]
+    }
+
     /// Bytes queued per priority.
     pub fn bytes(&self) -> [u64; PRIORITIES] {
         std::array::from_fn(|p| self.rings[p].bytes())

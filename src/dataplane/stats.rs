@@ -48,17 +48,24 @@ pub enum DropReason {
     NoBuffer = 4,
     /// The PFC watchdog declared the priority stormed (action drop).
     Watchdog = 5,
+    /// A credit priority's frame arrived with no room in the buffer the port advertised: the
+    /// peer sent beyond its credit (the lane re-initialises).
+    CreditOverrun = 6,
+    /// A frame larger than any credit the peer can grant: it could never be sent.
+    CreditTooLarge = 7,
 }
 
 impl DropReason {
     /// All reasons, in index order.
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 8] = [
         DropReason::TailDrop,
         DropReason::HeadroomOverflow,
         DropReason::Malformed,
         DropReason::LinkLocal,
         DropReason::NoBuffer,
         DropReason::Watchdog,
+        DropReason::CreditOverrun,
+        DropReason::CreditTooLarge,
     ];
 
     /// Label value used in reports and metrics.
@@ -70,6 +77,8 @@ impl DropReason {
             DropReason::LinkLocal => "link_local",
             DropReason::NoBuffer => "no_buffer",
             DropReason::Watchdog => "watchdog",
+            DropReason::CreditOverrun => "credit_overrun",
+            DropReason::CreditTooLarge => "credit_too_large",
         }
     }
 }
@@ -106,11 +115,23 @@ pub struct PortCounters {
     /// Highest bytes queued for egress on this port.
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
-    pub drops: [Counter; 6],
+    pub drops: [Counter; DropReason::ALL.len()],
     /// PFC storms the watchdog detected on this egress port, per priority.
     pub watchdog_storms: [Counter; PRIORITIES],
     /// 1 while the priority is stormed (gauge).
     pub watchdog_stormed: [Counter; PRIORITIES],
+    /// Credit this (egress) port may still send per priority, bytes (gauge).
+    pub credit_available: [Counter; PRIORITIES],
+    /// 1 while the priority's credit lane on this port runs (handshake done) (gauge).
+    pub credit_active: [Counter; PRIORITIES],
+    /// Credit-update entries sent per priority.
+    pub credit_updates_tx: [Counter; PRIORITIES],
+    /// Credit-update entries received per priority.
+    pub credit_updates_rx: [Counter; PRIORITIES],
+    /// Resyncs that repaired the count of received blocks (data frames lost on the link).
+    pub credit_resyncs: [Counter; PRIORITIES],
+    /// Re-initialisations of the priority's lane (timeout, overrun, peer, link flap).
+    pub credit_reinits: [Counter; PRIORITIES],
     /// Kernel socket drops: rx_dropped, rx_ring_full, fill_ring_empty, tx_invalid (gauges,
     /// refreshed now and then by the worker).
     pub kernel: [Counter; 4],
@@ -198,6 +219,24 @@ pub struct PortSnapshot {
     pub watchdog_stormed: [u64; PRIORITIES],
     /// Frames the kernel dropped before the daemon saw them.
     pub kernel_drops: KernelDrops,
+    /// Credit the port may still send per priority, bytes.
+    #[serde(default)]
+    pub credit_available: [u64; PRIORITIES],
+    /// 1 where the priority's credit lane runs.
+    #[serde(default)]
+    pub credit_active: [u64; PRIORITIES],
+    /// Credit-update entries sent per priority.
+    #[serde(default)]
+    pub credit_updates_tx: [u64; PRIORITIES],
+    /// Credit-update entries received per priority.
+    #[serde(default)]
+    pub credit_updates_rx: [u64; PRIORITIES],
+    /// Credit resyncs that repaired lost blocks, per priority.
+    #[serde(default)]
+    pub credit_resyncs: [u64; PRIORITIES],
+    /// Credit lane re-initialisations per priority.
+    #[serde(default)]
+    pub credit_reinits: [u64; PRIORITIES],
 }
 
 fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
@@ -253,6 +292,12 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
                 )
             })
             .collect(),
+        credit_available: arr(|p| &p.credit_available),
+        credit_active: arr(|p| &p.credit_active),
+        credit_updates_tx: arr(|p| &p.credit_updates_tx),
+        credit_updates_rx: arr(|p| &p.credit_updates_rx),
+        credit_resyncs: arr(|p| &p.credit_resyncs),
+        credit_reinits: arr(|p| &p.credit_reinits),
         kernel_drops: {
             let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
             KernelDrops {
