@@ -1152,6 +1152,27 @@ limit = "1MB"
     }
 
     #[test]
+    fn credit_mode() {
+        let p = Plan::parse(
+            &format!("{GOOD}\n[priority.4]\nmode = \"credit\"\n[priority.5]\nmode = \"credit\"\nlimit = \"32KiB\"\n[credit]\ntimeout = \"20ms\"\n"),
+            "x",
+        )
+        .unwrap();
+        assert_eq!(p.prios[4], PrioPlan::credit(DEFAULT_CREDIT_LIMIT));
+        assert_eq!(p.prios[5], PrioPlan::credit(32 * 1024));
+        assert!(p.prios[5].lossless() && p.prios[5].thresholds().is_none());
+        assert_eq!(p.prios[5].mode(), "credit");
+        assert!(p.ports.iter().all(|port| port.credit));
+        assert_eq!(p.credit.timeout_ns, 20_000_000);
+        assert_eq!(p.credit.update_interval_ns, 1_000_000);
+        let mut other = p.clone();
+        other.prios[5] = PrioPlan::credit(64 * 1024);
+        assert!(p
+            .restart_only_changes(&other)
+            .contains(&"priority.N (credit mode and buffer)"));
+    }
+
+    #[test]
     fn errors_name_file_field_and_reason() {
         let e = err(&GOOD.replace("xon = 32768", "xon = 99999"));
         assert!(
@@ -1239,7 +1260,28 @@ limit = "1MB"
                 "priority.3.limit",
             ),
             ("[priority.x]\nmode = \"pfc\"\n", "priority.x"),
-            ("[priority.3]\nmode = \"credit\"\n", "mode"),
+            ("[priority.3]\nmode = \"bogus\"\n", "mode"),
+            (
+                "[priority.3]\nmode = \"credit\"\nlimit = 1000\n",
+                "priority.3.limit",
+            ),
+            (
+                "[priority.3]\nmode = \"credit\"\nxoff = 5000\n",
+                "priority.3.xoff",
+            ),
+            (
+                "[daemon]\nworkers = 2\n[priority.3]\nmode = \"credit\"\n",
+                "priority.3.mode",
+            ),
+            ("[credit]\ntimeout = \"1ms\"\n", "credit.timeout"),
+            (
+                "[credit]\nupdate_interval = \"0s\"\n",
+                "credit.update_interval",
+            ),
+            (
+                "[credit]\nresync_interval = \"x\"\n",
+                "credit.resync_interval",
+            ),
             ("[priority.3]\ncolour = \"red\"\n", "colour"),
         ];
         for (snippet, field) in cases {

@@ -73,3 +73,21 @@ pub fn print_report<T: Serialize>(report: &T, json: bool, text: impl FnOnce(&T) 
         print!("{}", text(report));
     }
 }
+
+/// One report line about a credit lane (generator and sink).
+pub fn credit_line(c: &crate::fc::credit_port::CreditLaneReport, extra: &str) -> String {
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!("; {extra}")
+    };
+    format!(
+        "credits: lane {state}, updates sent {tx}, received {rx}, resyncs {resyncs}, re-initialisations {reinits}, refused frames {refused}{extra}\n",
+        state = if c.active { "active" } else { "not active" },
+        tx = c.updates_sent,
+        rx = c.updates_received,
+        resyncs = c.resyncs,
+        reinits = c.reinits,
+        refused = c.rejected_frames,
+    )
+}

@@ -7,6 +7,7 @@ use crate::{
     config::DEFAULT_TEST_UDP_PORT,
     control::signals,
     dataplane::xdp_prog::Steering,
+    fc::credit_port::CreditTimers,
     traffic::{
         gen::{self, GenReport, GenSetup},
         open_iface,
@@ -70,6 +71,10 @@ pub struct GenArgs {
     /// Keep sending through PAUSE/PFC/SFC (shows what a source without flow control does).
     #[arg(long)]
     pub ignore_pause: bool,
+    /// Send under credit-based flow control on --priority: only what the peer advertised
+    /// credit for (the peer's port must run credits on that priority too).
+    #[arg(long)]
+    pub credit: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -116,6 +121,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
         sfc_udp_port: args.sfc_udp_port,
         link_partner: args.link_partner,
         ignore_pause: args.ignore_pause,
+        credit: args.credit.then(CreditTimers::default),
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
     let report = gen::run(ports, &setup, args.iface.busy_poll, stop);
@@ -124,7 +130,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
 }
 
 fn text(r: &GenReport) -> String {
-    format!(
+    let mut s = format!(
         "gen {iface} ({backend}): sent {frames} frames, {bytes} bytes in {secs:.3} s ({rate})\n\
          flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC; PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm}\n",
         iface = r.iface,
@@ -139,5 +145,12 @@ fn text(r: &GenReport) -> String {
         pause = r.pause_rx,
         sfc_paused = r.sfc_paused_ns as f64 / 1e6,
         sfcm = r.sfcm_rx,
-    )
+    );
+    if let Some(c) = &r.credit {
+        s += &common::credit_line(
+            c,
+            &format!("waited for credit {:.3} ms", r.credit_wait_ns as f64 / 1e6),
+        );
+    }
+    s
 }

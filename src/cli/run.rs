@@ -95,7 +95,11 @@ pub fn check(args: &CheckArgs) -> Result<(), RunError> {
                 f.xon,
                 f.headroom
             ),
-            (None, true) => format!("priority {prio}: lossless (SFC), buffer {} B", p.limit),
+            (None, true) => format!(
+                "priority {prio}: lossless ({}), buffer {} B",
+                p.mode().to_uppercase(),
+                p.limit
+            ),
         };
         if let Some(f) = p.sfc {
             line += &format!(", SFC above {} B queued", f.threshold);

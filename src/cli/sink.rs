@@ -7,10 +7,10 @@ use crate::{
     config::DEFAULT_TEST_UDP_PORT,
     control::signals,
     dataplane::xdp_prog::Steering,
-    fc::PfcThresholds,
+    fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
         open_iface,
-        sink::{self, SinkCongestion, SinkReport, SinkSetup},
+        sink::{self, SinkCongestion, SinkCredit, SinkReport, SinkSetup},
     },
     units::format_rate,
 };
@@ -53,6 +53,13 @@ pub struct SinkArgs {
     /// Congestion point: link speed the quanta are counted at.
     #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
     pub link_speed: u64,
+    /// Grant credit on this priority (802.1Q PCP): the sender may only send what fits the
+    /// --credit-buffer; the peer's port must run credits on that priority too.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
+    pub credit: Option<u8>,
+    /// Receive buffer advertised as credit (64..=131072 bytes count; at most 2048 blocks).
+    #[arg(long, value_parser = common::size, default_value = "64KiB")]
+    pub credit_buffer: u64,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -60,6 +67,12 @@ pub struct SinkArgs {
 
 /// Runs `lossless sink`.
 pub fn run(args: &SinkArgs) -> Result<(), String> {
+    if args.credit.is_some() && !(64..=128 * 1024).contains(&args.credit_buffer) {
+        return Err(format!(
+            "--credit-buffer {}: must be 64..=131072 bytes (2048 blocks of 64)",
+            args.credit_buffer
+        ));
+    }
     if args.duration.is_none() && args.idle_timeout.is_none() && args.expect.is_none() {
         tracing::info!("no --duration, --idle-timeout or --expect: runs until interrupted");
     }
@@ -99,6 +112,11 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
         max_flows: args.max_flows,
         dst_port: args.port,
         congestion,
+        credit: args.credit.map(|priority| SinkCredit {
+            priority,
+            buffer_bytes: args.credit_buffer,
+            timers: CreditTimers::default(),
+        }),
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
     let report = sink::run(ports, &setup, args.iface.busy_poll, stop);
@@ -131,6 +149,9 @@ fn text(r: &SinkReport) -> String {
             "congestion point: PFC sent {}, buffer overflow drops {}, peak buffer {} bytes\n",
             r.pfc_tx, r.buffer_overflow, r.peak_buffer_bytes
         );
+    }
+    if let Some(c) = &r.credit {
+        s += &common::credit_line(c, "");
     }
     s
 }

@@ -29,7 +29,10 @@ use crate::{
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::Steering,
     },
-    fc::PRIORITIES,
+    fc::{
+        credit::{CreditWindow, BLOCK_BYTES},
+        PRIORITIES,
+    },
     linkup::{plan_headroom, LinkParams, Measurement},
 };
 
@@ -172,6 +175,7 @@ impl<'a> LinkMonitor<'a> {
         let mut s = live.get();
         s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
         live.publish(s);
+        self.check_credit_windows(i, m);
         let Some(buffer) = self
             .plan
             .prios
@@ -205,6 +209,31 @@ impl<'a> LinkMonitor<'a> {
                 iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
                 "measured link needs more than the buffer; keeping the thresholds in force"
             ),
+        }
+    }
+}
+
+impl LinkMonitor<'_> {
+    /// Warns for each credit priority whose window is below the measured link's
+    /// bandwidth-delay product: its peer cannot send at full rate.
+    fn check_credit_windows(&self, i: usize, m: &Measurement) {
+        let port = &self.plan.ports[i];
+        if !port.credit {
+            return;
+        }
+        let rtt_ns = u128::try_from(m.estimate_ns).unwrap_or(0);
+        let bdp = (u128::from(port.speed_bps) * rtt_ns / 8 / 1_000_000_000) as u64;
+        for (p, plan) in self.plan.prios.iter().enumerate().filter(|(_, p)| p.credit) {
+            let Ok(w) = CreditWindow::from_buffer(plan.limit / BLOCK_BYTES, bdp) else {
+                continue;
+            };
+            if w.below_bdp {
+                tracing::warn!(
+                    iface = %port.iface, priority = p, window = u64::from(w.window_blocks) * BLOCK_BYTES,
+                    bdp, max_rate_percent = (w.max_rate_fraction() * 100.0).round(),
+                    "credit window below the measured bandwidth-delay product: full rate is impossible"
+                );
+            }
         }
     }
 }

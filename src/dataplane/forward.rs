@@ -21,7 +21,6 @@ use super::{
     stats::{DropReason, PortCounters, WorkerStats},
 };
 use crate::{
-    cable::rules::CREDIT_MSG_TYPE,
     config::PrioPlan,
     config::{LinkupSettings, SfcSettings},
     fc::{
@@ -39,8 +38,8 @@ use crate::{
         run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
-        sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, Sfcm,
-        SfcmFrame, SfcmUdpFrame,
+        credit::credit_payload, sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr,
+        MacControl, Sfcm, SfcmFrame, SfcmUdpFrame,
     },
 };
 
@@ -376,17 +375,17 @@ impl ForwardWorker {
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
-        if eth.ethertype() == EtherType::LOSSLESS {
-            if eth.payload().get(1) == Some(&CREDIT_MSG_TYPE) {
-                if self.credit[p].is_empty() {
-                    // Credits are not enabled on this port: link-local, not forwarded.
-                    return self.discard(p, rx.frame, DropReason::LinkLocal);
-                }
-                return match self.credit[p].on_update(now, eth.payload()) {
-                    Ok(_) => self.pool.release(rx.frame.idx),
-                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
-                };
+        if let Some(payload) = credit_payload(data) {
+            if self.credit[p].is_empty() {
+                // Credits are not enabled on this port: link-local, not forwarded.
+                return self.discard(p, rx.frame, DropReason::LinkLocal);
             }
+            return match self.credit[p].on_update(now, payload) {
+                Ok(_) => self.pool.release(rx.frame.idx),
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        if eth.ethertype() == EtherType::LOSSLESS {
             let parsed = SfcmFrame::parse(data);
             return match parsed {
                 Ok(f) => {
@@ -713,21 +712,22 @@ impl ForwardWorker {
             let peak = self.egress[e].peak_bytes();
             let paused_ns = self.timers[e].paused_ns(now);
             let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
-            for (p, lane) in (0..PRIORITIES).filter_map(|p| Some((p, self.credit[e].lane(p)?))) {
-                let n = lane.counters();
-                let active = lane.state() == crate::fc::credit::LaneState::Active;
-                let available = if active {
+            for p in 0..PRIORITIES {
+                let (Some(lane), Some(r)) = (self.credit[e].lane(p), self.credit[e].report(p))
+                else {
+                    continue;
+                };
+                let available = if r.active {
                     lane.tx().available_blocks()
                 } else {
                     0
                 };
                 c.credit_available[p].set(u64::from(available) * crate::fc::credit::BLOCK_BYTES);
-                c.credit_active[p].set(u64::from(active));
-                c.credit_updates_tx[p].set(n.updates_sent);
-                c.credit_updates_rx[p].set(n.updates_received);
-                c.credit_resyncs[p].set(n.resyncs);
-                c.credit_reinits[p]
-                    .set(n.reinit_timeout + n.reinit_overrun + n.reinit_peer + n.reinit_requested);
+                c.credit_active[p].set(u64::from(r.active));
+                c.credit_updates_tx[p].set(r.updates_sent);
+                c.credit_updates_rx[p].set(r.updates_received);
+                c.credit_resyncs[p].set(r.resyncs);
+                c.credit_reinits[p].set(r.reinits);
             }
             for p in 0..PRIORITIES {
                 c.sfc_paused_ns[p].set(sfc_paused[p]);

@@ -75,6 +75,23 @@ pub enum Gate {
     NeverFits,
 }
 
+/// What one lane did, for the generator's and sink's reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct CreditLaneReport {
+    /// The lane ran (handshake complete) when the report was taken.
+    pub active: bool,
+    /// Entries sent.
+    pub updates_sent: u64,
+    /// Entries received.
+    pub updates_received: u64,
+    /// Resyncs that repaired the count of received blocks.
+    pub resyncs: u64,
+    /// Re-initialisations, whatever the reason.
+    pub reinits: u64,
+    /// Frames refused for lack of room (the peer sent beyond its credit).
+    pub rejected_frames: u64,
+}
+
 /// The credit lanes of one port, indexed by priority.
 #[derive(Debug, Clone, Default)]
 pub struct CreditPort {
@@ -109,6 +126,20 @@ impl CreditPort {
     /// The lane of `prio`, if it has one.
     pub fn lane(&self, prio: usize) -> Option<&CreditLane> {
         self.lanes.get(prio).and_then(Option::as_ref)
+    }
+
+    /// The report of `prio`'s lane, if it has one.
+    pub fn report(&self, prio: usize) -> Option<CreditLaneReport> {
+        let lane = self.lane(prio)?;
+        let c = lane.counters();
+        Some(CreditLaneReport {
+            active: lane.state() == super::credit::LaneState::Active,
+            updates_sent: c.updates_sent,
+            updates_received: c.updates_received,
+            resyncs: c.resyncs,
+            reinits: c.reinit_timeout + c.reinit_overrun + c.reinit_peer + c.reinit_requested,
+            rejected_frames: c.rejected_frames,
+        })
     }
 
     /// Applies a received credit-update payload (the bytes after the EtherType) at `now`.

@@ -11,6 +11,7 @@ use crate::{
         clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame, shaper::Shaper,
     },
     fc::{
+        credit_port::{emit_update, CreditLaneReport, CreditPort, CreditTimers, Gate},
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
     },
@@ -20,8 +21,8 @@ use crate::{
         run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
-        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, SfcmUdpFrame,
-        TestFrame, VlanTag,
+        credit::credit_payload, EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl,
+        SfcmFrame, SfcmUdpFrame, TestFrame, VlanTag,
     },
 };
 
@@ -60,7 +61,12 @@ pub struct GenSetup {
     pub link_partner: bool,
     /// Ignore PAUSE/PFC/SFC (to show what happens without flow control).
     pub ignore_pause: bool,
+    /// Send under credit-based flow control on the priority (with these lane timers).
+    pub credit: Option<CreditTimers>,
 }
+
+/// Receive buffer the generator's lane advertises (it receives no data; the peer may).
+const GEN_CREDIT_BUFFER: u64 = 64 * 1024;
 
 /// What the generator did.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -93,6 +99,10 @@ pub struct GenReport {
     pub pause_rx: u64,
     /// Frames received that were neither (malformed or other control).
     pub other_rx: u64,
+    /// The credit lane, when sending under credit.
+    pub credit: Option<CreditLaneReport>,
+    /// Time the generator had frames to send but no credit, ns.
+    pub credit_wait_ns: u64,
 }
 
 /// Runs the generator until done or `stop` is set.
@@ -154,6 +164,12 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     });
     let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
     let prio = usize::from(setup.priority) % PRIORITIES;
+    let mut credit = match setup.credit {
+        Some(t) => CreditPort::new([(setup.priority, GEN_CREDIT_BUFFER)], &t, start)
+            .expect("the generator's lane settings are valid"),
+        None => CreditPort::none(),
+    };
+    let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
     loop {
         let now = now_ns();
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -177,6 +193,13 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 None => *r,
             };
             let data = pool.data(r.frame);
+            if let Some(payload) = credit_payload(data) {
+                if credit.is_empty() || credit.on_update(r.rx_ns.min(now), payload).is_err() {
+                    other_rx += 1;
+                }
+                pool.release(r.frame.idx);
+                continue;
+            }
             let ethertype = EthernetFrame::new_checked(data).map(|e| e.ethertype());
             let sfcm = match ethertype {
                 Ok(EtherType::LOSSLESS) => Some(SfcmFrame::parse(data).map(|f| f.msg)),
@@ -228,12 +251,21 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             }
         }
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
+        let mut credit_waiting = false;
         if !paused(now) {
             let room = port.tx_room().min(64);
-            while tx.len() < room
-                && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c)
-                && shaper.try_send(setup.size as u32, now)
-            {
+            while tx.len() < room && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c) {
+                match credit.gate(prio, setup.size as u32) {
+                    Gate::Free | Gate::Send => {}
+                    Gate::Wait | Gate::NeverFits => {
+                        // The CLI caps frames far below any window: this is waiting.
+                        credit_waiting = true;
+                        break;
+                    }
+                }
+                if !shaper.try_send(setup.size as u32, now) {
+                    break;
+                }
                 let Some(idx) = pool.alloc() else { break };
                 let t = &templates[flow];
                 let buf = pool.buf_mut(idx);
@@ -241,11 +273,22 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 t.stamp(buf, next_seq[flow], now_ns());
                 next_seq[flow] += 1;
                 flow = (flow + 1) % templates.len();
+                // A frame the ring refuses below was counted but never sent: the peer's
+                // count is repaired at the next resync, as for a frame lost on the wire.
+                credit.on_sent(prio, setup.size as u32);
                 tx.push(Frame {
                     idx,
                     len: setup.size as u32,
                 });
             }
+        }
+        match (credit_waiting, waiting_since) {
+            (true, None) => waiting_since = Some(now),
+            (false, Some(t)) => {
+                credit_wait_ns += now - t;
+                waiting_since = None;
+            }
+            _ => {}
         }
         if !tx.is_empty() {
             let k = port.send(&mut pool, &tx).unwrap_or(0);
@@ -258,6 +301,21 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             sent += k as u64;
             bytes += k as u64 * setup.size as u64;
             last_tx = now;
+        }
+        // The update goes out behind the data its blocks-sent count includes.
+        if let Some(update) = credit.poll(now) {
+            if let Some(idx) = pool.alloc() {
+                let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
+                let f = Frame {
+                    idx,
+                    len: len as u32,
+                };
+                if port.send(&mut pool, &[f]).unwrap_or(0) == 0 {
+                    pool.release(idx);
+                }
+            }
+        }
+        if !tx.is_empty() {
             continue;
         }
         let mut deadline = end;
@@ -266,9 +324,12 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 .into_iter()
                 .flatten()
                 .min()
+        } else if credit_waiting {
+            None // credit arrives as a frame, which wakes the idler
         } else {
             Some(shaper.wake_at())
         };
+        let wake = [wake, credit.next_deadline()].into_iter().flatten().min();
         if let Some(w) = wake {
             deadline = Some(deadline.map_or(w, |d| d.min(w)));
         }
@@ -297,5 +358,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         pfc_rx_total,
         pause_rx,
         other_rx,
+        credit: credit.report(prio),
+        credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
     }
 }

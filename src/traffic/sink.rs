@@ -20,9 +20,23 @@ use crate::{
         queue::{PrioQueues, Queued},
         shaper::{Shaper, WIRE_OVERHEAD},
     },
-    fc::{PfcGenerator, PfcThresholds, PRIORITIES},
-    wire::TestFrameView,
+    fc::{
+        credit_port::{emit_update, CreditLaneReport, CreditPort, CreditTimers},
+        PfcGenerator, PfcThresholds, PRIORITIES,
+    },
+    wire::{credit::credit_payload, EthernetFrame, TestFrameView},
 };
+
+/// The sink as a credit receiver.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkCredit {
+    /// Priority (802.1Q PCP) whose frames are received under credit.
+    pub priority: u8,
+    /// Receive buffer advertised as credit, bytes (at most 128 KiB counts).
+    pub buffer_bytes: u64,
+    /// Lane timers.
+    pub timers: CreditTimers,
+}
 
 /// The sink as a congestion point.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +68,8 @@ pub struct SinkSetup {
     pub dst_port: u16,
     /// Be a congestion point.
     pub congestion: Option<SinkCongestion>,
+    /// Grant credit on one priority.
+    pub credit: Option<SinkCredit>,
 }
 
 /// What the sink saw.
@@ -97,6 +113,8 @@ pub struct SinkReport {
     pub peak_buffer_bytes: u64,
     /// Frames the kernel dropped before the sink saw them (AF_XDP socket statistics).
     pub kernel_drops: KernelDrops,
+    /// The credit lane, when receiving under credit.
+    pub credit: Option<CreditLaneReport>,
 }
 
 struct Counting {
@@ -166,6 +184,11 @@ pub fn run(
         )
     });
     let (mut other_rx, mut overflow, mut pfc_tx) = (0u64, 0u64, 0u64);
+    let mut credit = match setup.credit {
+        Some(k) => CreditPort::new([(k.priority, k.buffer_bytes)], &k.timers, start)
+            .expect("the sink's lane settings are valid"),
+        None => CreditPort::none(),
+    };
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
     // Without a congestion buffer the sink only counts: coalesce wake-ups so it does not take
     // CPU from the device under test (latency uses the XDP RX stamps).
@@ -196,19 +219,43 @@ pub fn run(
         rx.clear();
         let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
         for r in &rx[..n] {
+            let data = pool.data(r.frame);
+            if let Some(payload) = credit_payload(data) {
+                if credit.is_empty() || credit.on_update(r.rx_ns.min(now), payload).is_err() {
+                    other_rx += 1;
+                }
+                pool.release(r.frame.idx);
+                continue;
+            }
             let Some(v) = parse_ours(&pool, r.frame, setup.dst_port) else {
+                // Other tagged data of a credit priority still counts as blocks received.
+                if let Some(p) = EthernetFrame::new_checked(data)
+                    .ok()
+                    .and_then(|e| e.vlan())
+                    .map(|t| usize::from(t.pcp & 7))
+                {
+                    if credit.on_data(now, p, r.frame.len) {
+                        credit.on_drain(p, r.frame.len);
+                    }
+                }
                 other_rx += 1;
                 pool.release(r.frame.idx);
                 continue;
             };
             last_arrival = now;
+            let p = usize::from(v.pcp.unwrap_or(0) & 7);
+            if !credit.on_data(now, p, r.frame.len) {
+                // Sent beyond the credit granted: refused (counted in the lane's report).
+                pool.release(r.frame.idx);
+                continue;
+            }
             match setup.congestion {
                 None => {
                     c.record(&v, r.frame.len, r.rx_ns);
+                    credit.on_drain(p, r.frame.len);
                     pool.release(r.frame.idx);
                 }
                 Some(k) => {
-                    let p = usize::from(v.pcp.unwrap_or(0) & 7);
                     let q = Queued {
                         idx: r.frame.idx,
                         len: r.frame.len,
@@ -218,6 +265,7 @@ pub fn run(
                     let fits = queues.bytes()[p] + u64::from(r.frame.len) <= k.buffer_bytes;
                     if !fits || queues.push(p, q).is_err() {
                         overflow += 1;
+                        credit.on_drain(p, r.frame.len);
                         pool.release(r.frame.idx);
                     }
                 }
@@ -231,6 +279,7 @@ pub fn run(
                     break;
                 }
                 queues.ring(p).pop();
+                credit.on_drain(p, head.len);
                 if let Some(v) = parse_ours(&pool, head.frame(), setup.dst_port) {
                     c.record(&v, head.len, now);
                 }
@@ -254,8 +303,26 @@ pub fn run(
                 }
             }
         }
+        if let Some(update) = credit.poll(now) {
+            if let Some(idx) = pool.alloc() {
+                let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
+                let f = Frame {
+                    idx,
+                    len: len as u32,
+                };
+                if port.send(&mut pool, &[f]).unwrap_or(0) == 0 {
+                    pool.release(idx);
+                }
+            }
+        }
         if work == 0 {
-            let mut deadline = generator.as_ref().and_then(|g| g.next_deadline());
+            let mut deadline = [
+                generator.as_ref().and_then(|g| g.next_deadline()),
+                credit.next_deadline(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             if let (Some(sh), false) = (shaper.as_ref(), queues.is_empty()) {
                 let r = sh.wake_at();
                 deadline = Some(deadline.map_or(r, |d| d.min(r)));
@@ -299,5 +366,8 @@ pub fn run(
         pfc_tx,
         peak_buffer_bytes: peak,
         kernel_drops,
+        credit: setup
+            .credit
+            .and_then(|k| credit.report(usize::from(k.priority))),
     }
 }

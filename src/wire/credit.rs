@@ -57,6 +57,15 @@ pub const CREDIT_FIELD_MAX: u16 = 0x0fff;
 /// Largest virtual lane number (4 bits).
 pub const VL_MAX: u8 = 15;
 
+/// The payload (the bytes after the EtherType) of `frame` if it is a credit update by its
+/// EtherType and message type; not yet validated.
+pub fn credit_payload(frame: &[u8]) -> Option<&[u8]> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    let at = eth.header_len();
+    (eth.ethertype() == EtherType::LOSSLESS && frame.get(at + 1) == Some(&CREDIT_MSG_TYPE))
+        .then(|| &frame[at..])
+}
+
 /// InfiniBand's link CRC: generator 0x100B, reflected, initial value 0xFFFF, final XOR 0xFFFF.
 pub fn lpcrc(bytes: &[u8]) -> u16 {
     // 0xD008 is 0x100B with its 16 bits reversed (the reflected form of the generator).
