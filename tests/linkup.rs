@@ -473,3 +473,122 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let _ = resp.finish(T);
     let _ = cable.finish(T);
 }
+
+/// One run of `gen --link-partner` (100 Mbit/s) through a 1 ms cable into the daemon, whose
+/// egress to the sink is shaped to 50 Mbit/s, with a 128 KiB buffer for priority 3: `linkup`
+/// is the `[linkup]` section (measurement or not). Returns (gen, sink, daemon, status).
+fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
+    let (ng, nc, nd, ns) = (
+        Netns::new("lhg"),
+        Netns::new("lhc"),
+        Netns::new("lhd"),
+        Netns::new("lhs"),
+    );
+    let (g0, c0, c1, d0) = (unique("lhg"), unique("lhc"), unique("lhc"), unique("lhd"));
+    let (d1, s0) = (unique("lhd"), unique("lhs"));
+    veth(&ng, &g0, &nc, &c0);
+    veth(&nc, &c1, &nd, &d0);
+    veth(&nd, &d1, &ns, &s0);
+    let mut cable = Proc::spawn(&nc, &["cable", "--a", &c0, "--b", &c1, "--delay", "1ms"]);
+    cable.wait_ready(T);
+    // The generator answers peer-delay requests before it sends (it starts idle).
+    let mut partner = Proc::spawn(&ng, &["measure", "--iface", &g0, "--respond-for", "30s"]);
+    partner.wait_ready(T);
+    let (control, socket) = common::control_section();
+    let cfg = common::TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"100Mbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"50Mbit\"\n\
+             [priority.3]\nmode = \"pfc\"\nxoff = \"120KiB\"\nxon = \"100KiB\"\nheadroom = \"8KiB\"\n\
+             [watchdog]\nenabled = false\n{linkup}\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(T);
+    if linkup.contains("enabled = true") {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while status(&socket)["ports"][0]["priorities"][3]["source"] != "measured" {
+            assert!(
+                Instant::now() < deadline,
+                "never measured: {}",
+                dut.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    partner.interrupt();
+    let _ = partner.finish(T);
+    let st = status(&socket);
+    let sink = common::start_sink(&ns, &s0);
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g0,
+            "--rate",
+            "100Mbit",
+            "--link-speed",
+            "100Mbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+    )
+    .json(T);
+    let sink = sink.json(Duration::from_secs(60));
+    dut.interrupt();
+    let dut = dut.json(T);
+    cable.interrupt();
+    let _ = cable.finish(T);
+    (gen, sink, dut, st)
+}
+
+/// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link; the headroom
+/// measured at link-up, carved out of the same 128 KiB buffer, keeps the same run lossless.
+#[test]
+fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows() {
+    let _l = traffic_lock();
+    let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"));
+    let (gen, sink, dut, st) = long_link_run("[linkup]\nenabled = false");
+    assert_eq!(st["ports"][0]["priorities"][3]["source"], "config", "{st}");
+    let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
+    let sent = n(&gen["frames_sent"]);
+    assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");
+    assert!(
+        overflow > 0,
+        "the short-cable headroom must overflow: {dut}"
+    );
+    assert_eq!(n(&sink["unique"]) + overflow, sent, "{sink}");
+    let static_overflow = overflow;
+
+    let (gen, sink, dut, st) = long_link_run(
+        "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\npeer_response = \"1ms\"",
+    );
+    let p3 = &st["ports"][0]["priorities"][3];
+    assert_eq!(p3["source"], "measured", "{st}");
+    let headroom = n(&p3["headroom_bytes"]);
+    // 100 Mbit/s over at least 2 ms of round trip plus 1 ms of response: >= 37,500 bytes.
+    assert!(headroom >= 37_500, "{p3}");
+    assert_eq!(
+        n(&p3["xoff_bytes"]) + headroom,
+        128 * 1024,
+        "the buffer is kept"
+    );
+    let sent = n(&gen["frames_sent"]);
+    assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");
+    for (reason, count) in dut["ports"][0]["drops"].as_object().unwrap() {
+        assert_eq!(n(count), 0, "drops {reason}: {}", dut["ports"][0]);
+    }
+    assert_eq!(n(&sink["unique"]), sent, "{sink}");
+    assert_eq!(n(&sink["lost"]), 0, "{sink}");
+    println!(
+        "1 ms cable, 100 Mbit/s into 50 Mbit/s: static headroom 8 KiB -> {static_overflow} frames overflowed; \
+         measured headroom {headroom} B -> lossless, peak queue {} B",
+        n(&dut["ports"][1]["queue_peak_bytes"][3])
+    );
+}

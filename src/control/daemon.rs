@@ -12,7 +12,7 @@ use std::{
 use serde::Serialize;
 
 use super::{
-    logging,
+    carrier, logging,
     metrics::{self, DaemonCollector, Liveness},
     status::{self, StatusSource},
     systemd::Notifier,
@@ -127,7 +127,11 @@ struct LinkMonitor<'a> {
 
 impl<'a> LinkMonitor<'a> {
     fn new(plan: &'a Plan, settings: LinkupSettings, links: &'a [Arc<LinkShared>]) -> Self {
-        let up: Vec<bool> = plan.ports.iter().map(|p| link_is_up(&p.iface)).collect();
+        let up: Vec<bool> = plan
+            .ports
+            .iter()
+            .map(|p| carrier::is_up(&p.iface))
+            .collect();
         for (i, l) in links.iter().enumerate() {
             if up[i] {
                 tracing::info!(iface = %plan.ports[i].iface, "measuring the link");
@@ -147,7 +151,7 @@ impl<'a> LinkMonitor<'a> {
     fn tick(&mut self, live: &SettingsCell) {
         let period = Duration::from_nanos(self.settings.interval_ns);
         for (i, port) in self.plan.ports.iter().enumerate() {
-            let up = link_is_up(&port.iface);
+            let up = carrier::is_up(&port.iface);
             let came_up = up && !self.up[i];
             if up != self.up[i] {
                 tracing::info!(iface = %port.iface, up, "link state changed");
@@ -238,11 +242,6 @@ impl LinkMonitor<'_> {
     }
 }
 
-fn link_is_up(iface: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate"))
-        .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"))
-}
-
 fn pin_to_core(core: usize) {
     // SAFETY: a zeroed cpu_set_t with one bit set is a valid mask for the calling thread.
     unsafe {
@@ -326,6 +325,15 @@ pub fn run(
             .map_err(DaemonError::Runtime)?;
         handles.push(handle);
     }
+    let watched = ifaces
+        .iter()
+        .zip(&shared)
+        .map(|(iface, s)| carrier::Watched {
+            iface: iface.clone(),
+            shared: s.clone(),
+        })
+        .collect();
+    let carrier_watch = carrier::spawn(watched, stop).map_err(DaemonError::Runtime)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .enable_io()
@@ -437,6 +445,7 @@ pub fn run(
             Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
         }
     }
+    let _ = carrier_watch.join();
     drop(attached); // detaches XDP
     if let Some(path) = &plan.control_socket {
         let _ = std::fs::remove_file(path);

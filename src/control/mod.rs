@@ -1,6 +1,7 @@
 //! The control plane: turning a validated configuration into running workers, signals and
 //! shutdown, reports. (Metrics, the control socket, systemd and link-up build on this.)
 
+pub mod carrier;
 pub mod daemon;
 pub mod logging;
 pub mod metrics;

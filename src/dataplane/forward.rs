@@ -49,6 +49,9 @@ pub const BATCH: usize = 64;
 /// any scrape, rare enough to cost nothing per frame.
 const GAUGE_PERIOD_NS: u64 = 1_000_000;
 
+/// How often a worker holding frames for a port without carrier looks whether it is back.
+const LINK_DOWN_RECHECK_NS: u64 = 1_000_000;
+
 /// Control frames (PFC, SFCM) that may wait for TX per port.
 const CTRL_QUEUE: usize = 256;
 
@@ -646,6 +649,10 @@ impl ForwardWorker {
         }
         let (received_pause, _) = self.shared[e].paused(now);
         let mut paused = received_pause & !self.watch(e, received_pause, now);
+        if !self.shared[e].link_up() {
+            // No carrier: hold every frame rather than send it into a dead link.
+            paused = u8::MAX;
+        }
         let room = self.ports[e].tx_room().min(BATCH);
         self.tx.clear();
         while self.tx.len() < room {
@@ -867,6 +874,11 @@ impl ForwardWorker {
                 consider(now);
             }
             if self.egress[e].is_empty() {
+                continue;
+            }
+            if !self.shared[e].link_up() {
+                // Held for a dead link: look again soon (the carrier watch has no wake-up).
+                consider(now + LINK_DOWN_RECHECK_NS);
                 continue;
             }
             let (received_pause, resume) = self.shared[e].paused(now);

@@ -1,7 +1,8 @@
 //! Per-port state every worker must see: buffer occupancy per priority (charged at RX,
-//! released at TX, whichever workers do those) and pause deadlines from received PFC frames.
+//! released at TX, whichever workers do those), pause deadlines from received PFC frames and
+//! whether the port has a carrier.
 
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use crate::fc::PRIORITIES;
 
@@ -14,6 +15,8 @@ pub struct SharedPort {
     pause_until: [AtomicU64; PRIORITIES],
     /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by SFC.
     sfc_until: [AtomicU64; PRIORITIES],
+    /// The port has no carrier (or is down): its egress holds every frame.
+    link_down: AtomicBool,
 }
 
 impl SharedPort {
@@ -38,6 +41,17 @@ impl SharedPort {
     /// All priorities' occupancy.
     pub fn occupancy_all(&self) -> [u64; PRIORITIES] {
         std::array::from_fn(|p| self.occupancy(p))
+    }
+
+    /// Records whether the port is operational (the carrier watch does).
+    pub fn set_link_up(&self, up: bool) {
+        self.link_down.store(!up, Relaxed);
+    }
+
+    /// False while the port has no carrier: its egress holds frames.
+    #[inline]
+    pub fn link_up(&self) -> bool {
+        !self.link_down.load(Relaxed)
     }
 
     /// Applies new pause deadlines (a new value replaces the running timer).

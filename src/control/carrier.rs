@@ -1,0 +1,224 @@
+//! Carrier watch: a thread on a `NETLINK_ROUTE` socket subscribed to link events. The moment a
+//! port loses its carrier (or is set down), its egress is marked down in [`SharedPort`], so the
+//! workers hold its frames in their queues (back-pressure, PFC upstream) instead of sending
+//! them into a dead link; when the carrier returns, the queues drain.
+
+use std::{
+    io,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+};
+
+use crate::dataplane::shared::SharedPort;
+
+/// Bytes of `struct nlmsghdr`.
+const NLMSG_HDR: usize = 16;
+/// Bytes of `struct ifinfomsg`.
+const IFINFO: usize = 16;
+const RTM_NEWLINK: u16 = 16;
+const RTM_DELLINK: u16 = 17;
+const RTMGRP_LINK: u32 = 1;
+const IFF_UP: u32 = 0x1;
+const IFF_LOWER_UP: u32 = 0x1_0000;
+
+/// One link event: interface index and whether it is operational (up with a carrier).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkEvent {
+    /// Interface index.
+    pub index: u32,
+    /// Administratively up and carrier present.
+    pub up: bool,
+}
+
+/// The link events in one datagram of netlink messages; anything else (other message types,
+/// truncated messages) is skipped.
+pub fn parse_link_events(mut buf: &[u8]) -> Vec<LinkEvent> {
+    let mut out = Vec::new();
+    while buf.len() >= NLMSG_HDR {
+        let len = u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        let kind = u16::from_ne_bytes([buf[4], buf[5]]);
+        if len < NLMSG_HDR || len > buf.len() {
+            break;
+        }
+        if (kind == RTM_NEWLINK || kind == RTM_DELLINK) && len >= NLMSG_HDR + IFINFO {
+            let m = &buf[NLMSG_HDR..];
+            let index = u32::from_ne_bytes([m[4], m[5], m[6], m[7]]);
+            let flags = u32::from_ne_bytes([m[8], m[9], m[10], m[11]]);
+            let up = kind == RTM_NEWLINK && flags & IFF_UP != 0 && flags & IFF_LOWER_UP != 0;
+            out.push(LinkEvent { index, up });
+        }
+        buf = &buf[len.next_multiple_of(4).min(buf.len())..];
+    }
+    out
+}
+
+/// True if `iface` is operational now (sysfs), for the initial state and after a lost event.
+pub fn is_up(iface: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate"))
+        .is_ok_and(|s| matches!(s.trim(), "up" | "unknown"))
+}
+
+/// A port the watch keeps up to date.
+pub struct Watched {
+    /// Interface name.
+    pub iface: String,
+    /// Its shared state.
+    pub shared: Arc<SharedPort>,
+}
+
+/// Starts the watch: sets every port's state now, then follows link events until `stop`.
+pub fn spawn(ports: Vec<Watched>, stop: &'static AtomicBool) -> io::Result<JoinHandle<()>> {
+    let indexes: Vec<u32> = ports
+        .iter()
+        .map(|p| {
+            let name = std::ffi::CString::new(p.iface.as_str()).unwrap_or_default();
+            // SAFETY: `name` is a valid NUL-terminated string.
+            unsafe { libc::if_nametoindex(name.as_ptr()) }
+        })
+        .collect();
+    let fd = open_socket()?;
+    let refresh = |ports: &[Watched]| {
+        for p in ports {
+            p.shared.set_link_up(is_up(&p.iface));
+        }
+    };
+    refresh(&ports);
+    std::thread::Builder::new()
+        .name("lossless-carrier".into())
+        .spawn(move || {
+            let mut buf = vec![0u8; 16 * 1024];
+            while !stop.load(Ordering::Relaxed) {
+                // SAFETY: `buf` is writable for its length; `fd` is our socket.
+                let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+                if n < 0 {
+                    match io::Error::last_os_error().raw_os_error() {
+                        // Events were lost: read the truth from sysfs.
+                        Some(libc::ENOBUFS) => refresh(&ports),
+                        Some(libc::EAGAIN) | Some(libc::EINTR) => {}
+                        _ => break,
+                    }
+                    continue;
+                }
+                for ev in parse_link_events(&buf[..n as usize]) {
+                    let Some(i) = indexes.iter().position(|&x| x == ev.index) else {
+                        continue;
+                    };
+                    let p = &ports[i];
+                    if p.shared.link_up() != ev.up {
+                        p.shared.set_link_up(ev.up);
+                        if ev.up {
+                            tracing::info!(iface = %p.iface, "carrier back: egress resumes");
+                        } else {
+                            tracing::warn!(iface = %p.iface, "carrier lost: holding egress frames");
+                        }
+                    }
+                }
+            }
+            // SAFETY: closing our own descriptor once.
+            unsafe { libc::close(fd) };
+        })
+}
+
+/// A NETLINK_ROUTE socket bound to the link group, with a 100 ms receive timeout so the
+/// thread sees `stop`.
+fn open_socket() -> io::Result<libc::c_int> {
+    // SAFETY: plain socket(2); the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+            libc::NETLINK_ROUTE,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: zeroed sockaddr_nl is valid; we fill family and groups.
+    let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    addr.nl_family = libc::AF_NETLINK as u16;
+    addr.nl_groups = RTMGRP_LINK;
+    let tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 100_000,
+    };
+    // SAFETY: valid pointers and sizes for bind(2) and setsockopt(2).
+    let ok = unsafe {
+        libc::bind(
+            fd,
+            (&addr as *const libc::sockaddr_nl).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as u32,
+        ) == 0
+            && libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                std::mem::size_of::<libc::timeval>() as u32,
+            ) == 0
+    };
+    if !ok {
+        let e = io::Error::last_os_error();
+        // SAFETY: closing the socket we opened.
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    Ok(fd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: u16, index: u32, flags: u32, extra: usize) -> Vec<u8> {
+        let len = (NLMSG_HDR + IFINFO + extra) as u32;
+        let mut b = Vec::new();
+        b.extend_from_slice(&len.to_ne_bytes());
+        b.extend_from_slice(&kind.to_ne_bytes());
+        b.extend_from_slice(&[0; 10]);
+        b.extend_from_slice(&[0, 0, 1, 0]); // family, pad, type
+        b.extend_from_slice(&index.to_ne_bytes());
+        b.extend_from_slice(&flags.to_ne_bytes());
+        b.extend_from_slice(&[0; 4]);
+        b.resize(b.len() + extra, 0xaa);
+        b.resize(b.len().next_multiple_of(4), 0);
+        b
+    }
+
+    #[test]
+    fn link_events_need_admin_up_and_carrier() {
+        let mut buf = msg(RTM_NEWLINK, 7, IFF_UP | IFF_LOWER_UP, 5);
+        buf.extend(msg(RTM_NEWLINK, 8, IFF_UP, 0)); // carrier lost
+        buf.extend(msg(24, 9, 0, 0)); // RTM_NEWADDR: not ours
+        buf.extend(msg(RTM_DELLINK, 10, IFF_UP | IFF_LOWER_UP, 0));
+        assert_eq!(
+            parse_link_events(&buf),
+            vec![
+                LinkEvent { index: 7, up: true },
+                LinkEvent {
+                    index: 8,
+                    up: false
+                },
+                LinkEvent {
+                    index: 10,
+                    up: false
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn truncated_or_bogus_lengths_stop_parsing_without_panic() {
+        let good = msg(RTM_NEWLINK, 7, IFF_UP | IFF_LOWER_UP, 0);
+        assert!(parse_link_events(&good[..20]).is_empty());
+        let mut bad = good.clone();
+        bad[0..4].copy_from_slice(&3u32.to_ne_bytes());
+        assert!(parse_link_events(&bad).is_empty());
+        let mut huge = good;
+        huge[0..4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert!(parse_link_events(&huge).is_empty());
+        assert!(parse_link_events(&[]).is_empty());
+    }
+}

@@ -1,0 +1,214 @@
+//! Faults in the middle of traffic: a link losing its carrier on either side of the daemon, and
+//! a credit peer killed and restarted. Afterwards nothing of the lossless priority is lost
+//! unless the link itself dropped it (then the kernel counted it), nothing is duplicated, and
+//! flow control resumes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{control_section, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use serde_json::Value;
+
+const T: Duration = Duration::from_secs(30);
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// gen → daemon → sink, each in its own namespace.
+struct Line {
+    ng: Netns,
+    nd: Netns,
+    ns: Netns,
+    g0: String,
+    d0: String,
+    d1: String,
+    s0: String,
+}
+
+fn line() -> Line {
+    let (ng, nd, ns) = (Netns::new("fg"), Netns::new("fd"), Netns::new("fs"));
+    let (g0, d0, d1, s0) = (unique("fg"), unique("fd"), unique("fd"), unique("fs"));
+    veth(&ng, &g0, &nd, &d0);
+    veth(&nd, &d1, &ns, &s0);
+    Line {
+        ng,
+        nd,
+        ns,
+        g0,
+        d0,
+        d1,
+        s0,
+    }
+}
+
+fn tx_dropped(ns: &Netns, iface: &str) -> u64 {
+    ns.run(&[
+        "cat",
+        &format!("/sys/class/net/{iface}/statistics/tx_dropped"),
+    ])
+    .trim()
+    .parse()
+    .unwrap()
+}
+
+fn daemon(l: &Line, prio3: &str) -> (Proc, TempFile, common::SocketPath) {
+    let (control, socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n\
+             [priority.3]\n{prio3}\n[linkup]\nenabled = false\n{control}",
+            l.d0, l.d1
+        ),
+    );
+    let mut dut = Proc::spawn(&l.nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(T);
+    (dut, cfg, socket)
+}
+
+fn gen(l: &Line, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "gen",
+        "--iface",
+        &l.g0,
+        "--rate",
+        "200Mbit",
+        "--size",
+        "1000",
+        "--priority",
+        "3",
+        "--link-speed",
+        "1Gbit",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(&l.ng, &args)
+}
+
+const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
+
+/// Takes `iface` in `ns` down for 300 ms in the middle of a 2 s PFC run, and returns
+/// (gen, sink, daemon report, daemon log, frames the kernel dropped on the two links: its
+/// `tx_dropped` of the source's and of the daemon's egress interface, which also counts
+/// the kernel's own frames, IPv6 neighbour discovery at link-up for instance).
+fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> (Value, Value, Value, String, u64) {
+    let (dut, _cfg, _socket) = daemon(l, PFC);
+    let sink = common::start_sink(&l.ns, &l.s0);
+    let dropped = || tx_dropped(&l.nd, &l.d1) + tx_dropped(&l.ng, &l.g0);
+    let before = dropped();
+    let g = gen(l, &["--duration", "2s"]);
+    std::thread::sleep(Duration::from_millis(700));
+    ns.run(&["ip", "link", "set", iface, "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    ns.run(&["ip", "link", "set", iface, "up"]);
+    let g = g.json(T);
+    let sink = sink.json(Duration::from_secs(60));
+    let dropped = dropped() - before;
+    dut.interrupt();
+    let log = dut.stderr();
+    let report = dut.json(T);
+    (g, sink, report, log, dropped)
+}
+
+fn assert_no_daemon_drops(report: &Value) {
+    for port in report["ports"].as_array().unwrap() {
+        for (reason, count) in port["drops"].as_object().unwrap() {
+            assert_eq!(n(count), 0, "daemon drops {reason}: {port}");
+        }
+    }
+}
+
+/// The sink's link goes down mid-traffic: the daemon holds the frames (PFC pauses the
+/// source once they reach XOFF) and delivers them when the carrier is back. Only frames
+/// already handed to the dying link are lost, and the kernel counts each of them.
+#[test]
+fn egress_carrier_loss_holds_frames_and_pfc_pauses_the_source() {
+    let _l = traffic_lock();
+    let l = line();
+    let (g, sink, report, log, dropped) = flap_during_pfc_run(&l, &l.ns, &l.s0);
+    let sent = n(&g["frames_sent"]);
+    assert!(log.contains("carrier lost"), "{log}");
+    assert!(log.contains("carrier back"), "{log}");
+    assert!(n(&g["pfc_rx"]) > 0, "held frames reached XOFF: {g}");
+    assert!(n(&g["paused_ns"]) > 100_000_000, "the source paused: {g}");
+    assert_no_daemon_drops(&report);
+    assert_eq!(n(&sink["duplicates"]), 0, "{sink}");
+    let lost = sent - n(&sink["unique"]);
+    assert!(
+        lost <= dropped,
+        "every frame delivered or dropped by the dying link: {lost} lost, {dropped} dropped; {sink}"
+    );
+    assert!(lost < 200, "only frames in flight at the loss: {lost}");
+    println!("egress flap: {sent} sent, {lost} lost in the dying link ({dropped} kernel drops)");
+}
+
+/// The source's link goes down mid-traffic: only frames on the dying link are lost (the kernel
+/// counts them), and traffic resumes when the carrier is back.
+#[test]
+fn ingress_carrier_loss_loses_only_what_the_dying_link_dropped() {
+    let _l = traffic_lock();
+    let l = line();
+    let (g, sink, report, log, dropped) = flap_during_pfc_run(&l, &l.ng, &l.g0);
+    let sent = n(&g["frames_sent"]);
+    assert!(log.contains("carrier lost"), "{log}");
+    assert_no_daemon_drops(&report);
+    assert_eq!(n(&sink["duplicates"]), 0, "{sink}");
+    let lost = sent - n(&sink["unique"]);
+    assert!(
+        lost <= dropped,
+        "every frame delivered or dropped by the dying link: {lost} lost, {dropped} dropped; {sink}"
+    );
+    assert!(lost < 200, "only frames in flight at the loss: {lost}");
+    println!("ingress flap: {sent} sent, {lost} lost in the dying link ({dropped} kernel drops)");
+}
+
+/// A credit peer (the generator) is killed mid-traffic and a new one starts: the daemon's
+/// lane re-initialises on the newcomer's Init, the new source gets credit, and every frame
+/// either generator handed to the link arrives exactly once.
+#[test]
+fn a_credit_peer_killed_and_restarted_gets_credit_again() {
+    let _l = traffic_lock();
+    let l = line();
+    let (dut, _cfg, _socket) = daemon(&l, "mode = \"credit\"\nlimit = \"64KiB\"");
+    let mut sink = Proc::spawn(
+        &l.ns,
+        &[
+            "sink",
+            "--iface",
+            &l.s0,
+            "--credit",
+            "3",
+            "--duration",
+            "60s",
+            "--json",
+        ],
+    );
+    sink.wait_ready(T);
+    let mut first = gen(&l, &["--credit", "--duration", "10s"]);
+    std::thread::sleep(Duration::from_millis(1000));
+    first.kill();
+    let second = gen(&l, &["--credit", "--duration", "1s", "--first-flow", "1"]).json(T);
+    std::thread::sleep(Duration::from_millis(500));
+    sink.interrupt();
+    let sink = sink.json(T);
+    dut.interrupt();
+    let report = dut.json(T);
+    let sent = n(&second["frames_sent"]);
+    assert!(sent > 1000, "the restarted source ran: {second}");
+    assert_eq!(second["credit"]["active"], true, "{second}");
+    let flows = sink["flows"].as_array().unwrap();
+    let f1 = flows.iter().find(|f| f["flow"] == 1).expect("flow 1");
+    assert_eq!(n(&f1["unique"]), sent, "{sink}");
+    assert_eq!(n(&f1["lost"]), 0);
+    let f0 = flows.iter().find(|f| f["flow"] == 0).expect("flow 0");
+    assert_eq!(n(&f0["lost"]), 0, "the killed source's frames: {f0}");
+    assert_eq!(n(&sink["duplicates"]), 0, "{sink}");
+    assert_no_daemon_drops(&report);
+    let d0 = &report["ports"][0];
+    assert!(
+        n(&d0["credit_reinits"][3]) >= 1,
+        "the lane re-initialised: {d0}"
+    );
+}
