@@ -209,6 +209,107 @@ sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, bad_sfcm, 
     );
 }
 
+/// Hostile frames on a port that runs credits, sent by scapy in the middle of good traffic:
+/// credit updates with a bad CRC, an unknown Op, no or too many entries, a non-zero reserved
+/// byte, a VL twice or cut short; a PTP message whose length field overruns the frame; an
+/// LLDPDU whose TLV overruns it. Each is a `malformed` drop (logged as such when the daemon
+/// stops), a valid but absurd credit grant is taken for what it is (the send rule caps it),
+/// and the good traffic is forwarded without a loss.
+#[test]
+fn hostile_frames_beside_good_traffic_are_counted_and_harmless() {
+    let _l = common::traffic_lock();
+    let (ng, nd, ns) = (Netns::new("hg"), Netns::new("hd"), Netns::new("hs"));
+    let (g0, d0, d1, s0) = (unique("hg"), unique("hd"), unique("hd"), unique("hs"));
+    veth(&ng, &g0, &nd, &d0);
+    veth(&nd, &d1, &ns, &s0);
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
+             [priority.5]\nmode = \"credit\"\n[linkup]\ninterval = \"0s\"\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let sink = common::start_sink(&ns, &s0);
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g0,
+            "--rate",
+            "100Mbit",
+            "--size",
+            "500",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+    );
+    let script = format!(
+        r#"
+from scapy.all import Ether, Raw, sendp
+import struct, time
+
+def lpcrc(data):
+    c = 0xFFFF
+    for b in data:
+        c ^= b
+        for _ in range(8):
+            c = (c >> 1) ^ 0xD008 if c & 1 else c >> 1
+    return c ^ 0xFFFF
+
+assert lpcrc(b"123456789") == 0x0A3D
+def entry(op, fctbs, vl, fccl, crc=None):
+    body = struct.pack("!BBBB", (op << 4) | (fctbs >> 8), fctbs & 0xFF, (vl << 4) | (fccl >> 8), fccl & 0xFF)
+    return body + struct.pack("!H", lpcrc(body) if crc is None else crc)
+def credit(count, entries, reserved=0):
+    return Ether(dst="01:80:c2:00:00:0e", type=0x88B5) / Raw(bytes([1, 2, count, reserved]) + entries)
+good = entry(2, 0, 5, 0xFFF)
+hostile = [
+    credit(1, entry(0, 1, 5, 2, crc=0x1234)),      # bad LPCRC
+    credit(1, entry(7, 1, 5, 2)),                  # unknown Op
+    credit(0, b""),                                # no entry
+    credit(17, good * 17),                         # too many entries
+    credit(1, good, reserved=9),                   # reserved byte set
+    credit(2, good + good),                        # VL 5 twice
+    credit(2, good),                               # cut short
+    # Pdelay_Req whose messageLength (1000) overruns the frame.
+    Ether(dst="01:80:c2:00:00:0e", type=0x88F7) / Raw(struct.pack("!BBH", 0x02, 0x02, 1000) + b"\0" * 40),
+    # LLDPDU whose Chassis ID TLV claims 200 octets.
+    Ether(dst="01:80:c2:00:00:0e", type=0x88CC) / Raw(struct.pack("!H", (1 << 9) | 200) + b"\x04" + b"\0" * 20),
+]
+time.sleep(0.5)
+sendp(hostile + [credit(1, good)], iface="{g0}", verbose=False)
+"#
+    );
+    let out = ng
+        .cmd("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let gen = gen.json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    dut.interrupt();
+    let (report, log) = dut.json_and_log(Duration::from_secs(10));
+    let d0r = &report["ports"][0];
+    assert_eq!(d0r["drops"]["malformed"], 9, "{d0r}");
+    assert_eq!(d0r["credit_updates_rx"][5], 1, "the valid grant: {d0r}");
+    assert!(
+        log.contains("frames dropped") && log.contains("malformed"),
+        "{log}"
+    );
+    assert_eq!(sink["unique"], gen["frames_sent"], "{sink}");
+    assert_eq!(sink["lost"], 0, "{sink}");
+}
+
 /// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
 /// traffic is forwarded, and both stop cleanly.
 #[test]

@@ -217,6 +217,40 @@ impl<'a> LinkMonitor<'a> {
     }
 }
 
+/// Logs the drops counted since the last look, per port and reason, at most once per
+/// [`DropLog::INTERVAL`]: a hostile or broken peer shows in the log without a line per frame.
+struct DropLog {
+    seen: Vec<std::collections::BTreeMap<String, u64>>,
+    last: std::time::Instant,
+}
+
+impl DropLog {
+    const INTERVAL: Duration = Duration::from_secs(5);
+
+    fn new(ports: usize) -> Self {
+        DropLog {
+            seen: vec![Default::default(); ports],
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn due(&self) -> bool {
+        self.last.elapsed() >= Self::INTERVAL
+    }
+
+    fn log(&mut self, snaps: &[PortSnapshot]) {
+        self.last = std::time::Instant::now();
+        for (seen, s) in self.seen.iter_mut().zip(snaps) {
+            for (reason, &count) in &s.drops {
+                let before = seen.insert(reason.clone(), count).unwrap_or(0);
+                if count > before {
+                    tracing::warn!(iface = %s.iface, reason = %reason, new = count - before, total = count, "frames dropped");
+                }
+            }
+        }
+    }
+}
+
 impl LinkMonitor<'_> {
     /// Warns for each credit priority whose window is below the measured link's
     /// bandwidth-delay product: its peer cannot send at full rate.
@@ -376,6 +410,15 @@ pub fn run(
     let watchdog_every = notifier.watchdog_interval();
     let watchdog_liveness = Liveness::new(all_stats.clone());
     let progress = Duration::from_secs(d.stats_interval_s);
+    let mut drop_log = DropLog::new(ifaces.len());
+    let snapshots = || {
+        let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
+        ifaces
+            .iter()
+            .enumerate()
+            .map(|(i, iface)| snapshot(iface, i, &refs))
+            .collect::<Vec<PortSnapshot>>()
+    };
     rt.block_on(async {
         if let Some(l) = metrics_listener {
             match tokio::net::TcpListener::from_std(l) {
@@ -419,11 +462,12 @@ pub fn run(
                     }
                 }
             }
+            if drop_log.due() {
+                drop_log.log(&snapshots());
+            }
             if !progress.is_zero() && last_progress.elapsed() >= progress {
                 last_progress = tokio::time::Instant::now();
-                let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
-                for (i, iface) in ifaces.iter().enumerate() {
-                    let s = snapshot(iface, i, &refs);
+                for s in snapshots() {
                     tracing::info!(
                         iface = %s.iface, rx = s.rx_frames, tx = s.tx_frames,
                         pfc_tx = s.pfc_tx.iter().sum::<u64>(), pfc_rx = s.pfc_rx.iter().sum::<u64>(),
@@ -445,6 +489,7 @@ pub fn run(
             Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
         }
     }
+    drop_log.log(&snapshots());
     let _ = carrier_watch.join();
     drop(attached); // detaches XDP
     if let Some(path) = &plan.control_socket {
@@ -453,15 +498,10 @@ pub fn run(
     if let Some(e) = failure {
         return Err(e);
     }
-    let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
     Ok(DaemonReport {
         backend,
         workers: d.workers,
         priorities: plan.prios,
-        ports: ifaces
-            .iter()
-            .enumerate()
-            .map(|(i, iface)| snapshot(iface, i, &refs))
-            .collect(),
+        ports: snapshots(),
     })
 }

@@ -347,9 +347,16 @@ impl ForwardWorker {
         for i in 0..n {
             let mut rx = self.rx[i];
             if let Some(agent) = self.agents.get_mut(p) {
+                let malformed = agent.counters().rx_malformed;
                 match agent.handle_rx(&mut self.pool, rx, now) {
                     Some(r) => rx = r,
-                    None => continue, // LLDP or PTP, taken by the link agent
+                    // LLDP or PTP, taken by the link agent (which counts what did not parse).
+                    None => {
+                        if agent.counters().rx_malformed != malformed {
+                            self.stats.ports[p].drop(DropReason::Malformed);
+                        }
+                        continue;
+                    }
                 }
             }
             self.ingress(p, rx, now);

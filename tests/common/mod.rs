@@ -221,6 +221,18 @@ impl Proc {
     }
 }
 
+impl Proc {
+    /// [`Proc::json`], and the whole stderr including what the process logged while stopping.
+    pub fn json_and_log(self, timeout: Duration) -> (serde_json::Value, String) {
+        let lines = self.lines.clone();
+        let v = self.json(timeout);
+        // The reader thread drains the pipe until EOF, right after the exit.
+        std::thread::sleep(Duration::from_millis(200));
+        let log = lines.lock().unwrap().join("\n");
+        (v, log)
+    }
+}
+
 impl Drop for Proc {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
