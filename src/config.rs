@@ -521,6 +521,13 @@ pub const DEFAULT_SFC_LIMIT: u64 = 1024 * 1024;
 pub const DEFAULT_CREDIT_LIMIT: u64 = 64 * 1024;
 /// Largest buffer credits can advertise: 2048 blocks of 64 bytes.
 pub const MAX_CREDIT_BUFFER: u64 = 2048 * 64;
+/// Largest byte size a priority setting may have (256 TiB): far beyond any host's memory, and
+/// small enough that sums of thresholds (XOFF + headroom, the buffer of all priorities times
+/// the ports) and frame counts added to them cannot overflow.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 48;
+/// Longest duration a setting may have (2^62 ns, about 146 years), so that a deadline computed
+/// as a clock reading plus the setting cannot overflow.
+pub const MAX_DURATION_NS: u64 = 1 << 62;
 
 /// PFC settings of a lossless priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -733,6 +740,19 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         field,
         reason,
     };
+    // A duration in ns, bounded so that the daemon can add it to a clock reading.
+    let duration_ns = |field: String, v: &str| {
+        let d = units::parse_duration(v).map_err(|e| invalid(field.clone(), e.to_string()))?;
+        u64::try_from(d.as_nanos())
+            .ok()
+            .filter(|&ns| ns <= MAX_DURATION_NS)
+            .ok_or_else(|| {
+                invalid(
+                    field,
+                    format!("{v:?} is longer than the longest duration, 2^62 ns (146 years)"),
+                )
+            })
+    };
     let d = &raw.daemon;
     if d.workers == 0 || d.workers > 64 {
         return Err(invalid(
@@ -809,6 +829,18 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
                 Some(SizeValue::Text(t)) => units::parse_size(t)
                     .map_err(|e| invalid(format!("priority.{key}.{name}"), e.to_string())),
             }
+            .and_then(|b| {
+                if b > MAX_BUFFER_BYTES {
+                    Err(invalid(
+                        format!("priority.{key}.{name}"),
+                        format!(
+                            "{b} bytes is above the largest buffer, {MAX_BUFFER_BYTES} (256 TiB)"
+                        ),
+                    ))
+                } else {
+                    Ok(b)
+                }
+            })
         };
         let uses_pfc = matches!(s.mode, PrioMode::Pfc | PrioMode::PfcSfc);
         let uses_sfc = matches!(s.mode, PrioMode::Sfc | PrioMode::PfcSfc);
@@ -947,19 +979,16 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     };
     let w = &raw.watchdog;
     let time = |field: &str, v: &str| {
-        units::parse_duration(v)
-            .map(|d| d.as_nanos() as u64)
-            .map_err(|e| invalid(format!("watchdog.{field}"), e.to_string()))
-            .and_then(|ns| {
-                if ns == 0 {
-                    Err(invalid(
-                        format!("watchdog.{field}"),
-                        "must be above 0".into(),
-                    ))
-                } else {
-                    Ok(ns)
-                }
-            })
+        duration_ns(format!("watchdog.{field}"), v).and_then(|ns| {
+            if ns == 0 {
+                Err(invalid(
+                    format!("watchdog.{field}"),
+                    "must be above 0".into(),
+                ))
+            } else {
+                Ok(ns)
+            }
+        })
     };
     let watchdog = if w.enabled {
         Some(WatchdogConfig {
@@ -992,9 +1021,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             format!("{} leaves no pause at all; use 0..=99", f.reserve_percent),
         ));
     }
-    let max_pause_ns = units::parse_duration(&f.max_pause)
-        .map(|d| d.as_nanos() as u64)
-        .map_err(|e| invalid("sfc.max_pause".into(), e.to_string()))?;
+    let max_pause_ns = duration_ns("sfc.max_pause".into(), &f.max_pause)?;
     if max_pause_ns == 0 {
         return Err(invalid("sfc.max_pause".into(), "must be above 0".into()));
     }
@@ -1006,11 +1033,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         scope: f.scope,
     };
     let l = &raw.linkup;
-    let dur = |field: &str, v: &str| {
-        units::parse_duration(v)
-            .map(|d| d.as_nanos() as u64)
-            .map_err(|e| invalid(format!("linkup.{field}"), e.to_string()))
-    };
+    let dur = |field: &str, v: &str| duration_ns(format!("linkup.{field}"), v);
     let linkup = if l.enabled {
         if !(2..=1024).contains(&l.samples) {
             return Err(invalid(
@@ -1035,14 +1058,9 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         None
     };
     let c = &raw.credit;
-    let positive = |field: &str, v: &str| {
-        units::parse_duration(v)
-            .map(|d| d.as_nanos() as u64)
-            .map_err(|e| invalid(format!("credit.{field}"), e.to_string()))
-            .and_then(|ns| match ns {
-                0 => Err(invalid(format!("credit.{field}"), "must be above 0".into())),
-                ns => Ok(ns),
-            })
+    let positive = |field: &str, v: &str| match duration_ns(format!("credit.{field}"), v)? {
+        0 => Err(invalid(format!("credit.{field}"), "must be above 0".into())),
+        ns => Ok(ns),
     };
     let credit = CreditTimers {
         update_interval_ns: positive("update_interval", &c.update_interval)?,
@@ -1217,6 +1235,22 @@ limit = "1MB"
     }
 
     /// Every invalid setting gets an error that names its field.
+    /// The largest sizes and durations that are accepted, and the sum of all priorities'
+    /// buffers at those sizes, stay clear of overflow.
+    #[test]
+    fn largest_sizes_and_durations_are_accepted() {
+        let text = format!(
+            "{GOOD}\n[priority.4]\nmode = \"pfc\"\nxoff = {m}\nxon = 0\nheadroom = {m}\n\
+             [priority.5]\nlimit = {m}\n[watchdog]\ndetection = \"{d}ns\"\n",
+            m = MAX_BUFFER_BYTES,
+            d = MAX_DURATION_NS
+        );
+        let p = Plan::parse(&text, "x").unwrap();
+        assert_eq!(p.prios[4].limit, 2 * MAX_BUFFER_BYTES);
+        assert_eq!(p.prios[5].limit, MAX_BUFFER_BYTES);
+        assert_eq!(p.watchdog.unwrap().detection_ns, MAX_DURATION_NS);
+    }
+
     #[test]
     fn invalid_configs_name_their_field() {
         let two_ports =
@@ -1258,6 +1292,29 @@ limit = "1MB"
             (
                 "[priority.3]\nmode = \"pfc\"\nlimit = 10\n",
                 "priority.3.limit",
+            ),
+            // Sizes beyond MAX_BUFFER_BYTES and durations beyond MAX_DURATION_NS: the first
+            // two made validation overflow (found while writing the config fuzz target).
+            (
+                "[priority.3]\nmode = \"pfc\"\nxoff = \"10000000000000000000\"\nheadroom = \"10000000000000000000\"\n",
+                "priority.3.xoff",
+            ),
+            (
+                "[priority.3]\nlimit = 9223372036854775807\n",
+                "priority.3.limit",
+            ),
+            (
+                "[priority.3]\nmode = \"pfc\"\nheadroom = \"300000GiB\"\n",
+                "priority.3.headroom",
+            ),
+            (
+                "[watchdog]\ndetection = \"18000000000s\"\n",
+                "watchdog.detection",
+            ),
+            ("[sfc]\nmax_pause = \"5000000000s\"\n", "sfc.max_pause"),
+            (
+                "[linkup]\npeer_response = \"18446744073s\"\n",
+                "linkup.peer_response",
             ),
             ("[priority.x]\nmode = \"pfc\"\n", "priority.x"),
             ("[priority.3]\nmode = \"bogus\"\n", "mode"),

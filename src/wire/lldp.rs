@@ -201,6 +201,22 @@ fn parse_id(v: &[u8], field: &'static str) -> Result<LldpId, WireError> {
     })
 }
 
+/// The System Name as text: lossy UTF-8 (each invalid sequence becomes U+FFFD, three octets),
+/// cut at a character boundary to the 255 octets the TLV can hold, so that whatever a
+/// neighbour sent decodes to a name [`Lldpdu::emit`] can send again. A non-UTF-8 name is not
+/// worth rejecting the neighbour's whole LLDPDU for; it is only displayed.
+fn decode_system_name(v: &[u8]) -> String {
+    let mut name = String::from_utf8_lossy(v).into_owned();
+    if name.len() > 255 {
+        let cut = (0..=255)
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
+        name.truncate(cut);
+    }
+    name
+}
+
 impl Lldpdu {
     /// Parses an LLDPDU (the bytes after the EtherType). `ours` says which organisationally
     /// specific TLV is our capability TLV.
@@ -242,7 +258,7 @@ impl Lldpdu {
                     return Err(bad("LLDP mandatory TLV repeated (type)", ty.into()))
                 }
                 (_, TLV_SYSTEM_NAME) => {
-                    system_name = Some(String::from_utf8_lossy(v).into_owned());
+                    system_name = Some(decode_system_name(v));
                 }
                 (_, TLV_ORG) => {
                     need(v, 4, "LLDP organisationally specific TLV (OUI and subtype)")?;
@@ -515,6 +531,32 @@ mod tests {
 
     fn parse(b: &[u8]) -> Result<Lldpdu, WireError> {
         Lldpdu::parse(b, OrgTlvId::default())
+    }
+
+    /// Found by the `lldp` fuzz target: a System Name of 255 octets that are not UTF-8 decoded
+    /// to 765 octets of U+FFFD, which `emit` then refused ("at most 255 octets").
+    #[test]
+    fn non_utf8_system_name_stays_within_the_tlv() {
+        let mut b = vec![
+            0x02, 0x02, 0x04, 0xaa, 0x04, 0x02, 0x05, b'x', 0x06, 0x02, 0x00, 0x78,
+        ];
+        b.extend_from_slice(&[0x0a, 0xff]); // System Name, 255 octets
+        b.extend_from_slice(b"ab");
+        b.extend_from_slice(&[0xff; 253]);
+        let d = parse(&b).unwrap();
+        let name = d.system_name.clone().unwrap();
+        assert!(
+            name.starts_with("ab\u{fffd}") && name.len() <= 255,
+            "{name:?}"
+        );
+        assert_eq!(name.len(), 2 + 84 * 3);
+        let mut out = [0u8; 512];
+        let n = d.emit(OrgTlvId::default(), &mut out).unwrap();
+        assert_eq!(parse(&out[..n]).unwrap(), d);
+        // A valid UTF-8 name of 255 octets is kept whole.
+        let mut b2 = b[..14].to_vec();
+        b2.extend_from_slice(&[b'n'; 255]);
+        assert_eq!(parse(&b2).unwrap().system_name.unwrap().len(), 255);
     }
 
     #[test]
