@@ -53,7 +53,15 @@ impl Netns {
         let name = unique(tag);
         sh(&["ip", "netns", "add", &name]);
         sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
-        Netns { name }
+        let ns = Netns { name };
+        // No IPv6 neighbour discovery: the kernel's own frames would show up in counters.
+        ns.run(&[
+            "sysctl",
+            "-qw",
+            "net.ipv6.conf.all.disable_ipv6=1",
+            "net.ipv6.conf.default.disable_ipv6=1",
+        ]);
+        ns
     }
 
     /// A command run inside the namespace.
@@ -84,8 +92,14 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
         "ip", "link", "add", a_if, "netns", &a.name, "type", "veth", "peer", "name", b_if, "netns",
         &b.name,
     ]);
-    sh(&["ip", "-n", &a.name, "link", "set", a_if, "up"]);
-    sh(&["ip", "-n", &b.name, "link", "set", b_if, "up"]);
+    for (ns, iface) in [(a, a_if), (b, b_if)] {
+        ns.run(&[
+            "sysctl",
+            "-qw",
+            &format!("net.ipv6.conf.{iface}.disable_ipv6=1"),
+        ]);
+        sh(&["ip", "-n", &ns.name, "link", "set", iface, "up"]);
+    }
     // The kernel brings the operational state up asynchronously (linkwatch); frames sent
     // before that can vanish, so wait for it.
     let deadline = Instant::now() + Duration::from_secs(5);
