@@ -567,13 +567,13 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
     let static_overflow = overflow;
 
     let (gen, sink, dut, st) = long_link_run(
-        "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\npeer_response = \"1ms\"",
+        "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\npeer_response = \"4ms\"",
     );
     let p3 = &st["ports"][0]["priorities"][3];
     assert_eq!(p3["source"], "measured", "{st}");
     let headroom = n(&p3["headroom_bytes"]);
-    // 100 Mbit/s over at least 2 ms of round trip plus 1 ms of response: >= 37,500 bytes.
-    assert!(headroom >= 37_500, "{p3}");
+    // 100 Mbit/s over at least 2 ms of round trip plus 4 ms of response: >= 75,000 bytes.
+    assert!(headroom >= 75_000, "{p3}");
     assert_eq!(
         n(&p3["xoff_bytes"]) + headroom,
         128 * 1024,

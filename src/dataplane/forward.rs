@@ -79,6 +79,13 @@ fn sfc_congestion_points(
     })
 }
 
+/// Longest a stopping worker keeps forwarding to empty its queues; what is left after it is
+/// counted as `shutdown` drops.
+const STOP_DRAIN_NS: u64 = 1_000_000_000;
+/// A stopping worker keeps receiving at least this long after its XOFF, for the frames that
+/// were already on their way.
+const STOP_GRACE_NS: u64 = 20_000_000;
+
 /// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
@@ -272,9 +279,18 @@ impl ForwardWorker {
         }
     }
 
-    /// Runs until `stop` is set; then releases every queued frame.
+    /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
+    /// [`ForwardWorker::drain`]) and releases the rest, counted.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let mut idler = Idler::new(self.ports.iter().map(|p| p.poll_fd()), self.setup.busy_poll);
+        if self.setup.pfc_generator {
+            // Resume whatever a previous instance paused upstream when it stopped.
+            for p in 0..self.ports.len() {
+                if let Some(m) = self.generators[p].resume_all() {
+                    self.send_pfc(p, &m);
+                }
+            }
+        }
         let mut turns = 0u32;
         // Test hook for the systemd watchdog tests: the loop stops turning after this many ms.
         let wedge_at = std::env::var("LOSSLESS_TEST_WEDGE_AFTER_MS")
@@ -296,10 +312,38 @@ impl ForwardWorker {
                 self.read_kernel_drops();
             }
         }
+        self.drain(&mut idler)?;
         self.read_kernel_drops();
         self.shutdown();
         self.publish_gauges(now_ns());
         Ok(())
+    }
+
+    /// Stopping without losing what was accepted: the leader pauses every PFC priority
+    /// upstream (and keeps the pause refreshed), then the worker goes on receiving and
+    /// forwarding until its queues are empty, at least [`STOP_GRACE_NS`] so frames already on
+    /// their way arrive, at most [`STOP_DRAIN_NS`].
+    fn drain(&mut self, idler: &mut Idler) -> Result<(), WorkerError> {
+        let start = now_ns();
+        if self.setup.pfc_generator {
+            for p in 0..self.ports.len() {
+                if let Some(m) = self.generators[p].hold(start) {
+                    self.send_pfc(p, &m);
+                }
+            }
+        }
+        loop {
+            let now = now_ns();
+            let empty = self.egress.iter().all(PrioQueues::is_empty)
+                && self.ctrl.iter().all(Ring::is_empty);
+            if (empty && now >= start + STOP_GRACE_NS) || now >= start + STOP_DRAIN_NS {
+                return Ok(());
+            }
+            if self.step(now)? == 0 {
+                let deadline = self.next_deadline(now).unwrap_or(u64::MAX);
+                idler.wait(now, Some(deadline.min(now + 1_000_000)));
+            }
+        }
     }
 
     fn read_kernel_drops(&self) {
@@ -601,15 +645,21 @@ impl ForwardWorker {
             return;
         };
         let c = &self.stats.ports[p];
-        if let MacControl::Pfc { enable, .. } = m {
+        for (prio, n) in self.generators[p].xoff_transitions().iter().enumerate() {
+            c.xoff_transitions[prio].set(*n);
+        }
+        self.send_pfc(p, &m);
+    }
+
+    /// Queues the PFC frame `m` for TX on port `p` and counts it.
+    fn send_pfc(&mut self, p: usize, m: &MacControl) {
+        let c = &self.stats.ports[p];
+        if let MacControl::Pfc { enable, .. } = *m {
             for (prio, counter) in c.pfc_tx.iter().enumerate() {
                 if enable & (1 << prio) != 0 {
                     counter.add(1);
                 }
             }
-        }
-        for (prio, n) in self.generators[p].xoff_transitions().iter().enumerate() {
-            c.xoff_transitions[prio].set(*n);
         }
         let Some(idx) = self.pool.alloc() else {
             // No frame to build it in: the generator will refresh the signal shortly.
@@ -939,7 +989,7 @@ impl ForwardWorker {
             for prio in 0..PRIORITIES {
                 while let Some(q) = self.egress[e].ring(prio).pop() {
                     self.release_queued(prio, &q);
-                    self.pool.release(q.idx);
+                    self.discard(usize::from(q.ingress), q.frame(), DropReason::Shutdown);
                 }
             }
         }

@@ -53,11 +53,13 @@ pub enum DropReason {
     CreditOverrun = 6,
     /// A frame larger than any credit the peer can grant: it could never be sent.
     CreditTooLarge = 7,
+    /// Still queued when the daemon stopped, after it drained for as long as it may.
+    Shutdown = 8,
 }
 
 impl DropReason {
     /// All reasons, in index order.
-    pub const ALL: [DropReason; 8] = [
+    pub const ALL: [DropReason; 9] = [
         DropReason::TailDrop,
         DropReason::HeadroomOverflow,
         DropReason::Malformed,
@@ -66,6 +68,7 @@ impl DropReason {
         DropReason::Watchdog,
         DropReason::CreditOverrun,
         DropReason::CreditTooLarge,
+        DropReason::Shutdown,
     ];
 
     /// Label value used in reports and metrics.
@@ -79,6 +82,7 @@ impl DropReason {
             DropReason::Watchdog => "watchdog",
             DropReason::CreditOverrun => "credit_overrun",
             DropReason::CreditTooLarge => "credit_too_large",
+            DropReason::Shutdown => "shutdown",
         }
     }
 }

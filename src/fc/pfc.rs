@@ -34,6 +34,8 @@ pub struct PfcGenerator {
     pause_quanta: u16,
     refresh_ns: u64,
     xoff_transitions: [u64; PRIORITIES],
+    /// Pausing every PFC priority whatever the occupancy (the daemon is stopping).
+    holding: bool,
 }
 
 impl PfcGenerator {
@@ -51,7 +53,36 @@ impl PfcGenerator {
             pause_quanta,
             refresh_ns,
             xoff_transitions: [0; PRIORITIES],
+            holding: false,
         }
+    }
+
+    /// Pauses every PFC priority upstream from `now` on, whatever the occupancy, refreshing
+    /// the pause and never resuming (a stopping daemon drains its queues). Returns the XOFF.
+    pub fn hold(&mut self, now: u64) -> Option<MacControl> {
+        self.holding = true;
+        let mut quanta = [0u16; PRIORITIES];
+        let mut enable = 0u8;
+        for p in (0..PRIORITIES).filter(|&p| self.thresholds[p].is_some()) {
+            enable |= 1 << p;
+            quanta[p] = self.pause_quanta;
+            self.state[p] = Signal::Xoff {
+                refresh_at: now + self.refresh_ns,
+            };
+        }
+        (enable != 0).then_some(MacControl::Pfc { enable, quanta })
+    }
+
+    /// A zero pause for every PFC priority: a starting daemon resumes whatever a previous
+    /// instance left paused upstream.
+    pub fn resume_all(&self) -> Option<MacControl> {
+        let enable = (0..PRIORITIES)
+            .filter(|&p| self.thresholds[p].is_some())
+            .fold(0u8, |m, p| m | (1 << p));
+        (enable != 0).then_some(MacControl::Pfc {
+            enable,
+            quanta: [0; PRIORITIES],
+        })
     }
 
     /// Applies new thresholds and pause time (configuration reload), keeping each priority's
@@ -82,7 +113,7 @@ impl PfcGenerator {
                         self.xoff_transitions[p] += 1;
                         Some(self.pause_quanta)
                     }
-                    Signal::Xoff { .. } if bytes <= t.xon => Some(0),
+                    Signal::Xoff { .. } if bytes <= t.xon && !self.holding => Some(0),
                     Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
                     _ => None,
                 },
@@ -238,6 +269,49 @@ mod tests {
         let mut quanta = [0; PRIORITIES];
         quanta[p] = q;
         MacControl::Pfc { enable, quanta }
+    }
+
+    #[test]
+    fn hold_pauses_everything_and_never_resumes_until_dropped() {
+        let t = PfcThresholds {
+            xoff: 1000,
+            xon: 500,
+        };
+        let mut thresholds = [None; PRIORITIES];
+        thresholds[3] = Some(t);
+        thresholds[5] = Some(t);
+        let mut g = PfcGenerator::new(thresholds, 100, 1_000_000_000);
+        assert_eq!(
+            g.resume_all(),
+            Some(MacControl::Pfc {
+                enable: 0b10_1000,
+                quanta: [0; PRIORITIES]
+            })
+        );
+        let mut quanta = [0; PRIORITIES];
+        quanta[3] = 100;
+        quanta[5] = 100;
+        assert_eq!(
+            g.hold(0),
+            Some(MacControl::Pfc {
+                enable: 0b10_1000,
+                quanta
+            })
+        );
+        // Empty buffers: no XON while holding, but the pause is refreshed (100 quanta at
+        // 1 Gbit/s last 51.2 us; refresh at half).
+        assert_eq!(g.poll(1_000, &[0; PRIORITIES]), None);
+        assert_eq!(
+            g.poll(26_000, &[0; PRIORITIES]),
+            Some(MacControl::Pfc {
+                enable: 0b10_1000,
+                quanta
+            })
+        );
+        assert_eq!(
+            PfcGenerator::new([None; PRIORITIES], 100, 1).resume_all(),
+            None
+        );
     }
 
     #[test]
