@@ -297,3 +297,77 @@ fn daemon_restart_mid_traffic_loses_nothing() {
         n(&g["paused_ns"]) / 1_000_000
     );
 }
+
+/// A lossy flood that would take the whole frame pool (its limit is 64 MiB, the pool 16 MiB)
+/// beside a lossless priority on the same link: the pool keeps a quarter for lossless
+/// traffic, so the flood is tail-dropped and the lossless flow loses nothing.
+#[test]
+fn a_lossy_flood_cannot_exhaust_the_pool_for_a_lossless_priority() {
+    let _l = traffic_lock();
+    let l = line();
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[daemon]\nframes = 8192\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"100Mbit\"\n\
+             [priority.0]\nlimit = \"64MiB\"\n[priority.3]\n{PFC}\n[linkup]\nenabled = false\n{control}",
+            l.d0, l.d1
+        ),
+    );
+    let dut = Proc::spawn(&l.nd, &["run", "--config", cfg.path(), "--json"]);
+    let mut dut = dut;
+    dut.wait_ready(T);
+    let sink = common::start_sink(&l.ns, &l.s0);
+    let source = |prio: &str, rate: &str, flow: &str| {
+        Proc::spawn(
+            &l.ng,
+            &[
+                "gen",
+                "--iface",
+                &l.g0,
+                "--backend",
+                "af-packet",
+                "--rate",
+                rate,
+                "--size",
+                "1000",
+                "--priority",
+                prio,
+                "--first-flow",
+                flow,
+                "--link-speed",
+                "1Gbit",
+                "--duration",
+                "2s",
+                "--json",
+            ],
+        )
+    };
+    let flood = source("0", "400Mbit", "0");
+    let lossless = source("3", "40Mbit", "1");
+    let flood = flood.json(T);
+    let lossless = lossless.json(T);
+    let sink = sink.json(Duration::from_secs(60));
+    dut.interrupt();
+    let report = dut.json(T);
+    let d0 = &report["ports"][0];
+    let flows = sink["flows"].as_array().unwrap();
+    let flow = |id: u64| flows.iter().find(|f| f["flow"] == id).cloned().unwrap();
+    assert_eq!(
+        n(&flow(1)["unique"]),
+        n(&lossless["frames_sent"]),
+        "lossless flow: {sink}"
+    );
+    assert_eq!(n(&flow(1)["lost"]), 0);
+    let tail = n(&d0["drops"]["tail_drop"]);
+    assert!(tail > 1000, "the flood was tail-dropped: {d0}");
+    assert_eq!(
+        n(&flow(0)["unique"]) + tail,
+        n(&flood["frames_sent"]),
+        "flood: delivered or tail-dropped: {d0}"
+    );
+    for reason in ["no_buffer", "headroom_overflow", "shutdown"] {
+        assert_eq!(n(&d0["drops"][reason]), 0, "{reason}: {d0}");
+    }
+    assert_eq!(n(&d0["kernel_drops"]["fill_ring_empty"]), 0, "{d0}");
+}

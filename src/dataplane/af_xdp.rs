@@ -19,7 +19,8 @@ use crate::wire::MacAddr;
 
 /// Descriptors per RX and TX ring.
 const RING: u32 = 4096;
-/// Frames kept in the fill ring.
+/// Frames kept in the fill ring (at most; and at most a quarter of the pool, so a small pool
+/// shared by two ports still has frames for queues and TX).
 const FILL_TARGET: usize = 4096;
 /// Largest batch handled per call.
 pub const MAX_BATCH: usize = 256;
@@ -44,6 +45,7 @@ pub struct AfXdpPort {
     fd: RawFd,
     scratch: Vec<FrameDesc>,
     in_fill: usize,
+    fill_target: usize,
     in_tx: usize,
 }
 
@@ -114,6 +116,7 @@ impl AfXdpPort {
             fd,
             scratch: vec![FrameDesc::default(); MAX_BATCH.max(FILL_TARGET)],
             in_fill: 0,
+            fill_target: FILL_TARGET.min(pool.capacity() as usize / 4).max(64),
             in_tx: 0,
         };
         port.refill(pool)?;
@@ -121,7 +124,8 @@ impl AfXdpPort {
     }
 
     fn refill(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
-        let want = FILL_TARGET
+        let want = self
+            .fill_target
             .saturating_sub(self.in_fill)
             .min(pool.available());
         if want < 32 && self.in_fill > 0 {

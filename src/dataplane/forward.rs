@@ -86,6 +86,11 @@ const STOP_DRAIN_NS: u64 = 1_000_000_000;
 /// were already on their way.
 const STOP_GRACE_NS: u64 = 20_000_000;
 
+/// With lossless priorities configured, lossy frames may use the frame pool only down to
+/// 1/this of it: the rest is kept for the lossless priorities (their own thresholds bound
+/// them) and for control frames.
+const LOSSY_RESERVE_DIVISOR: usize = 4;
+
 /// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
@@ -159,6 +164,9 @@ pub struct ForwardWorker {
     /// Credit lanes per port: the receive side accounts frames that arrived on the port, the
     /// transmit side gates what the port sends.
     credit: Vec<CreditPort>,
+    /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
+    /// are tail-dropped, so a lossy flood cannot starve the RX fill ring of lossless traffic.
+    lossy_reserve: usize,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -258,6 +266,11 @@ impl ForwardWorker {
                         .expect("validated credit settings make valid lanes")
                 })
                 .collect(),
+            lossy_reserve: if setup.prios.iter().any(PrioPlan::lossless) {
+                cap / LOSSY_RESERVE_DIVISOR
+            } else {
+                0
+            },
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -461,7 +474,8 @@ impl ForwardWorker {
         }
         let (plan, _) = self.live_now.plan_for(p, prio);
         let before = self.shared[p].occupancy(prio);
-        if before + len > plan.admit_limit() {
+        let reserve_hit = !plan.lossless() && self.pool.available() < self.lossy_reserve;
+        if before + len > plan.admit_limit() || reserve_hit {
             let reason = if plan.lossless() {
                 DropReason::HeadroomOverflow
             } else {
