@@ -8,12 +8,17 @@ use std::os::fd::RawFd;
 const SPIN_NS: u64 = 30_000;
 /// Longest single sleep, so stop requests are seen promptly.
 const MAX_SLEEP_NS: u64 = 10_000_000;
+/// Most wake-up lateness the idler compensates for.
+const MAX_LATE_NS: u64 = 1_000_000;
 
 /// A worker's idle strategy.
 pub struct Idler {
     fds: Vec<libc::pollfd>,
     busy_poll: bool,
     coalesce_ns: u64,
+    /// How late timed wake-ups come on this host (moving average), so sleeps end that much
+    /// earlier and the spin covers the rest.
+    late_ns: u64,
 }
 
 impl Idler {
@@ -34,6 +39,7 @@ impl Idler {
                 .collect(),
             busy_poll,
             coalesce_ns: 0,
+            late_ns: 0,
         }
     }
 
@@ -52,7 +58,11 @@ impl Idler {
             std::hint::spin_loop();
             return;
         }
-        let ns = (until - now).min(MAX_SLEEP_NS) - SPIN_NS / 2;
+        let early = SPIN_NS / 2 + self.late_ns;
+        let Some(ns) = (until - now).min(MAX_SLEEP_NS).checked_sub(early) else {
+            std::hint::spin_loop();
+            return;
+        };
         if self.coalesce_ns > 0 {
             std::thread::sleep(std::time::Duration::from_nanos(ns.min(self.coalesce_ns)));
             return;
@@ -62,7 +72,7 @@ impl Idler {
             tv_nsec: (ns % 1_000_000_000) as libc::c_long,
         };
         // SAFETY: `fds` is a valid array of pollfd; a null sigmask keeps the current one.
-        unsafe {
+        let ready = unsafe {
             libc::ppoll(
                 self.fds.as_mut_ptr(),
                 self.fds.len() as libc::nfds_t,
@@ -70,5 +80,33 @@ impl Idler {
                 std::ptr::null(),
             )
         };
+        if ready == 0 {
+            // Timed out: learn how late the wake-up came.
+            let late = super::clock::now_ns().saturating_sub(now + ns);
+            self.late_ns = ewma(self.late_ns, late.min(MAX_LATE_NS));
+        }
+    }
+}
+
+/// Moving average with weight 1/8 for the new sample.
+fn ewma(avg: u64, sample: u64) -> u64 {
+    (avg * 7 + sample) / 8
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lateness_average_follows_the_host() {
+        let mut avg = 0;
+        for _ in 0..64 {
+            avg = ewma(avg, 20_000);
+        }
+        assert!((19_000..=20_000).contains(&avg), "{avg}");
+        for _ in 0..64 {
+            avg = ewma(avg, 0);
+        }
+        assert!(avg < 1_000, "{avg}");
     }
 }
