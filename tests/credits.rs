@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{control_section, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use common::{control_section, traffic_lock, CableLine, Proc, TempFile};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(30);
@@ -30,22 +30,20 @@ fn n(v: &Value) -> u64 {
 
 /// One run with the daemon's credit buffer `buffer` bytes and extra cable flags.
 fn run(buffer: u64, cable_flags: &[&str]) -> Run {
-    let (ng, nc, nd, ns) = (
-        Netns::new("cg"),
-        Netns::new("cc"),
-        Netns::new("cd"),
-        Netns::new("cs"),
-    );
-    let (g0, c0, c1, d0) = (unique("cg"), unique("cc"), unique("cc"), unique("cd"));
-    let (d1, s0) = (unique("cd"), unique("cs"));
-    veth(&ng, &g0, &nc, &c0);
-    veth(&nc, &c1, &nd, &d0);
-    veth(&nd, &d1, &ns, &s0);
     let delay = format!("{DELAY_MS}ms");
-    let mut args = vec!["cable", "--a", &c0, "--b", &c1, "--delay", &delay, "--json"];
+    let mut args = vec!["--delay", &delay, "--json"];
     args.extend_from_slice(cable_flags);
-    let mut cable = Proc::spawn(&nc, &args);
-    cable.wait_ready(T);
+    let CableLine {
+        ng,
+        nd,
+        ns,
+        g0,
+        d0,
+        d1,
+        s0,
+        cable,
+        ..
+    } = CableLine::new("c", &args);
     let (control, _socket) = control_section();
     let cfg = TempFile::new(
         "cfg",

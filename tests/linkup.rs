@@ -478,19 +478,17 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
 /// egress to the sink is shaped to 50 Mbit/s, with a 128 KiB buffer for priority 3: `linkup`
 /// is the `[linkup]` section (measurement or not). Returns (gen, sink, daemon, status).
 fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
-    let (ng, nc, nd, ns) = (
-        Netns::new("lhg"),
-        Netns::new("lhc"),
-        Netns::new("lhd"),
-        Netns::new("lhs"),
-    );
-    let (g0, c0, c1, d0) = (unique("lhg"), unique("lhc"), unique("lhc"), unique("lhd"));
-    let (d1, s0) = (unique("lhd"), unique("lhs"));
-    veth(&ng, &g0, &nc, &c0);
-    veth(&nc, &c1, &nd, &d0);
-    veth(&nd, &d1, &ns, &s0);
-    let mut cable = Proc::spawn(&nc, &["cable", "--a", &c0, "--b", &c1, "--delay", "1ms"]);
-    cable.wait_ready(T);
+    let common::CableLine {
+        ng,
+        nd,
+        ns,
+        g0,
+        d0,
+        d1,
+        s0,
+        cable,
+        ..
+    } = common::CableLine::new("lh", &["--delay", "1ms"]);
     // The generator answers peer-delay requests before it sends (it starts idle).
     let mut partner = Proc::spawn(&ng, &["measure", "--iface", &g0, "--respond-for", "30s"]);
     partner.wait_ready(T);

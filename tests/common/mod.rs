@@ -401,3 +401,52 @@ pub fn start_sink(ns: &Netns, iface: &str) -> Proc {
     sink.wait_ready(Duration::from_secs(10));
     sink
 }
+
+/// gen —veth— [cable] —veth— daemon —veth— sink, each in its own namespace, with
+/// `lossless cable` running between `c0` and `c1`.
+pub struct CableLine {
+    pub ng: Netns,
+    pub nc: Netns,
+    pub nd: Netns,
+    pub ns: Netns,
+    pub g0: String,
+    pub d0: String,
+    pub d1: String,
+    pub s0: String,
+    /// The running cable (stopped with `interrupt`, or killed on drop).
+    pub cable: Proc,
+}
+
+impl CableLine {
+    /// Builds the line (names start with `tag`) and starts the cable with `cable_args` after
+    /// its `--a`/`--b` interfaces.
+    pub fn new(tag: &str, cable_args: &[&str]) -> Self {
+        let name = |part: &str| format!("{tag}{part}");
+        let (ng, nc, nd, ns) = (
+            Netns::new(&name("g")),
+            Netns::new(&name("c")),
+            Netns::new(&name("d")),
+            Netns::new(&name("s")),
+        );
+        let (g0, c0, c1) = (unique(&name("g")), unique(&name("c")), unique(&name("c")));
+        let (d0, d1, s0) = (unique(&name("d")), unique(&name("d")), unique(&name("s")));
+        veth(&ng, &g0, &nc, &c0);
+        veth(&nc, &c1, &nd, &d0);
+        veth(&nd, &d1, &ns, &s0);
+        let mut args = vec!["cable", "--a", &c0, "--b", &c1];
+        args.extend_from_slice(cable_args);
+        let mut cable = Proc::spawn(&nc, &args);
+        cable.wait_ready(Duration::from_secs(20));
+        CableLine {
+            ng,
+            nc,
+            nd,
+            ns,
+            g0,
+            d0,
+            d1,
+            s0,
+            cable,
+        }
+    }
+}
