@@ -38,7 +38,7 @@ use crate::{
         run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
-        credit::credit_payload, sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr,
+        credit::is_credit_payload, sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr,
         MacControl, Sfcm, SfcmFrame, SfcmUdpFrame,
     },
 };
@@ -432,7 +432,9 @@ impl ForwardWorker {
         let Ok(eth) = EthernetFrame::new_checked(data) else {
             return self.discard(p, rx.frame, DropReason::Malformed);
         };
-        if eth.ethertype() == EtherType::MAC_CONTROL {
+        // The header is parsed once per frame: every test below reads this EtherType.
+        let ethertype = eth.ethertype();
+        if ethertype == EtherType::MAC_CONTROL {
             let parsed = MacControl::parse(eth.payload());
             return match parsed {
                 Ok(m) => {
@@ -442,17 +444,17 @@ impl ForwardWorker {
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
-        if let Some(payload) = credit_payload(data) {
+        if ethertype == EtherType::LOSSLESS && is_credit_payload(eth.payload()) {
             if self.credit[p].is_empty() {
                 // Credits are not enabled on this port: link-local, not forwarded.
                 return self.discard(p, rx.frame, DropReason::LinkLocal);
             }
-            return match self.credit[p].on_update(now, payload) {
+            return match self.credit[p].on_update(now, eth.payload()) {
                 Ok(_) => self.pool.release(rx.frame.idx),
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
-        if eth.ethertype() == EtherType::LOSSLESS {
+        if ethertype == EtherType::LOSSLESS {
             let parsed = SfcmFrame::parse(data);
             return match parsed {
                 Ok(f) => {
