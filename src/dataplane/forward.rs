@@ -79,6 +79,37 @@ fn sfc_congestion_points(
     })
 }
 
+/// What admitting a frame needs of its (ingress port, priority) plan, kept per worker so
+/// that no [`PrioPlan`] is looked up and copied per frame ([`LiveSettings::plan_for`] builds
+/// one by value).
+#[derive(Debug, Clone, Copy)]
+struct Admission {
+    /// Occupancy in bytes above which an arriving frame is dropped.
+    limit: u64,
+    /// The priority is lossless: an overflow is a headroom overflow, not a tail drop, and
+    /// the pool's lossy reserve does not apply.
+    lossless: bool,
+}
+
+/// Admission of every priority on each of `ports` ingress ports, `plan(port, prio)` giving
+/// the plan in force.
+fn admission_table(
+    ports: usize,
+    plan: impl Fn(usize, usize) -> PrioPlan,
+) -> Vec<[Admission; PRIORITIES]> {
+    (0..ports)
+        .map(|p| {
+            std::array::from_fn(|prio| {
+                let plan = plan(p, prio);
+                Admission {
+                    limit: plan.admit_limit(),
+                    lossless: plan.lossless(),
+                }
+            })
+        })
+        .collect()
+}
+
 /// Longest a stopping worker keeps forwarding to empty its queues; what is left after it is
 /// counted as `shutdown` drops.
 const STOP_DRAIN_NS: u64 = 1_000_000_000;
@@ -153,8 +184,9 @@ pub struct ForwardWorker {
     gauges_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
-    /// The settings in force (per-port measured thresholds included).
-    live_now: LiveSettings,
+    /// Admission per ingress port and priority, from the settings in force (per-port
+    /// measured thresholds included).
+    admission: Vec<[Admission; PRIORITIES]>,
     /// Control frames (PFC, SFCM) waiting for TX, per port; sent ahead of data.
     ctrl: Vec<Ring>,
     /// SFC congestion point per egress port and priority (SFC priorities only).
@@ -274,14 +306,8 @@ impl ForwardWorker {
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
-            live_now: LiveSettings {
-                prios: setup.prios,
-                watchdog: setup.watchdog,
-                pause_quanta: setup.ports.iter().map(|p| p.pause_quanta).collect(),
-                sfc: setup.sfc,
-                measured: vec![None; n],
-                rtt_ns: vec![None; n],
-            },
+            // Nothing measured yet: every port has the configured plans.
+            admission: admission_table(n, |_, prio| setup.prios[prio]),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             pool,
@@ -474,11 +500,11 @@ impl ForwardWorker {
         if !self.credit[p].on_data(now, prio, rx.frame.len) {
             return self.discard(p, rx.frame, DropReason::CreditOverrun);
         }
-        let (plan, _) = self.live_now.plan_for(p, prio);
+        let admit = self.admission[p][prio];
         let before = self.shared[p].occupancy(prio);
-        let reserve_hit = !plan.lossless() && self.pool.available() < self.lossy_reserve;
-        if before + len > plan.admit_limit() || reserve_hit {
-            let reason = if plan.lossless() {
+        let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
+        if before + len > admit.limit || reserve_hit {
+            let reason = if admit.lossless {
                 DropReason::HeadroomOverflow
             } else {
                 DropReason::TailDrop
@@ -873,7 +899,7 @@ impl ForwardWorker {
                 cp.set_link_rtt(rtt);
             }
         }
-        self.live_now = s.clone();
+        self.admission = admission_table(self.ports.len(), |p, prio| s.plan_for(p, prio).0);
         self.setup.watchdog = s.watchdog;
         match s.watchdog {
             None => self.watchdogs.clear(),
