@@ -581,7 +581,7 @@ impl ForwardWorker {
         offending: Frame,
         now: u64,
     ) {
-        let queued = self.egress[e].ring(prio).bytes();
+        let queued = self.egress[e].ring_ref(prio).bytes();
         let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
             return;
         };
@@ -759,8 +759,7 @@ impl ForwardWorker {
                 break;
             };
             let head = *self.egress[e]
-                .ring(prio)
-                .front()
+                .front(prio)
                 .expect("selected ring is non-empty");
             match self.credit[e].gate(prio, head.len) {
                 Gate::Free | Gate::Send => {}
@@ -769,7 +768,7 @@ impl ForwardWorker {
                     continue;
                 }
                 Gate::NeverFits => {
-                    self.egress[e].ring(prio).pop();
+                    self.egress[e].pop(prio);
                     self.release_queued(prio, &head);
                     self.discard(
                         usize::from(head.ingress),
@@ -782,12 +781,12 @@ impl ForwardWorker {
             if !self.shapers[e].try_send(head.len, now) {
                 break;
             }
-            self.egress[e].ring(prio).pop();
+            self.egress[e].pop(prio);
             self.credit[e].on_sent(prio, head.len);
             self.release_queued(prio, &head);
             if let Some(cp) = self.sfc_cps[e][prio].as_mut() {
                 cp.on_dequeue(u64::from(head.len), now);
-                if self.egress[e].ring(prio).is_empty() {
+                if self.egress[e].ring_ref(prio).is_empty() {
                     cp.on_empty();
                 }
             }
@@ -955,7 +954,7 @@ impl ForwardWorker {
             c.watchdog_storms[p].set(storms);
             c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
             if dropping & (1 << p) != 0 {
-                while let Some(q) = self.egress[e].ring(p).pop() {
+                while let Some(q) = self.egress[e].pop(p) {
                     self.release_queued(p, &q);
                     self.discard(usize::from(q.ingress), q.frame(), DropReason::Watchdog);
                 }
@@ -982,12 +981,8 @@ impl ForwardWorker {
             }
             let (received_pause, resume) = self.shared[e].paused(now);
             let overridden = self.watchdogs.get(e).map_or(0, PfcWatchdog::overridden);
-            let depth = self.egress[e].bytes();
-            let queued = (0..PRIORITIES)
-                .filter(|&p| depth[p] > 0)
-                .fold(0u8, |m, p| m | (1 << p));
-            let waiting = self.credit[e].waiting(queued, |p| {
-                self.egress[e].ring_ref(p).front().map(|q| q.len)
+            let waiting = self.credit[e].waiting(self.egress[e].queued(), |p| {
+                self.egress[e].front(p).map(|q| q.len)
             });
             if self.egress[e]
                 .select((received_pause & !overridden) | waiting)
@@ -1029,7 +1024,7 @@ impl ForwardWorker {
         }
         for e in 0..self.egress.len() {
             for prio in 0..PRIORITIES {
-                while let Some(q) = self.egress[e].ring(prio).pop() {
+                while let Some(q) = self.egress[e].pop(prio) {
                     self.release_queued(prio, &q);
                     self.discard(usize::from(q.ingress), q.frame(), DropReason::Shutdown);
                 }
