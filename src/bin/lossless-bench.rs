@@ -33,6 +33,9 @@ use lossless::{
 };
 use serde::Serialize;
 
+#[path = "lossless-bench/profile.rs"]
+mod profile;
+
 /// The count-and-drop reference program, built by `build.rs`.
 static DROP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/xdp_drop.bpf.o"));
 
@@ -50,6 +53,22 @@ enum Command {
     XdpDrop(DropArgs),
     /// Bare AF_XDP receive loop: receive, recycle the frames, count (the userspace ceiling).
     Rx(RxArgs),
+    /// Drive the forwarding worker over in-memory ports with simulated time (for callgrind).
+    WorkerProfile(ProfileArgs),
+}
+
+/// Flags of `worker-profile`.
+#[derive(Debug, clap::Args)]
+struct ProfileArgs {
+    /// What to run.
+    #[arg(long, value_enum)]
+    scenario: profile::Scenario,
+    /// Frame size, bytes (at least 18: a tagged Ethernet header).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u16).range(18..=2048))]
+    size: u16,
+    /// Frames the source sends.
+    #[arg(long, default_value_t = 200_000)]
+    frames: u64,
 }
 
 /// Flags of `xdp-drop`.
@@ -298,6 +317,11 @@ fn main() {
     let out = match &cli.command {
         Command::XdpDrop(a) => xdp_drop(a).map(|r| serde_json::to_string(&r)),
         Command::Rx(a) => bare_rx(a).map(|r| serde_json::to_string(&r)),
+        Command::WorkerProfile(a) => Ok(serde_json::to_string(&profile::run(
+            a.scenario,
+            usize::from(a.size),
+            a.frames,
+        ))),
     };
     match out {
         Ok(json) => println!("{}", json.expect("reports serialise")),
@@ -356,7 +380,9 @@ mod tests {
                 assert_eq!(a.cores, vec![0, 1]);
                 assert_eq!(a.batch, 64);
             }
-            Command::XdpDrop(_) => panic!("parsed the wrong subcommand"),
+            Command::XdpDrop(_) | Command::WorkerProfile(_) => {
+                panic!("parsed the wrong subcommand")
+            }
         }
         assert!(Cli::try_parse_from(["lossless-bench", "xdp-drop"]).is_err());
     }

@@ -38,7 +38,7 @@ use crate::{
         run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
-        credit::credit_payload, sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr,
+        credit::is_credit_payload, sfcm::Ipv4Flow, EtherType, EthernetFrame, EthernetRepr, MacAddr,
         MacControl, Sfcm, SfcmFrame, SfcmUdpFrame,
     },
 };
@@ -77,6 +77,37 @@ fn sfc_congestion_points(
                 .expect("validated SFC settings make a valid congestion point")
         })
     })
+}
+
+/// What admitting a frame needs of its (ingress port, priority) plan, kept per worker so
+/// that no [`PrioPlan`] is looked up and copied per frame ([`LiveSettings::plan_for`] builds
+/// one by value).
+#[derive(Debug, Clone, Copy)]
+struct Admission {
+    /// Occupancy in bytes above which an arriving frame is dropped.
+    limit: u64,
+    /// The priority is lossless: an overflow is a headroom overflow, not a tail drop, and
+    /// the pool's lossy reserve does not apply.
+    lossless: bool,
+}
+
+/// Admission of every priority on each of `ports` ingress ports, `plan(port, prio)` giving
+/// the plan in force.
+fn admission_table(
+    ports: usize,
+    plan: impl Fn(usize, usize) -> PrioPlan,
+) -> Vec<[Admission; PRIORITIES]> {
+    (0..ports)
+        .map(|p| {
+            std::array::from_fn(|prio| {
+                let plan = plan(p, prio);
+                Admission {
+                    limit: plan.admit_limit(),
+                    lossless: plan.lossless(),
+                }
+            })
+        })
+        .collect()
 }
 
 /// Longest a stopping worker keeps forwarding to empty its queues; what is left after it is
@@ -153,8 +184,9 @@ pub struct ForwardWorker {
     gauges_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
-    /// The settings in force (per-port measured thresholds included).
-    live_now: LiveSettings,
+    /// Admission per ingress port and priority, from the settings in force (per-port
+    /// measured thresholds included).
+    admission: Vec<[Admission; PRIORITIES]>,
     /// Control frames (PFC, SFCM) waiting for TX, per port; sent ahead of data.
     ctrl: Vec<Ring>,
     /// SFC congestion point per egress port and priority (SFC priorities only).
@@ -274,14 +306,8 @@ impl ForwardWorker {
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
-            live_now: LiveSettings {
-                prios: setup.prios,
-                watchdog: setup.watchdog,
-                pause_quanta: setup.ports.iter().map(|p| p.pause_quanta).collect(),
-                sfc: setup.sfc,
-                measured: vec![None; n],
-                rtt_ns: vec![None; n],
-            },
+            // Nothing measured yet: every port has the configured plans.
+            admission: admission_table(n, |_, prio| setup.prios[prio]),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             pool,
@@ -432,7 +458,9 @@ impl ForwardWorker {
         let Ok(eth) = EthernetFrame::new_checked(data) else {
             return self.discard(p, rx.frame, DropReason::Malformed);
         };
-        if eth.ethertype() == EtherType::MAC_CONTROL {
+        // The header is parsed once per frame: every test below reads this EtherType.
+        let ethertype = eth.ethertype();
+        if ethertype == EtherType::MAC_CONTROL {
             let parsed = MacControl::parse(eth.payload());
             return match parsed {
                 Ok(m) => {
@@ -442,17 +470,17 @@ impl ForwardWorker {
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
-        if let Some(payload) = credit_payload(data) {
+        if ethertype == EtherType::LOSSLESS && is_credit_payload(eth.payload()) {
             if self.credit[p].is_empty() {
                 // Credits are not enabled on this port: link-local, not forwarded.
                 return self.discard(p, rx.frame, DropReason::LinkLocal);
             }
-            return match self.credit[p].on_update(now, payload) {
+            return match self.credit[p].on_update(now, eth.payload()) {
                 Ok(_) => self.pool.release(rx.frame.idx),
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
-        if eth.ethertype() == EtherType::LOSSLESS {
+        if ethertype == EtherType::LOSSLESS {
             let parsed = SfcmFrame::parse(data);
             return match parsed {
                 Ok(f) => {
@@ -472,11 +500,11 @@ impl ForwardWorker {
         if !self.credit[p].on_data(now, prio, rx.frame.len) {
             return self.discard(p, rx.frame, DropReason::CreditOverrun);
         }
-        let (plan, _) = self.live_now.plan_for(p, prio);
+        let admit = self.admission[p][prio];
         let before = self.shared[p].occupancy(prio);
-        let reserve_hit = !plan.lossless() && self.pool.available() < self.lossy_reserve;
-        if before + len > plan.admit_limit() || reserve_hit {
-            let reason = if plan.lossless() {
+        let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
+        if before + len > admit.limit || reserve_hit {
+            let reason = if admit.lossless {
                 DropReason::HeadroomOverflow
             } else {
                 DropReason::TailDrop
@@ -553,7 +581,7 @@ impl ForwardWorker {
         offending: Frame,
         now: u64,
     ) {
-        let queued = self.egress[e].ring(prio).bytes();
+        let queued = self.egress[e].ring_ref(prio).bytes();
         let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
             return;
         };
@@ -731,8 +759,7 @@ impl ForwardWorker {
                 break;
             };
             let head = *self.egress[e]
-                .ring(prio)
-                .front()
+                .front(prio)
                 .expect("selected ring is non-empty");
             match self.credit[e].gate(prio, head.len) {
                 Gate::Free | Gate::Send => {}
@@ -741,7 +768,7 @@ impl ForwardWorker {
                     continue;
                 }
                 Gate::NeverFits => {
-                    self.egress[e].ring(prio).pop();
+                    self.egress[e].pop(prio);
                     self.release_queued(prio, &head);
                     self.discard(
                         usize::from(head.ingress),
@@ -754,12 +781,12 @@ impl ForwardWorker {
             if !self.shapers[e].try_send(head.len, now) {
                 break;
             }
-            self.egress[e].ring(prio).pop();
+            self.egress[e].pop(prio);
             self.credit[e].on_sent(prio, head.len);
             self.release_queued(prio, &head);
             if let Some(cp) = self.sfc_cps[e][prio].as_mut() {
                 cp.on_dequeue(u64::from(head.len), now);
-                if self.egress[e].ring(prio).is_empty() {
+                if self.egress[e].ring_ref(prio).is_empty() {
                     cp.on_empty();
                 }
             }
@@ -871,7 +898,7 @@ impl ForwardWorker {
                 cp.set_link_rtt(rtt);
             }
         }
-        self.live_now = s.clone();
+        self.admission = admission_table(self.ports.len(), |p, prio| s.plan_for(p, prio).0);
         self.setup.watchdog = s.watchdog;
         match s.watchdog {
             None => self.watchdogs.clear(),
@@ -927,7 +954,7 @@ impl ForwardWorker {
             c.watchdog_storms[p].set(storms);
             c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
             if dropping & (1 << p) != 0 {
-                while let Some(q) = self.egress[e].ring(p).pop() {
+                while let Some(q) = self.egress[e].pop(p) {
                     self.release_queued(p, &q);
                     self.discard(usize::from(q.ingress), q.frame(), DropReason::Watchdog);
                 }
@@ -954,12 +981,8 @@ impl ForwardWorker {
             }
             let (received_pause, resume) = self.shared[e].paused(now);
             let overridden = self.watchdogs.get(e).map_or(0, PfcWatchdog::overridden);
-            let depth = self.egress[e].bytes();
-            let queued = (0..PRIORITIES)
-                .filter(|&p| depth[p] > 0)
-                .fold(0u8, |m, p| m | (1 << p));
-            let waiting = self.credit[e].waiting(queued, |p| {
-                self.egress[e].ring_ref(p).front().map(|q| q.len)
+            let waiting = self.credit[e].waiting(self.egress[e].queued(), |p| {
+                self.egress[e].front(p).map(|q| q.len)
             });
             if self.egress[e]
                 .select((received_pause & !overridden) | waiting)
@@ -1001,7 +1024,7 @@ impl ForwardWorker {
         }
         for e in 0..self.egress.len() {
             for prio in 0..PRIORITIES {
-                while let Some(q) = self.egress[e].ring(prio).pop() {
+                while let Some(q) = self.egress[e].pop(prio) {
                     self.release_queued(prio, &q);
                     self.discard(usize::from(q.ingress), q.frame(), DropReason::Shutdown);
                 }

@@ -51,7 +51,11 @@ impl Ring {
         if self.len == self.slots.len() {
             return Err(q);
         }
-        let at = (self.head + self.len) % self.slots.len();
+        // head < cap and len < cap: one compare wraps it, no division.
+        let mut at = self.head + self.len;
+        if at >= self.slots.len() {
+            at -= self.slots.len();
+        }
         self.slots[at] = q;
         self.len += 1;
         self.bytes += u64::from(q.len);
@@ -69,7 +73,10 @@ impl Ring {
             return None;
         }
         let q = self.slots[self.head];
-        self.head = (self.head + 1) % self.slots.len();
+        self.head += 1;
+        if self.head == self.slots.len() {
+            self.head = 0;
+        }
         self.len -= 1;
         self.bytes -= u64::from(q.len);
         Some(q)
@@ -96,6 +103,8 @@ impl Ring {
 pub struct PrioQueues {
     rings: [Ring; PRIORITIES],
     peak_bytes: [u64; PRIORITIES],
+    /// Bit p set while priority p has a frame queued, so selection is one bit scan.
+    queued: u8,
 }
 
 impl PrioQueues {
@@ -104,29 +113,45 @@ impl PrioQueues {
         PrioQueues {
             rings: std::array::from_fn(|_| Ring::new(cap)),
             peak_bytes: [0; PRIORITIES],
+            queued: 0,
         }
     }
 
     /// Enqueues at priority `p`; returns the frame back when the ring is full.
     pub fn push(&mut self, p: usize, q: Queued) -> Result<(), Queued> {
         self.rings[p].push(q)?;
+        self.queued |= 1 << p;
         self.peak_bytes[p] = self.peak_bytes[p].max(self.rings[p].bytes());
         Ok(())
     }
 
+    /// Removes the oldest frame of priority `p`.
+    pub fn pop(&mut self, p: usize) -> Option<Queued> {
+        let q = self.rings[p].pop()?;
+        if self.rings[p].is_empty() {
+            self.queued &= !(1 << p);
+        }
+        Some(q)
+    }
+
+    /// The oldest frame of priority `p`.
+    pub fn front(&self, p: usize) -> Option<&Queued> {
+        self.rings[p].front()
+    }
+
+    /// Bitmask of the priorities with a frame queued.
+    pub fn queued(&self) -> u8 {
+        self.queued
+    }
+
     /// The highest priority with a frame queued whose bit is clear in `paused`.
     pub fn select(&self, paused: u8) -> Option<usize> {
-        (0..PRIORITIES)
-            .rev()
-            .find(|&p| paused & (1 << p) == 0 && !self.rings[p].is_empty())
+        let ready = self.queued & !paused;
+        (ready != 0).then(|| PRIORITIES - 1 - ready.leading_zeros() as usize)
     }
 
-    /// The ring of priority `p`.
-    pub fn ring(&mut self, p: usize) -> &mut Ring {
-        &mut self.rings[p]
-    }
-
-    /// The ring of priority `p`, read-only.
+    /// The ring of priority `p`, read-only (push and pop go through [`PrioQueues`], which
+    /// tracks what is queued).
     pub fn ring_ref(&self, p: usize) -> &Ring {
         &self.rings[p]
     }
@@ -143,7 +168,7 @@ impl PrioQueues {
 
     /// True when nothing is queued at any priority.
     pub fn is_empty(&self) -> bool {
-        self.rings.iter().all(Ring::is_empty)
+        self.queued == 0
     }
 
     /// Removes every queued frame (shutdown), handing each to `f`.
@@ -153,6 +178,7 @@ impl PrioQueues {
                 f(q);
             }
         }
+        self.queued = 0;
     }
 }
 
@@ -191,10 +217,21 @@ mod tests {
         assert_eq!(pq.select(0), Some(5));
         assert_eq!(pq.select(1 << 5), Some(1));
         assert_eq!(pq.select((1 << 5) | (1 << 1)), None);
+        assert_eq!(pq.queued(), (1 << 5) | (1 << 1));
+        assert_eq!(pq.pop(5).unwrap().idx, 2);
+        assert_eq!(
+            pq.select(0),
+            Some(1),
+            "an emptied priority is no longer selected"
+        );
+        pq.push(7, q(3, 10)).unwrap();
+        pq.push(0, q(4, 10)).unwrap();
+        assert_eq!(pq.select(0), Some(7));
+        assert_eq!(pq.select(0xfe), Some(0));
         assert_eq!(pq.peak_bytes()[5], 10);
         let mut n = 0;
         pq.drain(|_| n += 1);
-        assert_eq!(n, 2);
+        assert_eq!(n, 3);
         assert!(pq.is_empty());
     }
 }

@@ -274,11 +274,11 @@ pub fn run(
         let mut work = n;
         if let (Some(sh), Some(g)) = (shaper.as_mut(), generator.as_mut()) {
             while let Some(p) = queues.select(0) {
-                let head = *queues.ring(p).front().expect("selected ring is non-empty");
+                let head = *queues.front(p).expect("selected ring is non-empty");
                 if !sh.try_send(head.len, now) {
                     break;
                 }
-                queues.ring(p).pop();
+                queues.pop(p);
                 credit.on_drain(p, head.len);
                 if let Some(v) = parse_ours(&pool, head.frame(), setup.dst_port) {
                     c.record(&v, head.len, now);

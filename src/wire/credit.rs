@@ -62,8 +62,16 @@ pub const VL_MAX: u8 = 15;
 pub fn credit_payload(frame: &[u8]) -> Option<&[u8]> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     let at = eth.header_len();
-    (eth.ethertype() == EtherType::LOSSLESS && frame.get(at + 1) == Some(&CREDIT_MSG_TYPE))
+    (eth.ethertype() == EtherType::LOSSLESS && is_credit_payload(&frame[at..]))
         .then(|| &frame[at..])
+}
+
+/// True if `payload`, the bytes after an [`EtherType::LOSSLESS`] frame's EtherType, carries a
+/// credit update by its message type (not yet validated): [`credit_payload`] for a caller
+/// that has already parsed the Ethernet header.
+#[inline]
+pub fn is_credit_payload(payload: &[u8]) -> bool {
+    payload.get(1) == Some(&CREDIT_MSG_TYPE)
 }
 
 /// InfiniBand's link CRC: generator 0x100B, reflected, initial value 0xFFFF, final XOR 0xFFFF.

@@ -1,0 +1,351 @@
+//! `worker-profile`: a deterministic load for the forwarding worker, to run under
+//! `valgrind --tool=callgrind` (see `bench/profile`). It drives the real [`ForwardWorker`]
+//! over in-memory ports with simulated time, so the instructions it executes depend on
+//! nothing but its arguments: whatever else runs on the machine, the counts repeat.
+//!
+//! Every scenario sends `frames` frames of `size` bytes, priority 3 (802.1Q PCP), into port 0
+//! and takes them off port 1. One simulated turn lasts the time the source needs for half a
+//! worker batch, so each [`ForwardWorker::step`] sees about 32 frames.
+//!
+//! - `lossy`: a lossy priority, 10 Gbit/s offered at 5 Gbit/s: plain forwarding.
+//! - `pfc`: a PFC priority, 10 Gbit/s offered into a 5 Gbit/s egress by a source that obeys
+//!   the worker's PFC frames: the worker runs congested, pausing and resuming its source.
+//! - `credit`: a credit priority, the same overload held back by credit lanes on both sides
+//!   (source, worker, sink), updates every 20 µs.
+//! - `mem-port`: no worker. The same frames through the same in-memory ports and peers
+//!   (inject, `recv`, `send`, take): the simulation's own cost, to subtract from the others.
+//!
+//! Only [`drive`] is meant to be measured (`--toggle-collect`); setup is outside it.
+
+use std::sync::Arc;
+
+use lossless::{
+    config::{PrioPlan, SfcSettings},
+    dataplane::{
+        classify::Trust,
+        forward::{ForwardSetup, ForwardWorker, PortSetup, BATCH},
+        mem_port::{mem_link, MemPeer, MemPort},
+        pool::FramePool,
+        port::{Port, RxFrame},
+        stats::{Counter, WorkerStats},
+    },
+    fc::{
+        credit_port::{emit_update, CreditPort, CreditTimers, Gate},
+        PauseTimers, PRIORITIES,
+    },
+    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, VlanTag},
+};
+use serde::Serialize;
+
+/// Ingress line rate of every scenario.
+const INGRESS_BPS: u64 = 10_000_000_000;
+/// Egress line rate of the congested scenarios (`pfc`, `credit`).
+const SLOW_EGRESS_BPS: u64 = 5_000_000_000;
+/// Frames in the worker's pool (as in the worker's unit tests).
+const POOL_FRAMES: u32 = 4096;
+/// The priority every frame carries.
+const PRIO: usize = 3;
+/// Credit buffer of the credit scenario, bytes per lane.
+const CREDIT_BUFFER: u64 = 64 * 1024;
+
+/// What `worker-profile` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Lossy priority, uncongested.
+    Lossy,
+    /// PFC priority under congestion, the source obeying PFC.
+    Pfc,
+    /// Credit priority under congestion, credit lanes on both links.
+    Credit,
+    /// The in-memory ports alone (the simulation's cost), no worker.
+    MemPort,
+}
+
+/// What `worker-profile` prints.
+#[derive(Debug, Serialize)]
+pub struct ProfileReport {
+    scenario: Scenario,
+    size: usize,
+    /// Frames the source sent.
+    sent: u64,
+    /// Data frames that came out of port 1.
+    delivered: u64,
+    /// Frames the worker dropped, whatever the reason.
+    dropped: u64,
+    /// Simulated loop turns.
+    turns: u64,
+}
+
+/// A VLAN-tagged (PCP 3) IPv4-typed frame of `size` bytes; the payload is zeros.
+fn data_frame(size: usize) -> Vec<u8> {
+    let mut b = vec![0u8; size];
+    EthernetRepr {
+        dst: MacAddr([2, 0, 0, 0, 0, 2]),
+        src: MacAddr([2, 0, 0, 0, 0, 1]),
+        vlan: Some(VlanTag {
+            pcp: PRIO as u8,
+            dei: false,
+            vid: 0,
+        }),
+        ethertype: EtherType::IPV4,
+    }
+    .emit(&mut b)
+    .expect("a data frame holds an Ethernet header");
+    b
+}
+
+/// Nanoseconds one frame of `size` bytes takes at `bps` (preamble and gap included).
+fn frame_ns(size: usize, bps: u64) -> u64 {
+    ((size as u64 + 24) * 8 * 1_000_000_000).div_ceil(bps)
+}
+
+/// A worker over two in-memory ports with `plan` on priority 3 and port 1 at `egress_bps`.
+fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, Arc<WorkerStats>) {
+    let (p0, peer0) = mem_link("m0", MacAddr([2, 0, 0, 0, 0, 10]), BATCH);
+    let (p1, peer1) = mem_link("m1", MacAddr([2, 0, 0, 0, 0, 11]), BATCH);
+    let mut prios = [PrioPlan::lossy(1 << 20); PRIORITIES];
+    prios[PRIO] = plan;
+    let port = |speed_bps| PortSetup {
+        speed_bps,
+        trust: Trust::Pcp,
+        pause_quanta: 65535,
+        credit: true,
+    };
+    let stats = Arc::new(WorkerStats::new(2));
+    let w = ForwardWorker::new(
+        FramePool::heap(POOL_FRAMES).expect("a heap pool"),
+        vec![Box::new(p0), Box::new(p1)],
+        vec![Arc::default(), Arc::default()],
+        stats.clone(),
+        ForwardSetup {
+            ports: vec![port(INGRESS_BPS), port(egress_bps)],
+            prios,
+            pfc_generator: true,
+            watchdog: None,
+            sfc: SfcSettings::default(),
+            rate_share: 1.0,
+            busy_poll: true,
+            live: None,
+            linkup: None,
+            credit: credit_timers(),
+        },
+        0,
+    );
+    (w, peer0, peer1, stats)
+}
+
+fn credit_timers() -> CreditTimers {
+    CreditTimers {
+        update_interval_ns: 20_000,
+        resync_interval_ns: 50_000,
+        timeout_ns: 2_000_000,
+    }
+}
+
+/// The credit update in `frame`, applied to `port`; false if `frame` is not one.
+fn take_credit(port: &mut CreditPort, frame: &[u8], now: u64) -> bool {
+    EthernetFrame::new_checked(frame).is_ok_and(|eth| {
+        eth.ethertype() == EtherType::LOSSLESS && port.on_update(now, eth.payload()).is_ok()
+    })
+}
+
+/// Injects `update` into `peer` as a frame.
+fn inject_credit(peer: &MemPeer, update: &lossless::wire::CreditUpdate, now: u64) {
+    let mut b = [0u8; 128];
+    let len = emit_update(update, MacAddr([2, 0, 0, 0, 0, 99]), &mut b);
+    peer.inject(&b[..len], now);
+}
+
+/// The source side of a scenario: what holds it back.
+enum Source {
+    Free,
+    Pfc(PauseTimers),
+    /// The source's and the sink's lanes (boxed: they are large).
+    Credit {
+        source: Box<CreditPort>,
+        sink: Box<CreditPort>,
+    },
+}
+
+/// Runs `scenario` and reports what happened. Setup happens here, the measured loop in
+/// [`drive`].
+pub fn run(scenario: Scenario, size: usize, frames: u64) -> ProfileReport {
+    let frame = data_frame(size);
+    let (turns, sent, delivered, dropped) = match scenario {
+        Scenario::MemPort => {
+            let (port_in, peer_in) = mem_link("m0", MacAddr([2, 0, 0, 0, 0, 10]), BATCH);
+            let (port_out, peer_out) = mem_link("m1", MacAddr([2, 0, 0, 0, 0, 11]), BATCH);
+            let pool = FramePool::heap(POOL_FRAMES).expect("a heap pool");
+            let (turns, sent, delivered) = drive_mem_port(
+                (port_in, peer_in),
+                (port_out, peer_out),
+                pool,
+                &frame,
+                frames,
+            );
+            (turns, sent, delivered, 0)
+        }
+        _ => {
+            let (plan, egress, source) = match scenario {
+                Scenario::Lossy => (PrioPlan::lossy(1 << 20), INGRESS_BPS, Source::Free),
+                Scenario::Pfc => (
+                    PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024),
+                    SLOW_EGRESS_BPS,
+                    Source::Pfc(PauseTimers::new(INGRESS_BPS)),
+                ),
+                _ => {
+                    let lane = [(PRIO as u8, CREDIT_BUFFER)];
+                    let mk = || {
+                        Box::new(CreditPort::new(lane, &credit_timers(), 0).expect("valid lane"))
+                    };
+                    (
+                        PrioPlan::credit(CREDIT_BUFFER),
+                        SLOW_EGRESS_BPS,
+                        Source::Credit {
+                            source: mk(),
+                            sink: mk(),
+                        },
+                    )
+                }
+            };
+            let (w, src, dst, stats) = worker(plan, egress);
+            let (turns, sent, delivered) = drive(w, &src, &dst, source, &frame, frames);
+            let p0 = &stats.ports[0];
+            let dropped = p0.drops.iter().map(Counter::get).sum();
+            (turns, sent, delivered, dropped)
+        }
+    };
+    ProfileReport {
+        scenario,
+        size,
+        sent,
+        delivered,
+        dropped,
+        turns,
+    }
+}
+
+/// The measured loop of the worker scenarios: the source offers `frame` at the ingress rate
+/// (as far as PFC or credit let it) until `frames` were sent, the worker turns, the sink takes
+/// what comes out; then the worker drains. Returns (turns, sent, delivered).
+#[inline(never)]
+fn drive(
+    mut w: ForwardWorker,
+    src: &MemPeer,
+    dst: &MemPeer,
+    mut source: Source,
+    frame: &[u8],
+    frames: u64,
+) -> (u64, u64, u64) {
+    let gap = frame_ns(frame.len(), INGRESS_BPS);
+    let turn_ns = gap * (BATCH as u64 / 2);
+    let len = frame.len() as u32;
+    let (mut now, mut next_tx, mut sent, mut delivered, mut turns) = (0u64, 0u64, 0, 0, 0u64);
+    let mut idle_turns = 0;
+    // Stop once everything was sent and nothing came out for a while (queues drained).
+    while sent < frames || idle_turns < 100 {
+        while next_tx <= now && sent < frames {
+            let go = match &mut source {
+                Source::Free => true,
+                Source::Pfc(timers) => !timers.is_paused(PRIO, next_tx),
+                Source::Credit { source, .. } => {
+                    if source.gate(PRIO, len) == Gate::Send {
+                        source.on_sent(PRIO, len);
+                        true
+                    } else {
+                        next_tx = now + turn_ns;
+                        break;
+                    }
+                }
+            };
+            if go {
+                src.inject(frame, next_tx);
+                sent += 1;
+            }
+            next_tx += gap;
+        }
+        if let Source::Credit { source, .. } = &mut source {
+            if let Some(u) = source.poll(now) {
+                inject_credit(src, &u, now);
+            }
+        }
+        w.step(now).expect("in-memory ports do not fail");
+        turns += 1;
+        for f in src.take() {
+            match &mut source {
+                Source::Pfc(timers) => {
+                    if let Ok(m) = MacControl::parse_frame(&f) {
+                        timers.on_frame(&m, now);
+                    }
+                }
+                Source::Credit { source, .. } => {
+                    take_credit(source, &f, now);
+                }
+                Source::Free => {}
+            }
+        }
+        let out = dst.take();
+        let before = delivered;
+        for f in &out {
+            if let Source::Credit { sink, .. } = &mut source {
+                if take_credit(sink, f, now) {
+                    continue;
+                }
+                // The sink consumes at once.
+                sink.on_data(now, PRIO, f.len() as u32);
+                sink.on_drain(PRIO, f.len() as u32);
+            }
+            delivered += 1;
+        }
+        if let Source::Credit { sink, .. } = &mut source {
+            if let Some(u) = sink.poll(now) {
+                inject_credit(dst, &u, now);
+            }
+        }
+        idle_turns = if delivered == before {
+            idle_turns + 1
+        } else {
+            0
+        };
+        now += turn_ns;
+    }
+    (turns, sent, delivered)
+}
+
+/// The measured loop of `mem-port`: the same injection schedule and turns as [`drive`], but
+/// each turn only moves what port 0 received straight out of port 1.
+#[inline(never)]
+fn drive_mem_port(
+    (mut port_in, peer_in): (MemPort, MemPeer),
+    (mut port_out, peer_out): (MemPort, MemPeer),
+    mut pool: FramePool,
+    frame: &[u8],
+    frames: u64,
+) -> (u64, u64, u64) {
+    let gap = frame_ns(frame.len(), INGRESS_BPS);
+    let turn_ns = gap * (BATCH as u64 / 2);
+    let (mut now, mut next_tx, mut sent, mut delivered, mut turns) = (0u64, 0u64, 0, 0, 0u64);
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
+    let mut tx = Vec::with_capacity(BATCH);
+    while sent < frames || peer_in.pending() > 0 {
+        while next_tx <= now && sent < frames {
+            peer_in.inject(frame, next_tx);
+            sent += 1;
+            next_tx += gap;
+        }
+        rx.clear();
+        port_in
+            .recv(&mut pool, &mut rx, BATCH, now)
+            .expect("in-memory ports do not fail");
+        tx.clear();
+        tx.extend(rx.iter().map(|r| r.frame));
+        port_out
+            .send(&mut pool, &tx)
+            .expect("in-memory ports do not fail");
+        turns += 1;
+        delivered += peer_out.take().len() as u64;
+        now += turn_ns;
+    }
+    (turns, sent, delivered)
+}
