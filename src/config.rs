@@ -8,11 +8,13 @@ use serde::Deserialize;
 use crate::{
     dataplane::{classify::Trust, xdp_prog::XdpMode},
     fc::credit_port::CreditTimers,
+    fc::sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
     fc::{
         watchdog::{StormAction, WatchdogConfig},
         PfcThresholds, PRIORITIES,
     },
     units,
+    wire::MacAddr,
 };
 
 /// Default UDP destination port of test traffic.
@@ -310,6 +312,17 @@ pub struct SfcSection {
     /// `class` (pause the source's whole priority) or `flow` (only the offending flow).
     #[serde(default)]
     pub scope: crate::wire::sfcm::SfcScope,
+    /// As a reaction point, obey SFC messages only from these congestion points (source
+    /// MACs, at most 8); empty: from anyone.
+    #[serde(default)]
+    pub accept_from: Vec<String>,
+    /// As a reaction point, SFC messages per second obeyed from one sender (0: no limit).
+    #[serde(default = "default_sfc_max_rate")]
+    pub max_rate: u32,
+}
+
+fn default_sfc_max_rate() -> u32 {
+    SfcSourcePolicy::default().max_per_second
 }
 
 fn default_sfc_port() -> u16 {
@@ -330,6 +343,8 @@ impl Default for SfcSection {
             max_pause: default_sfc_max_pause(),
             filter: true,
             scope: Default::default(),
+            accept_from: Vec::new(),
+            max_rate: default_sfc_max_rate(),
         }
     }
 }
@@ -347,10 +362,13 @@ pub struct SfcSettings {
     pub filter: bool,
     /// Class or flow scope.
     pub scope: crate::wire::sfcm::SfcScope,
+    /// Whose SFC messages the reaction point obeys, and how often.
+    pub sources: SfcSourcePolicy,
 }
 
 impl Default for SfcSettings {
-    /// L2 transport, no reserve, 10 ms maximum pause, filtering on, class scope.
+    /// L2 transport, no reserve, 10 ms maximum pause, filtering on, class scope, messages
+    /// from anyone up to the default rate.
     fn default() -> Self {
         SfcSettings {
             udp: None,
@@ -358,6 +376,7 @@ impl Default for SfcSettings {
             max_pause_ns: 10_000_000,
             filter: true,
             scope: crate::wire::sfcm::SfcScope::Class,
+            sources: SfcSourcePolicy::default(),
         }
     }
 }
@@ -1025,12 +1044,32 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     if max_pause_ns == 0 {
         return Err(invalid("sfc.max_pause".into(), "must be above 0".into()));
     }
+    if f.accept_from.len() > MAX_ALLOWED {
+        return Err(invalid(
+            "sfc.accept_from".into(),
+            format!(
+                "{} congestion points listed; at most {MAX_ALLOWED}",
+                f.accept_from.len()
+            ),
+        ));
+    }
+    let mut allow = [None; MAX_ALLOWED];
+    for (i, m) in f.accept_from.iter().enumerate() {
+        allow[i] = Some(
+            m.parse::<MacAddr>()
+                .map_err(|e| invalid(format!("sfc.accept_from[{i}]"), format!("{m:?}: {e}")))?,
+        );
+    }
     let sfc = SfcSettings {
         udp,
         reserve_percent: f.reserve_percent,
         max_pause_ns,
         filter: f.filter,
         scope: f.scope,
+        sources: SfcSourcePolicy {
+            allow,
+            max_per_second: f.max_rate,
+        },
     };
     let l = &raw.linkup;
     let dur = |field: &str, v: &str| duration_ns(format!("linkup.{field}"), v);
@@ -1269,6 +1308,10 @@ limit = "1MB"
                 "watchdog.restoration",
             ),
             ("[sfc]\nmax_pause = \"0s\"\n", "sfc.max_pause"),
+            (
+                "[sfc]\naccept_from = [\"02:00:00:00:00:01\", \"nope\"]\n",
+                "sfc.accept_from[1]",
+            ),
             (
                 "[sfc]\ntransport = \"udp\"\nsource_ip = \"1.2.3\"\n",
                 "sfc.source_ip",

@@ -312,6 +312,56 @@ sendp(hostile + [credit(1, good)], iface="{g0}", verbose=False)
     assert_eq!(sink["lost"], 0, "{sink}");
 }
 
+/// SFC messages as a reaction point sees them from hosts that are not its congestion point,
+/// or too many: with `[sfc] accept_from` only the listed sender is obeyed, and at most
+/// `max_rate` of its messages per second; the rest are counted drops.
+#[test]
+fn sfc_messages_from_strangers_or_floods_are_refused() {
+    let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
+    let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
+    veth(&ns, &d0, &peer, &p0);
+    veth(&ns, &d1, &peer, &p1);
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
+             [sfc]\naccept_from = [\"02:00:00:00:00:aa\"]\nmax_rate = 10\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let script = format!(
+        r#"
+from scapy.all import Ether, Raw, sendp
+import struct
+body = struct.pack("!BBBBIQQQQ6sBB4s4sHH4s", 1, 1, 0, 3, 7, 1000000, 0, 1 << 20, 10**9,
+                   b"\x02\x00\x00\x00\x00\x09", 0, 0, b"\0" * 4, b"\0" * 4, 0, 0, b"\0" * 4)
+stranger = Ether(src="02:00:00:00:00:bb", dst="02:00:00:00:00:01", type=0x88b5) / Raw(body)
+ours = Ether(src="02:00:00:00:00:aa", dst="02:00:00:00:00:01", type=0x88b5) / Raw(body)
+sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
+"#
+    );
+    let out = peer
+        .cmd("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    dut.interrupt();
+    let report = dut.json(Duration::from_secs(10));
+    let port0 = &report["ports"][0];
+    assert_eq!(port0["drops"]["sfcm_not_allowed"], 5, "{port0}");
+    // A burst of 30 within far less than a second: 10 obeyed (a second's worth), 20 refused.
+    assert_eq!(port0["drops"]["sfcm_rate_limited"], 20, "{port0}");
+    assert_eq!(port0["sfcm_rx"][3], 10, "{port0}");
+}
+
 /// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
 /// traffic is forwarded, and both stop cleanly.
 #[test]

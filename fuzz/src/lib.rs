@@ -109,6 +109,15 @@ pub fn plan_to_toml(plan: &Plan) -> String {
     let _ = writeln!(o, "max_pause = {}", ns(f.max_pause_ns));
     let _ = writeln!(o, "filter = {}", f.filter);
     let _ = writeln!(o, "scope = {}", s(scope));
+    let allowed: Vec<String> = f
+        .sources
+        .allow
+        .iter()
+        .flatten()
+        .map(|m| s(&m.to_string()))
+        .collect();
+    let _ = writeln!(o, "accept_from = [{}]", allowed.join(", "));
+    let _ = writeln!(o, "max_rate = {}", f.sources.max_per_second);
 
     let _ = writeln!(o, "\n[linkup]");
     match plan.linkup {

@@ -29,6 +29,7 @@ use crate::{
             FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,
             SfcReactionPoint, SfcRpConfig,
         },
+        sfc_guard::{Refusal, SfcGuard},
         watchdog::{PfcWatchdog, WatchdogConfig, WatchdogEvent},
         PauseTimers, PfcGenerator, PRIORITIES,
     },
@@ -193,6 +194,8 @@ pub struct ForwardWorker {
     sfc_cps: Vec<[Option<SfcCongestionPoint>; PRIORITIES]>,
     /// SFC reaction point per port (pauses that port's egress).
     sfc_rps: Vec<SfcReactionPoint>,
+    /// Whose SFC messages each port's reaction point obeys.
+    sfc_guards: Vec<SfcGuard>,
     /// Credit lanes per port: the receive side accounts frames that arrived on the port, the
     /// transmit side gates what the port sends.
     credit: Vec<CreditPort>,
@@ -270,6 +273,7 @@ impl ForwardWorker {
                     .expect("the default reaction-point config is valid")
                 })
                 .collect(),
+            sfc_guards: (0..n).map(|_| SfcGuard::new(setup.sfc.sources)).collect(),
             agents: match (&setup.linkup, setup.pfc_generator) {
                 (Some((l, _)), true) => ports
                     .iter()
@@ -483,10 +487,18 @@ impl ForwardWorker {
         if ethertype == EtherType::LOSSLESS {
             let parsed = SfcmFrame::parse(data);
             return match parsed {
-                Ok(f) => {
-                    self.react_sfc(p, &f.msg, now);
-                    self.pool.release(rx.frame.idx);
-                }
+                Ok(f) => match self.sfc_guards[p].admit(f.eth.src, now) {
+                    Ok(()) => {
+                        self.react_sfc(p, &f.msg, now);
+                        self.pool.release(rx.frame.idx);
+                    }
+                    Err(Refusal::NotAllowed) => {
+                        self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
+                    }
+                    Err(Refusal::RateLimited) => {
+                        self.discard(p, rx.frame, DropReason::SfcmRateLimited)
+                    }
+                },
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
         }
@@ -882,6 +894,11 @@ impl ForwardWorker {
                     sfc_congestion_points(&s.prios, &s.sfc, port.speed_bps, self.setup.rate_share)
                 })
                 .collect();
+            if s.sfc.sources != self.setup.sfc.sources {
+                self.sfc_guards = (0..self.ports.len())
+                    .map(|_| SfcGuard::new(s.sfc.sources))
+                    .collect();
+            }
             self.setup.sfc = s.sfc;
         }
         self.setup.prios = s.prios;

@@ -55,11 +55,15 @@ pub enum DropReason {
     CreditTooLarge = 7,
     /// Still queued when the daemon stopped, after it drained for as long as it may.
     Shutdown = 8,
+    /// An SFC message from a sender not in `[sfc] accept_from` (not obeyed).
+    SfcmNotAllowed = 9,
+    /// An SFC message beyond its sender's `[sfc] max_rate` (not obeyed).
+    SfcmRateLimited = 10,
 }
 
 impl DropReason {
     /// All reasons, in index order.
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::TailDrop,
         DropReason::HeadroomOverflow,
         DropReason::Malformed,
@@ -69,6 +73,8 @@ impl DropReason {
         DropReason::CreditOverrun,
         DropReason::CreditTooLarge,
         DropReason::Shutdown,
+        DropReason::SfcmNotAllowed,
+        DropReason::SfcmRateLimited,
     ];
 
     /// Label value used in reports and metrics.
@@ -83,6 +89,8 @@ impl DropReason {
             DropReason::CreditOverrun => "credit_overrun",
             DropReason::CreditTooLarge => "credit_too_large",
             DropReason::Shutdown => "shutdown",
+            DropReason::SfcmNotAllowed => "sfcm_not_allowed",
+            DropReason::SfcmRateLimited => "sfcm_rate_limited",
         }
     }
 }

@@ -5,6 +5,7 @@ pub mod credit;
 pub mod credit_port;
 pub mod pfc;
 pub mod sfc;
+pub mod sfc_guard;
 pub mod watchdog;
 
 pub use credit::{CreditConfig, CreditError, CreditLane, CreditRx, CreditTx, CreditWindow};
