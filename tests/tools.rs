@@ -110,6 +110,20 @@ fn config_errors_name_the_field_and_exit_78() {
     assert!(text.contains("priority 3: lossless (PFC)"), "{text}");
 }
 
+/// Runs a scapy script (Python) in `ns`; fails the test if it fails.
+fn run_scapy(ns: &Netns, script: &str) {
+    let out = ns
+        .cmd("/usr/bin/python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn dut_config(d0: &str, d1: &str) -> (TempFile, common::SocketPath) {
     let (control, socket) = control_section();
     let cfg = TempFile::new(
@@ -179,16 +193,7 @@ runt = Raw(b"\x01\x02\x03")
 sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, bad_sfcm, credit], iface="{p0}", verbose=False)
 "#
     );
-    let out = peer
-        .cmd("/usr/bin/python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scapy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_scapy(&peer, &script);
     std::thread::sleep(Duration::from_millis(300));
     dut.interrupt();
     let report = dut.json(Duration::from_secs(10));
@@ -287,16 +292,7 @@ time.sleep(0.5)
 sendp(hostile + [credit(1, good)], iface="{g0}", verbose=False)
 "#
     );
-    let out = ng
-        .cmd("/usr/bin/python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scapy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_scapy(&ng, &script);
     let gen = gen.json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
     dut.interrupt();
@@ -342,16 +338,7 @@ ours = Ether(src="02:00:00:00:00:aa", dst="02:00:00:00:00:01", type=0x88b5) / Ra
 sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
 "#
     );
-    let out = peer
-        .cmd("/usr/bin/python3")
-        .args(["-c", &script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scapy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_scapy(&peer, &script);
     std::thread::sleep(Duration::from_millis(300));
     dut.interrupt();
     let report = dut.json(Duration::from_secs(10));

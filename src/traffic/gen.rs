@@ -6,12 +6,14 @@ use std::{sync::atomic::AtomicBool, time::Duration};
 
 use serde::Serialize;
 
+use super::send_credit_update;
+
 use crate::{
     dataplane::{
         clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame, shaper::Shaper,
     },
     fc::{
-        credit_port::{emit_update, CreditLaneReport, CreditPort, CreditTimers, Gate},
+        credit_port::{CreditLaneReport, CreditPort, CreditTimers, Gate},
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
     },
@@ -303,18 +305,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             last_tx = now;
         }
         // The update goes out behind the data its blocks-sent count includes.
-        if let Some(update) = credit.poll(now) {
-            if let Some(idx) = pool.alloc() {
-                let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
-                let f = Frame {
-                    idx,
-                    len: len as u32,
-                };
-                if port.send(&mut pool, &[f]).unwrap_or(0) == 0 {
-                    pool.release(idx);
-                }
-            }
-        }
+        send_credit_update(&mut credit, &mut **port, &mut pool, now);
         if !tx.is_empty() {
             continue;
         }

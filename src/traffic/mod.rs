@@ -11,9 +11,38 @@ use crate::{
     config::Backend,
     dataplane::{
         open::{attach_for, open_worker_ports, Attached, OpenError, WorkerPorts},
+        pool::{Frame, FramePool},
+        port::Port,
         xdp_prog::{Steering, XdpMode},
     },
+    fc::credit_port::{emit_update, CreditPort},
 };
+
+/// Sends the credit update `credit` has due at `now`, if any, as one frame on `port` (behind
+/// whatever data was sent before, which its blocks-sent count includes). A frame that cannot
+/// be had or sent is lost like an update lost on the wire: the next one carries the same
+/// absolute credit.
+pub fn send_credit_update(
+    credit: &mut CreditPort,
+    port: &mut dyn Port,
+    pool: &mut FramePool,
+    now: u64,
+) {
+    let Some(update) = credit.poll(now) else {
+        return;
+    };
+    let Some(idx) = pool.alloc() else {
+        return;
+    };
+    let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
+    let f = Frame {
+        idx,
+        len: len as u32,
+    };
+    if port.send(pool, &[f]).unwrap_or(0) == 0 {
+        pool.release(idx);
+    }
+}
 
 /// How a single-interface tool (gen, sink, send) reaches its interface.
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::{
     flows::{FlowReport, FlowTable},
     histogram::{Histogram, LatencySummary},
+    send_credit_update,
 };
 use crate::{
     dataplane::{
@@ -21,7 +22,7 @@ use crate::{
         shaper::{Shaper, WIRE_OVERHEAD},
     },
     fc::{
-        credit_port::{emit_update, CreditLaneReport, CreditPort, CreditTimers},
+        credit_port::{CreditLaneReport, CreditPort, CreditTimers},
         PfcGenerator, PfcThresholds, PRIORITIES,
     },
     wire::{credit::credit_payload, EthernetFrame, TestFrameView},
@@ -303,18 +304,7 @@ pub fn run(
                 }
             }
         }
-        if let Some(update) = credit.poll(now) {
-            if let Some(idx) = pool.alloc() {
-                let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
-                let f = Frame {
-                    idx,
-                    len: len as u32,
-                };
-                if port.send(&mut pool, &[f]).unwrap_or(0) == 0 {
-                    pool.release(idx);
-                }
-            }
-        }
+        send_credit_update(&mut credit, &mut **port, &mut pool, now);
         if work == 0 {
             let mut deadline = [
                 generator.as_ref().and_then(|g| g.next_deadline()),
