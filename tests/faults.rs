@@ -68,7 +68,9 @@ fn daemon(l: &Line, prio3: &str) -> (Proc, TempFile, common::SocketPath) {
     (dut, cfg, socket)
 }
 
-fn gen(l: &Line, extra: &[&str]) -> Proc {
+/// `lossless gen` on priority 3 at 200 Mbit/s, counting PFC quanta at `link_speed` (the
+/// daemon's ingress speed).
+fn gen(l: &Line, link_speed: &str, extra: &[&str]) -> Proc {
     let mut args = vec![
         "gen",
         "--iface",
@@ -80,7 +82,7 @@ fn gen(l: &Line, extra: &[&str]) -> Proc {
         "--priority",
         "3",
         "--link-speed",
-        "1Gbit",
+        link_speed,
         "--json",
     ];
     args.extend_from_slice(extra);
@@ -98,7 +100,7 @@ fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> (Value, Value, Valu
     let sink = common::start_sink(&l.ns, &l.s0);
     let dropped = || tx_dropped(&l.nd, &l.d1) + tx_dropped(&l.ng, &l.g0);
     let before = dropped();
-    let g = gen(l, &["--duration", "2s"]);
+    let g = gen(l, "1Gbit", &["--duration", "2s"]);
     std::thread::sleep(Duration::from_millis(700));
     ns.run(&["ip", "link", "set", iface, "down"]);
     std::thread::sleep(Duration::from_millis(300));
@@ -189,10 +191,15 @@ fn a_credit_peer_killed_and_restarted_gets_credit_again() {
         ],
     );
     sink.wait_ready(T);
-    let mut first = gen(&l, &["--credit", "--duration", "10s"]);
+    let mut first = gen(&l, "1Gbit", &["--credit", "--duration", "10s"]);
     std::thread::sleep(Duration::from_millis(1000));
     first.kill();
-    let second = gen(&l, &["--credit", "--duration", "1s", "--first-flow", "1"]).json(T);
+    let second = gen(
+        &l,
+        "1Gbit",
+        &["--credit", "--duration", "1s", "--first-flow", "1"],
+    )
+    .json(T);
     std::thread::sleep(Duration::from_millis(500));
     sink.interrupt();
     let sink = sink.json(T);
@@ -254,25 +261,7 @@ fn daemon_restart_mid_traffic_loses_nothing() {
         ],
     );
     sink.wait_ready(T);
-    let g = Proc::spawn(
-        &l.ng,
-        &[
-            "gen",
-            "--iface",
-            &l.g0,
-            "--rate",
-            "200Mbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--link-speed",
-            "10Mbit",
-            "--duration",
-            "3s",
-            "--json",
-        ],
-    );
+    let g = gen(&l, "10Mbit", &["--duration", "3s"]);
     std::thread::sleep(Duration::from_millis(1000));
     first.interrupt();
     let before = first.json(T);
