@@ -753,6 +753,70 @@ impl Plan {
     }
 }
 
+/// Smallest Ethernet frame the dataplane carries (without FCS), for the frame-count sizing.
+const MIN_FRAME: u64 = 60;
+/// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
+const MAX_STD_FRAME: u64 = 1518;
+
+/// What each worker's frame pool must hold for the configuration to be stored as written,
+/// counted in frames (a pool frame holds one Ethernet frame whatever its size): the buffers
+/// every AF_XDP socket keeps in its fill ring, the control frames the daemon must always be
+/// able to build (PFC, SFCM, credit updates), and XOFF + headroom (the limit) of every
+/// lossless priority of one ingress port. Returns the frames needed with frames of `frame`
+/// bytes, and the lossless priorities.
+fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame: u64) -> u64 {
+    use crate::dataplane::{af_xdp::fill_target, pool::control_reserve};
+    let fixed = ports as u64 * fill_target(frames) as u64 + control_reserve(frames) as u64;
+    fixed
+        + prios
+            .iter()
+            .filter(|p| p.lossless())
+            .map(|p| p.limit.div_ceil(frame))
+            .sum::<u64>()
+}
+
+/// Warns when the pool cannot hold XOFF + headroom as configured. Never refused: a pool
+/// running short pauses upstream by itself (fill-ring starvation is congestion), so such a
+/// configuration stays lossless, with less buffer in bytes than the numbers say; the warning
+/// names the fields and what `daemon.frames` would hold it all.
+fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
+    let names = (0..PRIORITIES)
+        .filter(|&p| prios[p].lossless())
+        .map(|p| format!("priority.{p}"))
+        .collect::<Vec<_>>();
+    if names.is_empty() {
+        return;
+    }
+    let (large, small) = (
+        pool_needed(prios, ports, frames, MAX_STD_FRAME),
+        pool_needed(prios, ports, frames, MIN_FRAME),
+    );
+    let frames = u64::from(frames);
+    if large > frames {
+        tracing::warn!(
+            frames,
+            needed = large,
+            priorities = %names.join(", "),
+            "daemon.frames cannot hold XOFF + headroom of {} even in {MAX_STD_FRAME}-byte frames: \
+             the fill ring will pause upstream before the configured bytes are reached \
+             (still lossless); daemon.frames = {large} would hold them",
+            names.join(", ")
+        );
+    } else if small > frames {
+        tracing::warn!(
+            frames,
+            needed = small,
+            priorities = %names.join(", "),
+            "daemon.frames holds XOFF + headroom of {} only in frames above {} bytes: smaller \
+             frames are paused by fill-ring starvation first (still lossless); \
+             daemon.frames = {small} would hold {MIN_FRAME}-byte frames",
+            names.join(", "),
+            prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
+                / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
+        );
+    }
+}
+
 fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let invalid = |field: String, reason: String| ConfigError::Invalid {
         file: file.to_string(),
@@ -968,15 +1032,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             limit,
         };
     }
-    let buffer: u64 = prios.iter().map(PrioPlan::admit_limit).sum::<u64>() * 2;
-    let pool_bytes = u64::from(d.frames) * 2048;
-    if buffer / 256 > u64::from(d.frames) {
-        tracing::warn!(
-            buffer,
-            pool_bytes,
-            "configured buffers exceed what the frame pool can hold with small frames"
-        );
-    }
+    check_pool(&prios, ports.len(), d.frames);
     let metrics_listen = match raw.metrics.listen.trim() {
         "" => None,
         a => Some(a.parse().map_err(|e| {

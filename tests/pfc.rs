@@ -6,8 +6,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, http_get, metric, traffic_lock, unique, veth, Netns, Proc,
-    TempFile,
+    capture, control_section, has_xdp, http_get, json_u64 as u, metric, report_port as port,
+    traffic_lock, unique, veth, Netns, Proc, TempFile,
 };
 use serde_json::Value;
 
@@ -137,24 +137,6 @@ fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
         dut,
         metrics,
     }
-}
-
-fn u(v: &Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
-}
-
-fn port<'a>(dut: &'a Value, iface: &str) -> &'a Value {
-    dut["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["iface"] == iface)
-        .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
 }
 
 #[test]

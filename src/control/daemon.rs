@@ -20,10 +20,11 @@ use super::{
 use crate::{
     config::{LinkupSettings, PfcPlan, Plan, PrioPlan},
     dataplane::{
+        af_xdp::fill_target,
         clock::now_ns,
-        forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
+        forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
-        open::{attach_for, open_worker_ports, OpenError},
+        open::{attach_for, open_worker_ports, Attached, OpenError},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
@@ -82,8 +83,20 @@ pub struct DaemonReport {
     pub ports: Vec<PortSnapshot>,
 }
 
+/// Tells each port's XDP program how to classify its ingress and which priorities it may
+/// drop when the RX backlog is deep (the lossy ones of `plan`).
+fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan) {
+    let Some(att) = attached else { return };
+    let fill = fill_target(plan.daemon.frames);
+    for (prog, port) in att.programs.iter().zip(&plan.ports) {
+        if let Err(e) = prog.set_ingress_policy(ingress_policy(port.trust, &plan.prios, fill)) {
+            tracing::warn!(error = %e, "XDP ingress policy not applied");
+        }
+    }
+}
+
 /// Reads the configuration again and publishes its reloadable part; refuses an invalid file.
-fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
+fn reload_config(running: &Plan, path: &Path, live: &SettingsCell, attached: Option<&Attached>) {
     let new = match Plan::load(path) {
         Ok(p) => p,
         Err(e) => {
@@ -100,6 +113,7 @@ fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
+    apply_ingress_policy(attached, &new);
     let mut settings = LiveSettings::of(&new);
     // Thresholds and round trips measured at link-up stay until the next measurement.
     let running = live.get();
@@ -309,6 +323,7 @@ pub fn run(
         sfc_udp_port: 0,
     };
     let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
+    apply_ingress_policy(attached.as_ref(), plan);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
     let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
@@ -446,7 +461,7 @@ pub fn run(
                 break;
             }
             if reload.swap(false, Ordering::SeqCst) {
-                reload_config(plan, config_path, &live);
+                reload_config(plan, config_path, &live, attached.as_ref());
             }
             if let Some(m) = monitor.as_mut() {
                 m.tick(&live);

@@ -324,6 +324,42 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "rx_backlog",
+            "Bytes the XDP program steered to the daemon that still wait in the RX ring; \
+             they count towards PFC and SFC congestion like queued bytes.",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.rx_backlog_bytes),
+        )?;
+        family(
+            &mut enc,
+            "rx_backlog_peak_frames",
+            "Most frames seen waiting in one RX ring of the port since start.",
+            None,
+            Gauge,
+            s.iter()
+                .map(|p| (device(p), ConstGauge::new(p.rx_backlog_frames_peak as i64))),
+        )?;
+        family(
+            &mut enc,
+            "fill_ring_starved",
+            "Times the port's fill ring ran short of receive buffers, which pauses its PFC \
+             priorities upstream before the kernel has to drop.",
+            None,
+            Counter,
+            per_port(s, |p| p.fill_starved_events),
+        )?;
+        family(
+            &mut enc,
+            "rx_backlog_drops",
+            "Frames of lossy priorities the XDP program dropped because the RX backlog was \
+             deep (they would have taken receive buffers the lossless priorities need).",
+            None,
+            Counter,
+            counters(|p| &p.rx_backlog_drops),
+        )?;
+        family(
+            &mut enc,
             "kernel_drops",
             "Frames the kernel dropped at the AF_XDP socket before the daemon saw them.",
             None,

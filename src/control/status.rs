@@ -52,8 +52,12 @@ pub struct PrioStatus {
     pub limit_bytes: Option<u64>,
     /// Where the PFC thresholds came from: `config`, or `measured` at link-up.
     pub source: String,
-    /// Bytes charged to this port as ingress now.
+    /// Bytes charged to this port as ingress now (queued for egress).
     pub ingress_bytes: u64,
+    /// Bytes of this priority still waiting in the port's RX rings (steered by XDP, not yet
+    /// taken); PFC acts on ingress + RX backlog.
+    #[serde(default)]
+    pub rx_backlog_bytes: u64,
     /// Egress of this port paused by a received PFC/PAUSE now.
     pub paused: bool,
     /// Egress queue depth now, bytes.
@@ -151,6 +155,7 @@ impl StatusSource {
                             limit_bytes: Some(plan.limit),
                             source: source.to_string(),
                             ingress_bytes: self.shared[i].occupancy(prio),
+                            rx_backlog_bytes: counters.rx_backlog_bytes[prio],
                             paused: paused & (1 << prio) != 0,
                             queue_bytes: counters.queue_bytes[prio],
                             watchdog: match (
@@ -302,20 +307,22 @@ pub fn text(s: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  rx {} frames, tx {} frames, drops {}",
+            "  rx {} frames, tx {} frames, drops {}, RX ring peak {} frames, fill ring starved {} times",
             p.counters.rx_frames,
             p.counters.tx_frames,
-            p.counters.drops.values().sum::<u64>()
+            p.counters.drops.values().sum::<u64>(),
+            p.counters.rx_backlog_frames_peak,
+            p.counters.fill_starved_events,
         );
         let _ = writeln!(
             out,
-            "  prio mode   xoff      xon       headroom  limit     source  ingress   queue     paused watchdog"
+            "  prio mode   xoff      xon       headroom  limit     source  rx ring   ingress   queue     paused watchdog"
         );
         for q in &p.priorities {
             let o = |v: Option<u64>| v.map_or("-".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<6} {}",
+                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<9} {:<6} {}",
                 q.priority,
                 q.mode,
                 o(q.xoff_bytes),
@@ -323,6 +330,7 @@ pub fn text(s: &Status) -> String {
                 o(q.headroom_bytes),
                 o(q.limit_bytes),
                 q.source,
+                q.rx_backlog_bytes,
                 q.ingress_bytes,
                 q.queue_bytes,
                 if q.paused { "yes" } else { "no" },

@@ -11,6 +11,7 @@ use super::{
     classify::{self, Trust},
     clock::now_ns,
     idle::Idler,
+    ingress::FillWatch,
     linkstate::LinkShared,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
@@ -126,6 +127,32 @@ const LOSSY_RESERVE_DIVISOR: usize = 4;
 /// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
+/// With lossless priorities configured, the XDP program drops lossy frames once the RX
+/// backlog reaches 1/this of the fill ring, so a lossy flood never gets near the point where
+/// the fill ring is short of buffers (half of it, see [`FillWatch`]).
+const LOSSY_BACKLOG_DIVISOR: u64 = 4;
+
+/// The XDP program's ingress policy for a port of `setup` with priorities `prios`, whose
+/// sockets keep `fill_target` buffers in their fill rings.
+pub fn ingress_policy(
+    trust: Trust,
+    prios: &[PrioPlan; PRIORITIES],
+    fill_target: usize,
+) -> crate::dataplane::xdp_prog::IngressPolicy {
+    let lossless = prios.iter().any(PrioPlan::lossless);
+    crate::dataplane::xdp_prog::IngressPolicy {
+        trust,
+        lossy_mask: (0..PRIORITIES)
+            .filter(|&p| !prios[p].lossless())
+            .fold(0, |m, p| m | (1 << p)),
+        lossy_backlog_frames: if lossless {
+            (fill_target as u64 / LOSSY_BACKLOG_DIVISOR) as u32
+        } else {
+            0
+        },
+    }
+}
+
 /// What one port of the wire needs besides its socket.
 #[derive(Debug, Clone)]
 pub struct PortSetup {
@@ -202,6 +229,11 @@ pub struct ForwardWorker {
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
     /// are tail-dropped, so a lossy flood cannot starve the RX fill ring of lossless traffic.
     lossy_reserve: usize,
+    /// This worker's share of each port's RX backlog as last published in [`SharedPort`].
+    rx_backlog: Vec<[u64; PRIORITIES]>,
+    /// Whether this worker's fill ring of each port is short of buffers (published in
+    /// [`SharedPort`]).
+    fill_watch: Vec<FillWatch>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -307,6 +339,8 @@ impl ForwardWorker {
             } else {
                 0
             },
+            rx_backlog: vec![[0; PRIORITIES]; n],
+            fill_watch: vec![FillWatch::default(); n],
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -448,7 +482,27 @@ impl ForwardWorker {
             }
             self.ingress(p, rx, now);
         }
+        self.account_rx_backlog(p);
         Ok(n)
+    }
+
+    /// Publishes what still waits in port `p`'s RX ring (from the XDP program's counters) and
+    /// whether its fill ring is short of buffers: both are congestion the PFC and SFC
+    /// congestion points of `p` act on, before the kernel has to drop anything.
+    fn account_rx_backlog(&mut self, p: usize) {
+        let b = self.ports[p].rx_backlog();
+        if b.bytes != self.rx_backlog[p] {
+            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &b.bytes);
+            self.rx_backlog[p] = b.bytes;
+        }
+        let c = &self.stats.ports[p];
+        if let Some(starved) = self.fill_watch[p].update(&b) {
+            self.shared[p].set_fill_starved(starved);
+            if starved {
+                c.fill_starved_events.add(1);
+            }
+        }
+        c.rx_backlog_frames_peak.max(b.frames);
     }
 
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
@@ -593,7 +647,8 @@ impl ForwardWorker {
         offending: Frame,
         now: u64,
     ) {
-        let queued = self.egress[e].ring_ref(prio).bytes();
+        // What waits in the ingress RX ring must drain through this queue too.
+        let queued = self.egress[e].ring_ref(prio).bytes() + self.rx_backlog[p][prio];
         let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
             return;
         };
@@ -694,8 +749,14 @@ impl ForwardWorker {
 
     /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`.
     fn generate_pfc(&mut self, p: usize, now: u64) {
-        let occupancy = self.shared[p].occupancy_all();
-        let Some(m) = self.generators[p].poll(now, &occupancy) else {
+        let occupancy = self.shared[p].pfc_occupancy();
+        // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
+        let congested = if self.shared[p].fill_starved() {
+            u8::MAX
+        } else {
+            0
+        };
+        let Some(m) = self.generators[p].poll(now, &occupancy, congested) else {
             return;
         };
         let c = &self.stats.ports[p];
@@ -846,7 +907,10 @@ impl ForwardWorker {
                 c.credit_resyncs[p].set(r.resyncs);
                 c.credit_reinits[p].set(r.reinits);
             }
+            let backlog_drops = self.ports[e].backlog_drops();
             for p in 0..PRIORITIES {
+                c.rx_backlog_bytes[p].set(self.rx_backlog[e][p]);
+                c.rx_backlog_drops[p].set(backlog_drops[p]);
                 c.sfc_paused_ns[p].set(sfc_paused[p]);
                 c.queue_bytes[p].set(depth[p]);
                 c.queue_peak_bytes[p].set(peak[p]);
@@ -1034,6 +1098,14 @@ impl ForwardWorker {
     }
 
     fn shutdown(&mut self) {
+        // This worker's share of what waits at ingress goes with it.
+        for p in 0..self.ports.len() {
+            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &[0; PRIORITIES]);
+            self.rx_backlog[p] = [0; PRIORITIES];
+            if std::mem::take(&mut self.fill_watch[p]).starved() {
+                self.shared[p].set_fill_starved(false);
+            }
+        }
         for r in &mut self.ctrl {
             while let Some(q) = r.pop() {
                 self.pool.release(q.idx);
@@ -1168,6 +1240,54 @@ mod tests {
         assert_eq!(p0.drops.iter().map(Counter::get).sum::<u64>(), 0);
         // The queue never needed the headroom beyond what 5 us of reaction allows.
         assert!(stats.ports[1].queue_peak_bytes[3].get() < 32 * 1024 + 8 * 1024);
+    }
+
+    /// The worker as the bottleneck: a 10 Gbit/s source of 128-byte frames steps ahead of a
+    /// worker that takes one batch per port per 100 us, into an egress that is not congested.
+    /// Only the RX backlog (frames steered, not yet taken) can tell the PFC congestion point.
+    #[test]
+    fn a_worker_that_falls_behind_pauses_its_source_from_the_rx_backlog() {
+        const LEN: usize = 128;
+        let (mut w, src, dst, stats) = worker(PrioPlan::pfc(16 * 1024, 8 * 1024, 64 * 1024));
+        let mut source = PauseTimers::new(10 * GBIT);
+        let (mut seq, mut next_tx, mut peak, mut delivered) = (0u64, 0u64, 0, Vec::new());
+        let gap = (LEN as u64 + 24) * 8 / 10; // ns per frame at 10 Gbit/s
+        let mut bytes = vec![0; LEN];
+        for now in (0..20_000_000u64).step_by(100_000) {
+            while next_tx <= now {
+                if !source.is_paused(3, next_tx) && now < 15_000_000 {
+                    let f = TestFrame {
+                        seq,
+                        ..TestFrame::sample(LEN)
+                    };
+                    f.emit(&mut bytes).unwrap();
+                    src.inject(&bytes, next_tx);
+                    seq += 1;
+                }
+                next_tx += gap;
+            }
+            peak = peak.max(src.pending());
+            w.step(now).unwrap();
+            for f in src.take() {
+                // The daemon's PFC reaches the source 5 us later.
+                source.on_frame(&MacControl::parse_frame(&f).unwrap(), now + 5_000);
+            }
+            delivered.extend(
+                dst.take()
+                    .iter()
+                    .map(|f| TestFrameView::parse(f).unwrap().seq),
+            );
+        }
+        assert!(seq > 5_000, "the source ran: {seq}");
+        assert_eq!(delivered, (0..seq).collect::<Vec<_>>(), "in order, no gaps");
+        assert!(stats.ports[0].pfc_tx[3].get() > 10, "PFC sent upstream");
+        // The source is held near XOFF (16 KiB = 128 frames) plus what one 100 us turn lets
+        // through at 10 Gbit/s (~820 frames); without the RX backlog it never pauses at all.
+        assert!(peak < 128 + 2 * 830, "RX backlog peaked at {peak} frames");
+        assert_eq!(
+            stats.ports[0].drops.iter().map(Counter::get).sum::<u64>(),
+            0
+        );
     }
 
     #[test]

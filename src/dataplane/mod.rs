@@ -7,6 +7,7 @@ pub mod classify;
 pub mod clock;
 pub mod forward;
 pub mod idle;
+pub mod ingress;
 pub mod linkstate;
 pub mod mem_port;
 pub mod open;

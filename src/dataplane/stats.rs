@@ -25,6 +25,14 @@ impl Counter {
         self.0.store(v, Relaxed);
     }
 
+    /// Raises a high-water-mark gauge to `v` if it is below.
+    #[inline]
+    pub fn max(&self, v: u64) {
+        if v > self.get() {
+            self.set(v);
+        }
+    }
+
     /// Reads the value.
     #[inline]
     pub fn get(&self) -> u64 {
@@ -128,6 +136,15 @@ pub struct PortCounters {
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
     pub drops: [Counter; DropReason::ALL.len()],
+    /// Bytes of this (ingress) port's priorities waiting in its RX ring (gauge).
+    pub rx_backlog_bytes: [Counter; PRIORITIES],
+    /// Highest number of frames seen waiting in this port's RX ring (gauge).
+    pub rx_backlog_frames_peak: Counter,
+    /// Times this port's fill ring ran short of buffers, which pauses its PFC priorities.
+    pub fill_starved_events: Counter,
+    /// Lossy frames the XDP program dropped because this port's RX backlog was deep, per
+    /// priority (gauge of the program's counter).
+    pub rx_backlog_drops: [Counter; PRIORITIES],
     /// PFC storms the watchdog detected on this egress port, per priority.
     pub watchdog_storms: [Counter; PRIORITIES],
     /// 1 while the priority is stormed (gauge).
@@ -231,6 +248,18 @@ pub struct PortSnapshot {
     pub watchdog_stormed: [u64; PRIORITIES],
     /// Frames the kernel dropped before the daemon saw them.
     pub kernel_drops: KernelDrops,
+    /// Bytes per priority waiting in the port's RX rings (steered by XDP, not yet taken).
+    #[serde(default)]
+    pub rx_backlog_bytes: [u64; PRIORITIES],
+    /// Highest number of frames seen waiting in one of the port's RX rings.
+    #[serde(default)]
+    pub rx_backlog_frames_peak: u64,
+    /// Times the port's fill ring ran short of buffers (its PFC priorities were paused).
+    #[serde(default)]
+    pub fill_starved_events: u64,
+    /// Lossy frames the XDP program dropped because the RX backlog was deep, per priority.
+    #[serde(default)]
+    pub rx_backlog_drops: [u64; PRIORITIES],
     /// Credit the port may still send per priority, bytes.
     #[serde(default)]
     pub credit_available: [u64; PRIORITIES],
@@ -310,6 +339,14 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         credit_updates_rx: arr(|p| &p.credit_updates_rx),
         credit_resyncs: arr(|p| &p.credit_resyncs),
         credit_reinits: arr(|p| &p.credit_reinits),
+        rx_backlog_bytes: arr(|p| &p.rx_backlog_bytes),
+        rx_backlog_frames_peak: c
+            .iter()
+            .map(|pc| pc.rx_backlog_frames_peak.get())
+            .max()
+            .unwrap_or(0),
+        fill_starved_events: sum(|p| &p.fill_starved_events),
+        rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
         kernel_drops: {
             let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
             KernelDrops {
