@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, path::Path};
 use serde::Deserialize;
 
 use crate::{
-    dataplane::{classify::Trust, xdp_prog::XdpMode},
+    dataplane::{classify::Trust, pfc_headroom::HeadroomSettings, xdp_prog::XdpMode},
     fc::credit_port::CreditTimers,
     fc::sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
     fc::{
@@ -381,6 +381,51 @@ impl Default for SfcSettings {
     }
 }
 
+/// `[headroom]`: how the PFC headroom in force adapts (see `dataplane::pfc_headroom`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeadroomSection {
+    /// Let the overshoot observed after XOFFs raise the headroom.
+    #[serde(default = "yes")]
+    pub adaptive: bool,
+    /// Never below this; default: each PFC priority's configured headroom.
+    #[serde(default)]
+    pub min_headroom: Option<SizeValue>,
+    /// Headroom from evidence = observed overshoot × margin.
+    #[serde(default = "default_margin")]
+    pub margin: f64,
+    /// The evidence halves every this long ("10min").
+    #[serde(default = "default_half_life")]
+    pub half_life: String,
+    /// Arrivals stopping this long after XOFF mean the pause took effect ("1ms").
+    #[serde(default = "default_quiet")]
+    pub quiet: String,
+}
+
+fn default_margin() -> f64 {
+    1.5
+}
+
+fn default_half_life() -> String {
+    "10min".to_string()
+}
+
+fn default_quiet() -> String {
+    "1ms".to_string()
+}
+
+impl Default for HeadroomSection {
+    fn default() -> Self {
+        HeadroomSection {
+            adaptive: true,
+            min_headroom: None,
+            margin: default_margin(),
+            half_life: default_half_life(),
+            quiet: default_quiet(),
+        }
+    }
+}
+
 /// `[credit]`: timers of every credit lane.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -516,6 +561,9 @@ pub struct ConfigFile {
     /// `[credit]`.
     #[serde(default)]
     pub credit: CreditSection,
+    /// `[headroom]`.
+    #[serde(default)]
+    pub headroom: HeadroomSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -683,6 +731,8 @@ pub struct Plan {
     pub linkup: Option<LinkupSettings>,
     /// Credit lane timers.
     pub credit: CreditTimers,
+    /// How the PFC headroom adapts.
+    pub headroom: HeadroomSettings,
 }
 
 impl Plan {
@@ -1179,6 +1229,27 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             ));
         }
     }
+    let h = &raw.headroom;
+    if !(1.0..=100.0).contains(&h.margin) {
+        return Err(invalid(
+            "headroom.margin".into(),
+            format!("{} is not in 1..=100", h.margin),
+        ));
+    }
+    let headroom = HeadroomSettings {
+        adaptive: h.adaptive,
+        min_headroom: match &h.min_headroom {
+            None => None,
+            Some(SizeValue::Bytes(b)) => Some(*b),
+            Some(SizeValue::Text(t)) => Some(
+                units::parse_size(t)
+                    .map_err(|e| invalid("headroom.min_headroom".into(), e.to_string()))?,
+            ),
+        },
+        margin: h.margin,
+        half_life_ns: duration_ns("headroom.half_life".into(), &h.half_life)?.max(1),
+        quiet_ns: duration_ns("headroom.quiet".into(), &h.quiet)?.max(1),
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -1189,6 +1260,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         sfc,
         linkup,
         credit,
+        headroom,
     })
 }
 

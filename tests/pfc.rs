@@ -455,7 +455,9 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let _serial = traffic_lock();
     let w = wire();
     let (control, socket) = control_section();
-    let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, PFC)));
+    // The thresholds as configured: no overshoot evidence moving XOFF under this test.
+    let fixed = "\n[headroom]\nadaptive = false\n";
+    let cfg = TempFile::new("cfg", &format!("{}{fixed}{control}", config(&w, PFC)));
     let (sink, dut) = start(&w, &cfg);
     let gen = start_gen(&w, "2Gbit", "af-xdp");
     std::thread::sleep(Duration::from_millis(500));
@@ -464,7 +466,11 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let changed = PFC
         .replace("xoff = \"64KiB\"", "xoff = \"96KiB\"")
         .replace("xon = \"32KiB\"", "xon = \"48KiB\"");
-    std::fs::write(&cfg.path, format!("{}{control}", config(&w, &changed))).unwrap();
+    std::fs::write(
+        &cfg.path,
+        format!("{}{fixed}{control}", config(&w, &changed)),
+    )
+    .unwrap();
     dut.hangup();
     std::thread::sleep(Duration::from_millis(300));
     let st = status_of(&socket);

@@ -353,6 +353,7 @@ pub fn run(
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
             credit: plan.credit,
+            headroom: plan.headroom,
         };
         let worker = ForwardWorker::new(
             ports.pool,

@@ -52,6 +52,16 @@ pub struct PrioStatus {
     pub limit_bytes: Option<u64>,
     /// Where the PFC thresholds came from: `config`, or `measured` at link-up.
     pub source: String,
+    /// Where the headroom in force comes from: `configured` (the floor), `measured` (link-up's
+    /// model) or `observed` (the overshoot seen after XOFFs, times the margin).
+    #[serde(default)]
+    pub headroom_source: Option<String>,
+    /// The terms of the headroom in force: floor, measured model, observed evidence, bytes.
+    #[serde(default)]
+    pub headroom_terms: Option<[u64; 3]>,
+    /// Largest overshoot seen after an XOFF (upper bound of its power-of-two bucket), bytes.
+    #[serde(default)]
+    pub overshoot_max_bytes: u64,
     /// Bytes charged to this port as ingress now (queued for egress).
     pub ingress_bytes: u64,
     /// Bytes of this priority still waiting in the port's RX rings (steered by XDP, not yet
@@ -144,7 +154,7 @@ impl StatusSource {
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {
                         let (plan, source) = live.plan_for(i, prio);
-                        let pfc = plan.pfc;
+                        let pfc = counters.pfc_in_force(prio, plan.pfc);
                         PrioStatus {
                             priority: prio,
                             mode: plan.mode().to_string(),
@@ -154,6 +164,18 @@ impl StatusSource {
                             sfc_threshold_bytes: plan.sfc.map(|f| f.threshold),
                             limit_bytes: Some(plan.limit),
                             source: source.to_string(),
+                            headroom_source: counters.headroom_source(prio).map(str::to_string),
+                            headroom_terms: counters.headroom_source(prio).map(|_| {
+                                [
+                                    counters.headroom_floor[prio],
+                                    counters.headroom_model[prio],
+                                    counters.headroom_evidence[prio],
+                                ]
+                            }),
+                            overshoot_max_bytes: counters
+                                .overshoot
+                                .get(prio)
+                                .map_or(0, |h| h.quantile_bound(1.0)),
                             ingress_bytes: self.shared[i].occupancy(prio),
                             rx_backlog_bytes: counters.rx_backlog_bytes[prio],
                             paused: paused & (1 << prio) != 0,
@@ -336,6 +358,16 @@ pub fn text(s: &Status) -> String {
                 if q.paused { "yes" } else { "no" },
                 q.watchdog
             );
+            if let (Some(src), Some([floor, measured, observed])) =
+                (&q.headroom_source, q.headroom_terms)
+            {
+                let _ = writeln!(
+                    out,
+                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; largest overshoot after XOFF < {}",
+                    o(q.headroom_bytes),
+                    q.overshoot_max_bytes
+                );
+            }
         }
     }
     out

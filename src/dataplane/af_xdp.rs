@@ -269,12 +269,13 @@ impl Port for AfXdpPort {
         let Some(t) = &mut self.ingress else {
             return RxBacklog::default();
         };
-        let (bytes, frames) = t.backlog();
+        let (bytes, frames, arrived) = t.backlog();
         RxBacklog {
             bytes,
             frames,
             fill_free: Some((self.in_fill as u64).saturating_sub(frames)),
             fill_target: self.fill_target as u64,
+            arrived,
         }
     }
 

@@ -13,6 +13,7 @@ use super::{
     idle::Idler,
     ingress::FillWatch,
     linkstate::LinkShared,
+    pfc_headroom::{HeadroomSettings, PortHeadroom},
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
     queue::{PrioQueues, Queued, Ring},
@@ -189,6 +190,8 @@ pub struct ForwardSetup {
     pub linkup: Option<(LinkupSettings, Vec<Arc<LinkShared>>)>,
     /// Timers of the credit lanes.
     pub credit: CreditTimers,
+    /// How the PFC headroom adapts to the overshoot seen.
+    pub headroom: HeadroomSettings,
 }
 
 /// One worker of wire mode.
@@ -231,6 +234,11 @@ pub struct ForwardWorker {
     lossy_reserve: usize,
     /// This worker's share of each port's RX backlog as last published in [`SharedPort`].
     rx_backlog: Vec<[u64; PRIORITIES]>,
+    /// Bytes arrived per priority on this worker's queue of each port, as last published.
+    arrived: Vec<[u64; PRIORITIES]>,
+    /// Headroom in force per PFC priority of each ingress port (the leader's; empty on
+    /// other workers).
+    headroom: Vec<PortHeadroom>,
     /// Whether this worker's fill ring of each port is short of buffers (published in
     /// [`SharedPort`]).
     fill_watch: Vec<FillWatch>,
@@ -258,7 +266,26 @@ impl ForwardWorker {
     ) -> Self {
         let n = ports.len();
         let cap = pool.capacity() as usize;
-        let thresholds = std::array::from_fn(|p| setup.prios[p].thresholds());
+        let headroom: Vec<PortHeadroom> = if setup.pfc_generator {
+            (0..n)
+                .map(|_| {
+                    PortHeadroom::new(
+                        setup.headroom,
+                        &setup.prios,
+                        |p| (setup.prios[p], false),
+                        now,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let thresholds = |e: usize| {
+            headroom.get(e).map_or_else(
+                || std::array::from_fn(|p| setup.prios[p].thresholds()),
+                PortHeadroom::thresholds,
+            )
+        };
         ForwardWorker {
             egress: (0..n).map(|_| PrioQueues::new(cap)).collect(),
             shapers: setup
@@ -277,7 +304,8 @@ impl ForwardWorker {
             generators: setup
                 .ports
                 .iter()
-                .map(|p| PfcGenerator::new(thresholds, p.pause_quanta, p.speed_bps))
+                .enumerate()
+                .map(|(e, p)| PfcGenerator::new(thresholds(e), p.pause_quanta, p.speed_bps))
                 .collect(),
             watchdogs: match setup.watchdog {
                 Some(c) => (0..n).map(|_| PfcWatchdog::new(c)).collect(),
@@ -340,6 +368,8 @@ impl ForwardWorker {
                 0
             },
             rx_backlog: vec![[0; PRIORITIES]; n],
+            arrived: vec![[0; PRIORITIES]; n],
+            headroom,
             fill_watch: vec![FillWatch::default(); n],
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
@@ -495,6 +525,10 @@ impl ForwardWorker {
             self.shared[p].update_rx_backlog(&self.rx_backlog[p], &b.bytes);
             self.rx_backlog[p] = b.bytes;
         }
+        if b.arrived != self.arrived[p] {
+            self.shared[p].add_arrived(&self.arrived[p], &b.arrived);
+            self.arrived[p] = b.arrived;
+        }
         let c = &self.stats.ports[p];
         if let Some(starved) = self.fill_watch[p].update(&b) {
             self.shared[p].set_fill_starved(starved);
@@ -512,6 +546,7 @@ impl ForwardWorker {
         let len = u64::from(rx.frame.len);
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
+        c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
         let data = self.pool.data(rx.frame);
         let Ok(eth) = EthernetFrame::new_checked(data) else {
             return self.discard(p, rx.frame, DropReason::Malformed);
@@ -747,7 +782,8 @@ impl ForwardWorker {
         self.timers[p].on_frame(m, now);
     }
 
-    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`.
+    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
+    /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     fn generate_pfc(&mut self, p: usize, now: u64) {
         let occupancy = self.shared[p].pfc_occupancy();
         // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
@@ -756,7 +792,19 @@ impl ForwardWorker {
         } else {
             0
         };
-        let Some(m) = self.generators[p].poll(now, &occupancy, congested) else {
+        let before = self.generators[p].xoff_mask();
+        let sent = self.generators[p].poll(now, &occupancy, congested);
+        let after = self.generators[p].xoff_mask();
+        let c = &self.stats.ports[p];
+        if let Some(h) = self.headroom.get_mut(p) {
+            let arrived = self.shared[p].arrived_all();
+            if h.observe(now, before, after, &arrived, |prio, bytes| {
+                c.overshoot[prio].record(bytes)
+            }) {
+                self.retune(p, now);
+            }
+        }
+        let Some(m) = sent else {
             return;
         };
         let c = &self.stats.ports[p];
@@ -764,6 +812,32 @@ impl ForwardWorker {
             c.xoff_transitions[prio].set(*n);
         }
         self.send_pfc(p, &m);
+    }
+
+    /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
+    /// says why.
+    fn retune(&mut self, p: usize, now: u64) {
+        let Some(h) = self.headroom.get(p) else {
+            return;
+        };
+        let port = &self.setup.ports[p];
+        self.generators[p].reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
+        for prio in 0..PRIORITIES {
+            if let Some(r) = h.report(prio, now) {
+                tracing::info!(
+                    iface = self.ports[p].name(),
+                    priority = prio,
+                    headroom = r.in_force,
+                    source = r.source.label(),
+                    floor = r.floor,
+                    measured = r.model,
+                    observed = r.evidence,
+                    xoff = r.xoff,
+                    xon = r.xon,
+                    "PFC headroom changed"
+                );
+            }
+        }
     }
 
     /// Queues the PFC frame `m` for TX on port `p` and counts it.
@@ -882,8 +956,27 @@ impl ForwardWorker {
         Ok(sent)
     }
 
-    /// Publishes the gauges readers see (queue depth and peak, paused time) for every port.
+    /// Publishes the gauges readers see (queue depth and peak, paused time, headroom) for
+    /// every port, and lets the observed headroom evidence decay.
     fn publish_gauges(&mut self, now: u64) {
+        for p in 0..self.headroom.len() {
+            if self.headroom[p].advance(now) {
+                self.retune(p, now);
+            }
+            let c = &self.stats.ports[p];
+            for prio in 0..PRIORITIES {
+                let Some(r) = self.headroom[p].report(prio, now) else {
+                    continue;
+                };
+                c.headroom_in_force[prio].set(r.in_force);
+                c.headroom_source[prio].set(r.source as u64);
+                c.headroom_floor[prio].set(r.floor);
+                c.headroom_model[prio].set(r.model);
+                c.headroom_evidence[prio].set(r.evidence);
+                c.xoff_in_force[prio].set(r.xoff);
+                c.xon_in_force[prio].set(r.xon);
+            }
+        }
         for e in 0..self.ports.len() {
             let c = &self.stats.ports[e];
             let depth = self.egress[e].bytes();
@@ -966,8 +1059,20 @@ impl ForwardWorker {
             self.setup.sfc = s.sfc;
         }
         self.setup.prios = s.prios;
+        self.setup.headroom = s.headroom;
+        let now = now_ns();
         for (i, g) in self.generators.iter_mut().enumerate() {
-            let thresholds = std::array::from_fn(|p| s.plan_for(i, p).0.thresholds());
+            let in_force = |p| {
+                let (plan, source) = s.plan_for(i, p);
+                (plan, source == "measured")
+            };
+            let thresholds = match self.headroom.get_mut(i) {
+                Some(h) => {
+                    h.reconfigure(s.headroom, &s.prios, in_force, now);
+                    h.thresholds()
+                }
+                None => std::array::from_fn(|p| s.plan_for(i, p).0.thresholds()),
+            };
             let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
             self.setup.ports[i].pause_quanta = quanta;
             g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
@@ -1167,6 +1272,7 @@ mod tests {
                     resync_interval_ns: 50_000,
                     timeout_ns: 2_000_000,
                 },
+                headroom: HeadroomSettings::default(),
             },
             0,
         );

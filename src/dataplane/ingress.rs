@@ -181,6 +181,9 @@ pub struct RxBacklog {
     pub fill_free: Option<u64>,
     /// Buffers the worker keeps handed to the kernel when it keeps up.
     pub fill_target: u64,
+    /// Bytes steered to the socket per priority since it opened (arrivals, for the
+    /// overshoot after XOFF).
+    pub arrived: [u64; PRIORITIES],
 }
 
 /// Whether a socket's fill ring is short of buffers: fewer than half its target left for the
@@ -217,6 +220,8 @@ impl FillWatch {
 pub struct IngressTracker {
     map: Arc<IngressMap>,
     queue: u32,
+    /// Bytes steered per priority when the tracker started.
+    start: [u64; PRIORITIES],
     seen_bytes: [u64; PRIORITIES],
     seen_frames: u64,
 }
@@ -232,6 +237,7 @@ impl IngressTracker {
         Some(IngressTracker {
             map,
             queue,
+            start: seen_bytes,
             seen_bytes,
             seen_frames,
         })
@@ -255,8 +261,9 @@ impl IngressTracker {
         self.entry().seen_frames.store(self.seen_frames, Relaxed);
     }
 
-    /// Bytes per priority and frames still waiting in the ring (see the module doc).
-    pub fn backlog(&mut self) -> ([u64; PRIORITIES], u64) {
+    /// Bytes per priority and frames still waiting in the ring (see the module doc), and the
+    /// bytes steered per priority since the tracker started.
+    pub fn backlog(&mut self) -> ([u64; PRIORITIES], u64, [u64; PRIORITIES]) {
         let e = self.map.queue(self.queue).expect("checked at creation");
         let steered: [u64; PRIORITIES] = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
         let frames = e.frames.load(Relaxed).saturating_sub(self.seen_frames);
@@ -265,7 +272,8 @@ impl IngressTracker {
             self.seen_bytes = steered;
         }
         let bytes = std::array::from_fn(|p| steered[p].saturating_sub(self.seen_bytes[p]));
-        (bytes, frames)
+        let arrived = std::array::from_fn(|p| steered[p].wrapping_sub(self.start[p]));
+        (bytes, frames, arrived)
     }
 
     /// Lossy frames the program dropped on this queue because the backlog was deep.
@@ -293,14 +301,19 @@ mod tests {
         let a = map.steer(3, 3, 1000);
         let b = map.steer(3, 5, 64);
         let c = map.steer(3, 3, 1000);
-        let (bytes, frames) = t.backlog();
+        let (bytes, frames, arrived) = t.backlog();
         assert_eq!((bytes[3], bytes[5], frames), (2000, 64, 3));
+        assert_eq!(
+            (arrived[0], arrived[3]),
+            (0, 2000),
+            "from the tracker's start"
+        );
         t.on_taken(a);
         t.on_taken(b);
-        let (bytes, frames) = t.backlog();
+        let (bytes, frames, _) = t.backlog();
         assert_eq!((bytes[3], bytes[5], frames), (1000, 0, 1));
         t.on_taken(c);
-        assert_eq!(t.backlog(), ([0; PRIORITIES], 0));
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
     }
 
     #[test]
@@ -311,13 +324,14 @@ mod tests {
         map.steer(3, 3, 1000);
         let c = map.steer(3, 3, 1000);
         t.on_taken(c);
-        assert_eq!(t.backlog(), ([0; PRIORITIES], 0));
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
         // A dropped frame of a priority that sends nothing after it: cleared once the ring is
         // seen empty of frames.
         map.steer(3, 6, 500);
         let d = map.steer(3, 1, 100);
         t.on_taken(d);
-        assert_eq!(t.backlog(), ([0; PRIORITIES], 0));
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        assert_eq!(t.backlog().1, 0);
     }
 
     #[test]

@@ -125,10 +125,11 @@ impl Port for MemPort {
     }
 
     fn rx_backlog(&mut self) -> RxBacklog {
-        let (bytes, frames) = self.ingress.backlog();
+        let (bytes, frames, arrived) = self.ingress.backlog();
         RxBacklog {
             bytes,
             frames,
+            arrived,
             ..RxBacklog::default()
         }
     }

@@ -11,6 +11,7 @@ pub mod ingress;
 pub mod linkstate;
 pub mod mem_port;
 pub mod open;
+pub mod pfc_headroom;
 pub mod pool;
 pub mod port;
 pub mod queue;

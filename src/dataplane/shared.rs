@@ -16,6 +16,8 @@ pub struct SharedPort {
     rx_backlog: [AtomicU64; PRIORITIES],
     /// Workers whose fill ring for this port is running short of buffers.
     fill_starved: AtomicU32,
+    /// Bytes arrived per priority (steered by XDP), summed over the port's queues.
+    arrived: [AtomicU64; PRIORITIES],
     /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by PAUSE/PFC.
     pause_until: [AtomicU64; PRIORITIES],
     /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by SFC.
@@ -57,6 +59,21 @@ impl SharedPort {
                 self.rx_backlog[p].fetch_add(new[p].wrapping_sub(old[p]), Relaxed);
             }
         }
+    }
+
+    /// Adds one worker's new arrivals per priority (`new` − `old` of its queue's totals).
+    #[inline]
+    pub fn add_arrived(&self, old: &[u64; PRIORITIES], new: &[u64; PRIORITIES]) {
+        for p in 0..PRIORITIES {
+            if old[p] != new[p] {
+                self.arrived[p].fetch_add(new[p].wrapping_sub(old[p]), Relaxed);
+            }
+        }
+    }
+
+    /// Bytes arrived per priority on the port (steered by XDP) since start.
+    pub fn arrived_all(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.arrived[p].load(Relaxed))
     }
 
     /// Bytes per priority waiting in the port's RX rings.
