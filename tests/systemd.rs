@@ -8,9 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{control_section, unique, veth, Netns, Proc, TempFile, BIN};
-
-const UNIT: &str = include_str!("../systemd/lossless.service");
+use common::{
+    chrt, control_section, threads_named, unique, unit_capabilities_except, veth, Netns, Proc,
+    TempFile, BIN, UNIT,
+};
 
 fn dut() -> (Netns, Netns, TempFile, common::SocketPath) {
     let (ns, peer) = (Netns::new("ly"), Netns::new("lp"));
@@ -132,19 +133,16 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
     );
 }
 
-/// The daemon gets AF_XDP with exactly the unit's capability bounding set (as root).
+/// The daemon gets AF_XDP, and SCHED_FIFO workers (the default `realtime = "auto"` at the
+/// default priority), with exactly the unit's capability bounding set (as root, which the unit
+/// runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not the unit's
+/// LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
 #[test]
-fn runs_on_af_xdp_with_only_the_units_capabilities() {
-    let caps: Vec<String> = UNIT
-        .lines()
-        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
-        .expect("the unit bounds capabilities")
-        .split_whitespace()
-        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-        .collect();
-    let bounding = format!("--bounding-set=-all,{}", caps.join(","));
+fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
+    let mut wrapper = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
+    wrapper.extend(unit_capabilities_except(&[]));
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
     let (ns, _peer, cfg, _socket) = dut();
-    let wrapper = ["setpriv", bounding.as_str(), "--inh-caps=-all"];
     let mut d = Proc::spawn_with(
         &ns,
         &[],
@@ -152,12 +150,22 @@ fn runs_on_af_xdp_with_only_the_units_capabilities() {
         &["run", "--config", cfg.path(), "--json"],
     );
     d.wait_ready(Duration::from_secs(10));
+    let workers = threads_named(d.pid(), "lossless-w");
+    assert_eq!(workers.len(), 1, "one worker thread");
+    assert_eq!(
+        chrt(workers[0]),
+        ("SCHED_FIFO".to_string(), 50),
+        "the unit does not grant real-time workers; stderr:\n{}",
+        d.stderr()
+    );
     d.interrupt();
     let report = d.json(Duration::from_secs(10));
     assert_eq!(
         report["backend"], "af_xdp",
         "capabilities short of what AF_XDP needs"
     );
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_FIFO");
+    assert_eq!(report["memory_locked"], true);
 }
 
 #[test]

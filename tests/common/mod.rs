@@ -164,6 +164,12 @@ impl Proc {
         }
     }
 
+    /// The process id (`ip netns exec`, `setpriv` and `prlimit` exec the next command, so
+    /// this is `lossless` itself behind any of them).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything written to stderr so far.
     pub fn stderr(&self) -> String {
         self.lines.lock().unwrap().join("\n")
@@ -449,4 +455,62 @@ impl CableLine {
             cable,
         }
     }
+}
+
+/// The systemd unit shipped in systemd/.
+pub const UNIT: &str = include_str!("../../systemd/lossless.service");
+
+/// The value of `Key=` in the unit.
+fn unit_setting(key: &str) -> &'static str {
+    UNIT.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("the unit sets {key}"))
+}
+
+/// A `setpriv` wrapper that bounds capabilities to the unit's set without `except` (as
+/// `CAP_...` names) and clears the inheritable set: how root runs under the unit.
+pub fn unit_capabilities_except(except: &[&str]) -> Vec<String> {
+    let caps: Vec<String> = unit_setting("CapabilityBoundingSet")
+        .split_whitespace()
+        .filter(|c| !except.contains(c))
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    vec![
+        "setpriv".into(),
+        format!("--bounding-set=-all,{}", caps.join(",")),
+        "--inh-caps=-all".into(),
+    ]
+}
+
+/// Thread ids of process `pid` whose name starts with `prefix`, in name order.
+pub fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
+    let mut found: Vec<(String, u32)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process runs")
+        .filter_map(|e| {
+            let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            comm.starts_with(prefix)
+                .then(|| (comm.trim().to_string(), tid))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, tid)| tid).collect()
+}
+
+/// A thread's scheduling policy and priority as `chrt -p` reports them ("SCHED_FIFO", 50).
+pub fn chrt(tid: u32) -> (String, u32) {
+    let out = Command::new("chrt")
+        .args(["-p", &tid.to_string()])
+        .output()
+        .expect("chrt (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.split_once(name).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("chrt -p {tid}: no {name:?} in {text}"))
+    };
+    (
+        field("scheduling policy:"),
+        field("scheduling priority:").parse().expect("a priority"),
+    )
 }
