@@ -246,10 +246,20 @@ impl Proc {
     pub fn json_and_log(self, timeout: Duration) -> (serde_json::Value, String) {
         let lines = self.lines.clone();
         let v = self.json(timeout);
+        (v, Self::whole_log(&lines))
+    }
+
+    /// [`Proc::finish`], with the whole stderr instead of stdout.
+    pub fn finish_and_log(self, timeout: Duration) -> (ExitStatus, String) {
+        let lines = self.lines.clone();
+        let (status, _) = self.finish(timeout);
+        (status, Self::whole_log(&lines))
+    }
+
+    fn whole_log(lines: &Mutex<Vec<String>>) -> String {
         // The reader thread drains the pipe until EOF, right after the exit.
         std::thread::sleep(Duration::from_millis(200));
-        let log = lines.lock().unwrap().join("\n");
-        (v, log)
+        lines.lock().unwrap().join("\n")
     }
 }
 
@@ -455,6 +465,45 @@ impl CableLine {
             cable,
         }
     }
+}
+
+/// `lossless status --socket SOCKET --json`, parsed.
+pub fn status_of(socket: &str) -> serde_json::Value {
+    let out = Command::new(BIN)
+        .args(["status", "--socket", socket, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Asserts that `promtool check metrics` accepts `exposition`.
+pub fn promtool_check(exposition: &str) {
+    use std::io::Write;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed by scripts/setup");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The systemd unit shipped in systemd/.
