@@ -6,8 +6,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    chrt, control_section, has_xdp, http_get, metric, promtool_check, status_of, threads_named,
-    traffic_lock, unique, unit_capabilities_except, veth, Netns, Proc, SocketPath, TempFile, BIN,
+    chrt, has_xdp, http_get, metric, promtool_check, status_of, threads_named, traffic_lock,
+    unique, unit_capabilities_except, veth, Dut, Netns, Proc, BIN,
 };
 
 /// Root without CAP_SYS_NICE (the unit's other capabilities) and with RLIMIT_RTPRIO 0: a
@@ -18,49 +18,16 @@ fn without_permission() -> Vec<String> {
     w
 }
 
-struct Dut {
-    ns: Netns,
-    _peer: Netns,
-    d0: String,
-    d1: String,
-    cfg: TempFile,
-    socket: SocketPath,
-}
-
-/// A daemon's namespace with two veth ports and a config with `daemon` in `[daemon]`.
-fn dut(daemon: &str) -> Dut {
-    let (ns, peer) = (Netns::new("rt"), Netns::new("rp"));
-    let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
-    veth(&ns, &d0, &peer, &p0);
-    veth(&ns, &d1, &peer, &p1);
-    let (control, socket) = control_section();
-    let cfg = TempFile::new(
-        "cfg",
-        &format!(
-            "[daemon]\n{daemon}\n[metrics]\nlisten = \"127.0.0.1:9464\"\n\
-             [[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"
-        ),
+/// A daemon with `daemon` in its `[daemon]` section and metrics on 127.0.0.1:9464, started
+/// behind `wrapper` and ready.
+fn running(daemon: &str, wrapper: &[String]) -> (Dut, Proc) {
+    let dut = Dut::new(
+        "rt",
+        &format!("[daemon]\n{daemon}\n[metrics]\nlisten = \"127.0.0.1:9464\""),
     );
-    Dut {
-        ns,
-        _peer: peer,
-        d0,
-        d1,
-        cfg,
-        socket,
-    }
-}
-
-impl Dut {
-    fn start(&self, wrapper: &[String]) -> Proc {
-        let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-        Proc::spawn_with(
-            &self.ns,
-            &[],
-            &wrapper,
-            &["run", "--config", self.cfg.path(), "--json"],
-        )
-    }
+    let mut d = dut.start(wrapper);
+    d.wait_ready(Duration::from_secs(10));
+    (dut, d)
 }
 
 /// The worker threads' scheduling as the kernel reports it.
@@ -84,9 +51,7 @@ fn locked_kib(pid: u32) -> u64 {
 /// does, memory is locked, and status, metrics and the report say so.
 #[test]
 fn on_runs_workers_sched_fifo_at_the_configured_priority() {
-    let dut = dut("realtime = \"on\"\nrealtime_priority = 37");
-    let mut d = dut.start(&[]);
-    d.wait_ready(Duration::from_secs(10));
+    let (dut, d) = running("realtime = \"on\"\nrealtime_priority = 37", &[]);
     assert_eq!(worker_policies(&d), [("SCHED_FIFO".to_string(), 37)]);
     assert_eq!(
         chrt(d.pid()).0,
@@ -132,9 +97,7 @@ fn on_runs_workers_sched_fifo_at_the_configured_priority() {
 /// normal workers and says why in one warning.
 #[test]
 fn auto_without_permission_runs_normal_and_says_why() {
-    let dut = dut("");
-    let mut d = dut.start(&without_permission());
-    d.wait_ready(Duration::from_secs(10));
+    let (dut, d) = running("", &without_permission());
     assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
     let log = d.stderr();
     let line = log
@@ -163,9 +126,7 @@ fn auto_without_permission_runs_normal_and_says_why() {
 /// `realtime = "off"` keeps normal workers even where SCHED_FIFO is permitted.
 #[test]
 fn off_keeps_normal_workers_where_permitted() {
-    let dut = dut("realtime = \"off\"");
-    let mut d = dut.start(&[]);
-    d.wait_ready(Duration::from_secs(10));
+    let (_dut, d) = running("realtime = \"off\"", &[]);
     assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
     assert!(
         d.stderr().contains("real-time scheduling off"),
@@ -180,7 +141,7 @@ fn off_keeps_normal_workers_where_permitted() {
 /// setting and the missing permission, before XDP is attached.
 #[test]
 fn on_without_permission_fails_at_start() {
-    let dut = dut("realtime = \"on\"");
+    let dut = Dut::new("rt", "[daemon]\nrealtime = \"on\"");
     let (status, log) = dut
         .start(&without_permission())
         .finish_and_log(Duration::from_secs(10));

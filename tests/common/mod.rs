@@ -467,18 +467,70 @@ impl CableLine {
     }
 }
 
-/// `lossless status --socket SOCKET --json`, parsed.
-pub fn status_of(socket: &str) -> serde_json::Value {
-    let out = Command::new(BIN)
-        .args(["status", "--socket", socket, "--json"])
-        .output()
-        .unwrap();
+/// Runs `cmd`, asserts that it succeeded (showing its stderr if not) and returns its stdout.
+pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().expect("run command");
     assert!(
         out.status.success(),
-        "{}",
+        "{cmd:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
+}
+
+/// `lossless status --socket SOCKET --json`, parsed.
+pub fn status_of(socket: &str) -> serde_json::Value {
+    let out = stdout_of(Command::new(BIN).args(["status", "--socket", socket, "--json"]));
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// A daemon's namespace `ns` with two 1 Gbit/s ports `d0` and `d1`, each a veth to `peer`,
+/// and its configuration: `extra` TOML, the ports and a control socket of its own.
+pub struct Dut {
+    pub ns: Netns,
+    pub peer: Netns,
+    pub d0: String,
+    pub d1: String,
+    pub cfg: TempFile,
+    pub socket: SocketPath,
+}
+
+impl Dut {
+    /// Namespaces named after `tag`.
+    pub fn new(tag: &str, extra: &str) -> Self {
+        let (ns, peer) = (Netns::new(tag), Netns::new(&format!("{tag}p")));
+        let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
+        veth(&ns, &d0, &peer, &p0);
+        veth(&ns, &d1, &peer, &p1);
+        let (control, socket) = control_section();
+        let cfg = TempFile::new(
+            "cfg",
+            &format!(
+                "{extra}\n[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n\
+                 [[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"
+            ),
+        );
+        Dut {
+            ns,
+            peer,
+            d0,
+            d1,
+            cfg,
+            socket,
+        }
+    }
+
+    /// Starts `lossless run` on the configuration with a JSON report, behind `wrapper`
+    /// (e.g. `setpriv ...`; empty for none).
+    pub fn start(&self, wrapper: &[String]) -> Proc {
+        let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+        Proc::spawn_with(
+            &self.ns,
+            &[],
+            &wrapper,
+            &["run", "--config", self.cfg.path(), "--json"],
+        )
+    }
 }
 
 /// Asserts that `promtool check metrics` accepts `exposition`.
