@@ -6,7 +6,12 @@ use std::{collections::BTreeMap, path::Path};
 use serde::Deserialize;
 
 use crate::{
-    dataplane::{classify::Trust, pfc_headroom::HeadroomSettings, xdp_prog::XdpMode},
+    dataplane::{
+        classify::Trust,
+        pfc_headroom::HeadroomSettings,
+        sched::{RealtimeMode, DEFAULT_PRIORITY, MAX_PRIORITY},
+        xdp_prog::XdpMode,
+    },
     fc::credit_port::CreditTimers,
     fc::sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
     fc::{
@@ -89,6 +94,13 @@ pub struct DaemonSection {
     /// Log filter, e.g. "info" or "lossless=debug" (`LOSSLESS_LOG` overrides it).
     #[serde(default)]
     pub log: Option<String>,
+    /// Run the workers `SCHED_FIFO` with memory locked: `auto` (when permitted), `on` (an
+    /// error at start when not permitted) or `off`.
+    #[serde(default)]
+    pub realtime: RealtimeMode,
+    /// `SCHED_FIFO` priority of the workers, 1..=99.
+    #[serde(default = "default_realtime_priority")]
+    pub realtime_priority: u8,
 }
 
 fn one() -> usize {
@@ -97,6 +109,10 @@ fn one() -> usize {
 
 fn default_frames() -> u32 {
     32768
+}
+
+fn default_realtime_priority() -> u8 {
+    DEFAULT_PRIORITY
 }
 
 impl Default for DaemonSection {
@@ -110,6 +126,8 @@ impl Default for DaemonSection {
             busy_poll: false,
             stats_interval_s: 0,
             log: None,
+            realtime: RealtimeMode::Auto,
+            realtime_priority: DEFAULT_PRIORITY,
         }
     }
 }
@@ -742,13 +760,18 @@ impl Plan {
         let mut out = Vec::new();
         let (a, b) = (&self.daemon, &new.daemon);
         let credit_prios = |plan: &Plan| plan.prios.map(|p| p.credit.then_some(p.limit));
-        let checks: [(&'static str, bool); 13] = [
+        let checks: [(&'static str, bool); 15] = [
             ("daemon.workers", a.workers != b.workers),
             ("daemon.cores", a.cores != b.cores),
             ("daemon.xdp_mode", a.xdp_mode != b.xdp_mode),
             ("daemon.backend", a.backend != b.backend),
             ("daemon.frames", a.frames != b.frames),
             ("daemon.busy_poll", a.busy_poll != b.busy_poll),
+            ("daemon.realtime", a.realtime != b.realtime),
+            (
+                "daemon.realtime_priority",
+                a.realtime_priority != b.realtime_priority,
+            ),
             ("metrics.listen", self.metrics_listen != new.metrics_listen),
             ("control.socket", self.control_socket != new.control_socket),
             (
@@ -902,6 +925,15 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     if let Some(l) = &d.log {
         tracing_subscriber::EnvFilter::try_new(l)
             .map_err(|e| invalid("daemon.log".into(), format!("{l:?}: {e}")))?;
+    }
+    if !(1..=MAX_PRIORITY).contains(&d.realtime_priority) {
+        return Err(invalid(
+            "daemon.realtime_priority".into(),
+            format!(
+                "{} is not a SCHED_FIFO priority (1..={MAX_PRIORITY})",
+                d.realtime_priority
+            ),
+        ));
     }
     if d.frames < 4096 {
         return Err(invalid(
@@ -1308,6 +1340,28 @@ limit = "1MB"
     }
 
     #[test]
+    fn realtime_settings() {
+        let p = Plan::parse(GOOD, "x").unwrap();
+        assert_eq!(p.daemon.realtime, RealtimeMode::Auto);
+        assert_eq!(p.daemon.realtime_priority, DEFAULT_PRIORITY);
+        for (text, mode) in [("on", RealtimeMode::On), ("off", RealtimeMode::Off)] {
+            let q = Plan::parse(
+                &GOOD.replace(
+                    "workers = 1",
+                    &format!("workers = 1\nrealtime = \"{text}\"\nrealtime_priority = 99"),
+                ),
+                "x",
+            )
+            .unwrap();
+            assert_eq!((q.daemon.realtime, q.daemon.realtime_priority), (mode, 99));
+            assert_eq!(
+                p.restart_only_changes(&q),
+                ["daemon.realtime", "daemon.realtime_priority"]
+            );
+        }
+    }
+
+    #[test]
     fn sfc_modes() {
         let p = Plan::parse(
             &format!("{GOOD}\n[priority.4]\nmode = \"sfc\"\nsfc_threshold = \"16KiB\"\nlimit = \"2MiB\"\n[priority.5]\nmode = \"pfc+sfc\"\n"),
@@ -1427,6 +1481,16 @@ limit = "1MB"
             ("[daemon]\nworkers = 2\ncores = [1]\n", "daemon.cores"),
             ("[daemon]\nframes = 100\n", "daemon.frames"),
             ("[daemon]\nlog = \"lossless=loud\"\n", "daemon.log"),
+            (
+                "[daemon]\nrealtime_priority = 0\n",
+                "daemon.realtime_priority",
+            ),
+            (
+                "[daemon]\nrealtime_priority = 100\n",
+                "daemon.realtime_priority",
+            ),
+            ("[daemon]\nrealtime_priority = 300\n", "realtime_priority"),
+            ("[daemon]\nrealtime = \"yes\"\n", "realtime"),
             ("[daemon]\nbackend = \"dpdk\"\n", "backend"),
             ("[daemon]\nxdp_mode = \"offload\"\n", "xdp_mode"),
             ("[metrics]\nlisten = \"nowhere\"\n", "metrics.listen"),

@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{traffic_lock, unique, veth, Netns, Proc};
+use common::{status_of, traffic_lock, unique, veth, Netns, Proc};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(20);
@@ -344,19 +344,6 @@ fn round_trip_tracks_the_cable_delay() {
     }
 }
 
-fn status(socket: &str) -> Value {
-    let out = std::process::Command::new(common::BIN)
-        .args(["status", "--socket", socket, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// The daemon measures its link at start through a 1 ms cable and applies measured PFC
 /// thresholds (`status` says `measured`, the headroom covers the loop, the buffer is kept);
 /// a port whose peer cannot measure keeps the configured thresholds; a link flap triggers a
@@ -393,7 +380,7 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let prio3 = |s: &Value, port: usize| s["ports"][port]["priorities"][3].clone();
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     let measured = loop {
-        let s = status(&socket);
+        let s = status_of(&socket);
         if prio3(&s, 0)["source"] == "measured" {
             break prio3(&s, 0);
         }
@@ -414,7 +401,7 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     );
     assert!(f(&measured, &["xon_bytes"]) < f(&measured, &["xoff_bytes"]));
     // status also shows the measured round trip (>= 2 x 1 ms of cable) and the LLDP peer.
-    let s = status(&socket);
+    let s = status_of(&socket);
     assert!(f(&s["ports"][0], &["round_trip_ns"]) >= 2_000_000.0, "{s}");
     let peer = s["ports"][0]["peer"]
         .as_str()
@@ -426,10 +413,10 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         assert!(
             std::time::Instant::now() < deadline,
             "no LLDP peer: {}",
-            status(&socket)
+            status_of(&socket)
         );
         std::thread::sleep(Duration::from_millis(100));
-        peer = status(&socket)["ports"][0]["peer"]
+        peer = status_of(&socket)["ports"][0]["peer"]
             .as_str()
             .unwrap_or_default()
             .to_string();
@@ -444,7 +431,7 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         assert!(std::time::Instant::now() < deadline, "{}", dut.stderr());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let s = status(&socket);
+    let s = status_of(&socket);
     assert_eq!(prio3(&s, 1)["source"], "config", "{s}");
     assert_eq!(prio3(&s, 1)["headroom_bytes"], 2 * 1024 * 1024);
     // Flap the measured link: a new measurement, the measured thresholds meanwhile.
@@ -452,7 +439,7 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     assert_eq!(applied(&dut.stderr()), 1);
     nd.run(&["ip", "link", "set", &d0, "down"]);
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(prio3(&status(&socket), 0)["source"], "measured");
+    assert_eq!(prio3(&status_of(&socket), 0)["source"], "measured");
     nd.run(&["ip", "link", "set", &d0, "up"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while applied(&dut.stderr()) < 2 {
@@ -461,7 +448,7 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
             "no new measurement: {}",
             dut.stderr()
         );
-        assert_eq!(prio3(&status(&socket), 0)["source"], "measured");
+        assert_eq!(prio3(&status_of(&socket), 0)["source"], "measured");
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(dut.stderr().contains("link up"), "{}", dut.stderr());
@@ -505,7 +492,7 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
     dut.wait_ready(T);
     if linkup.contains("enabled = true") {
         let deadline = Instant::now() + Duration::from_secs(15);
-        while status(&socket)["ports"][0]["priorities"][3]["source"] != "measured" {
+        while status_of(&socket)["ports"][0]["priorities"][3]["source"] != "measured" {
             assert!(
                 Instant::now() < deadline,
                 "never measured: {}",
@@ -516,7 +503,7 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
     }
     partner.interrupt();
     let _ = partner.finish(T);
-    let st = status(&socket);
+    let st = status_of(&socket);
     let sink = common::start_sink(&ns, &s0);
     let gen = Proc::spawn(
         &ng,

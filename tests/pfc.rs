@@ -7,7 +7,7 @@ use std::{process::Command, time::Duration};
 
 use common::{
     capture, control_section, has_xdp, http_get, json_u64 as u, metric, report_port as port,
-    traffic_lock, unique, veth, Netns, Proc, TempFile,
+    status_of, traffic_lock, unique, veth, Netns, Proc, TempFile,
 };
 use serde_json::Value;
 
@@ -110,16 +110,7 @@ fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
     assert!(status.contains("200"), "{status}");
     let (status, _) = http_get(&w.dut_ns, "127.0.0.1:9464", "/healthz");
     assert!(status.contains("200"), "{status}");
-    let status = Command::new(common::BIN)
-        .args(["status", "--socket", &socket, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        status.status.success(),
-        "{}",
-        String::from_utf8_lossy(&status.stderr)
-    );
-    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = status_of(&socket);
     dut.interrupt();
     let dut = dut.json(Duration::from_secs(10));
     assert!(
@@ -220,27 +211,7 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
         2097152.0
     );
     assert!(metric(m, &series("lossless_queue_peak_bytes", &w.d1)) > 65536.0);
-    let mut promtool = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("promtool is installed by scripts/setup");
-    use std::io::Write;
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(m.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::promtool_check(m);
 }
 
 #[test]
@@ -433,19 +404,6 @@ fn pfc_storm_is_detected_dropped_and_restored() {
         sent,
         "{sink} {d0}"
     );
-}
-
-fn status_of(socket: &str) -> Value {
-    let out = Command::new(common::BIN)
-        .args(["status", "--socket", socket, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// SIGHUP applies a changed threshold to a running, congested flow without loss; a broken

@@ -8,22 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{control_section, unique, veth, Netns, Proc, TempFile, BIN};
-
-const UNIT: &str = include_str!("../systemd/lossless.service");
-
-fn dut() -> (Netns, Netns, TempFile, common::SocketPath) {
-    let (ns, peer) = (Netns::new("ly"), Netns::new("lp"));
-    let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
-    veth(&ns, &d0, &peer, &p0);
-    veth(&ns, &d1, &peer, &p1);
-    let (control, socket) = control_section();
-    let cfg = TempFile::new(
-        "cfg",
-        &format!("[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"),
-    );
-    (ns, peer, cfg, socket)
-}
+use common::{chrt, threads_named, unique, unit_capabilities_except, Dut, Proc, BIN, UNIT};
 
 /// A notification socket owned by the test.
 struct NotifySocket {
@@ -83,10 +68,10 @@ fn unit_passes_systemd_analyze_verify() {
 
 #[test]
 fn notifies_ready_watchdog_and_stopping() {
-    let (ns, _peer, cfg, _socket) = dut();
+    let dut = Dut::new("ly", "");
     let n = NotifySocket::new();
     let env = [("NOTIFY_SOCKET", n.path()), ("WATCHDOG_USEC", "200000")];
-    let mut d = Proc::spawn_with(&ns, &env, &[], &["run", "--config", cfg.path()]);
+    let mut d = Proc::spawn_with(&dut.ns, &env, &[], &["run", "--config", dut.cfg.path()]);
     d.wait_ready(Duration::from_secs(10));
     let msgs = n.collect(Duration::from_millis(700));
     assert!(
@@ -104,14 +89,14 @@ fn notifies_ready_watchdog_and_stopping() {
 
 #[test]
 fn watchdog_pings_stop_when_a_worker_is_wedged() {
-    let (ns, _peer, cfg, _socket) = dut();
+    let dut = Dut::new("ly", "");
     let n = NotifySocket::new();
     let env = [
         ("NOTIFY_SOCKET", n.path()),
         ("WATCHDOG_USEC", "200000"),
         ("LOSSLESS_TEST_WEDGE_AFTER_MS", "300"),
     ];
-    let mut d = Proc::spawn_with(&ns, &env, &[], &["run", "--config", cfg.path()]);
+    let mut d = Proc::spawn_with(&dut.ns, &env, &[], &["run", "--config", dut.cfg.path()]);
     d.wait_ready(Duration::from_secs(10));
     let early = n.collect(Duration::from_millis(250));
     assert!(
@@ -132,32 +117,33 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
     );
 }
 
-/// The daemon gets AF_XDP with exactly the unit's capability bounding set (as root).
+/// The daemon gets AF_XDP, and SCHED_FIFO workers (the default `realtime = "auto"` at the
+/// default priority), with exactly the unit's capability bounding set (as root, which the unit
+/// runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not the unit's
+/// LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
 #[test]
-fn runs_on_af_xdp_with_only_the_units_capabilities() {
-    let caps: Vec<String> = UNIT
-        .lines()
-        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
-        .expect("the unit bounds capabilities")
-        .split_whitespace()
-        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-        .collect();
-    let bounding = format!("--bounding-set=-all,{}", caps.join(","));
-    let (ns, _peer, cfg, _socket) = dut();
-    let wrapper = ["setpriv", bounding.as_str(), "--inh-caps=-all"];
-    let mut d = Proc::spawn_with(
-        &ns,
-        &[],
-        &wrapper,
-        &["run", "--config", cfg.path(), "--json"],
-    );
+fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
+    let mut wrapper = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
+    wrapper.extend(unit_capabilities_except(&[]));
+    let dut = Dut::new("ly", "");
+    let mut d = dut.start(&wrapper);
     d.wait_ready(Duration::from_secs(10));
+    let workers = threads_named(d.pid(), "lossless-w");
+    assert_eq!(workers.len(), 1, "one worker thread");
+    assert_eq!(
+        chrt(workers[0]),
+        ("SCHED_FIFO".to_string(), 50),
+        "the unit does not grant real-time workers; stderr:\n{}",
+        d.stderr()
+    );
     d.interrupt();
     let report = d.json(Duration::from_secs(10));
     assert_eq!(
         report["backend"], "af_xdp",
         "capabilities short of what AF_XDP needs"
     );
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_FIFO");
+    assert_eq!(report["memory_locked"], true);
 }
 
 #[test]

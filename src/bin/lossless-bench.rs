@@ -28,6 +28,7 @@ use lossless::{
         clock::now_ns,
         pool::FramePool,
         port::{KernelDrops, Port, RxFrame},
+        sched,
         xdp_prog::{ifindex, Steering, XdpMode, XdpProgram},
     },
 };
@@ -283,7 +284,9 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
                 let core = a.cores.get(q).copied();
                 s.spawn(move || {
                     if let Some(c) = core {
-                        pin(c);
+                        if let Err(e) = sched::pin_this_thread(c) {
+                            eprintln!("lossless-bench: pinning to CPU {c} failed: {e}");
+                        }
                     }
                     rx_loop(pool, port, batch, poll, stop)
                 })
@@ -298,18 +301,6 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
     });
     drop(prog);
     Ok(merge(&a.iface, results))
-}
-
-/// Pins the calling thread to CPU `core` (best effort).
-fn pin(core: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and sched_setaffinity(0) affect this thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            eprintln!("lossless-bench: pinning to CPU {core} failed");
-        }
-    }
 }
 
 fn main() {

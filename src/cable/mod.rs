@@ -21,7 +21,10 @@ pub use report::{CableReport, LaneReport};
 pub use rules::{Matcher, RuleSpec};
 pub use worker::{run_cable, CableError};
 
-use crate::{config::Backend, dataplane::xdp_prog::XdpMode};
+use crate::{
+    config::Backend,
+    dataplane::{sched::Request, xdp_prog::XdpMode},
+};
 
 /// Rate the FIFO bound assumes for an unshaped direction.
 pub const UNSHAPED_BOUND_BPS: u64 = 10_000_000_000;
@@ -94,6 +97,8 @@ pub struct CableSetup {
     pub frames: Option<u32>,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
+    /// Run the cable's thread real-time (`--realtime`).
+    pub realtime: Option<Request>,
 }
 
 impl CableSetup {
@@ -110,6 +115,7 @@ impl CableSetup {
             xdp_mode: XdpMode::Auto,
             frames: None,
             busy_poll: false,
+            realtime: None,
         }
     }
 

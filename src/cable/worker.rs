@@ -19,6 +19,7 @@ use crate::dataplane::{
     open::{attach_for, open_worker_ports, OpenError, WorkerPorts},
     pool::Frame,
     port::{PortError, RxFrame},
+    sched::{self, RealtimeError},
     xdp_prog::{Steering, XdpError},
 };
 
@@ -42,6 +43,9 @@ pub enum CableError {
     /// A port failed while running.
     #[error(transparent)]
     Port(#[from] PortError),
+    /// `--realtime` could not be applied.
+    #[error(transparent)]
+    Realtime(#[from] RealtimeError),
 }
 
 /// Runs the cable until `stop` is set or `setup.duration` has passed, and reports.
@@ -64,6 +68,9 @@ pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, C
     let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let frames = setup.pool_frames();
     let wp = open_worker_ports(&ifaces, 0, frames, setup.backend, attached.as_ref())?;
+    if let Some(r) = &setup.realtime {
+        sched::apply_to_this_thread(r)?;
+    }
     tracing::info!(
         a = %setup.a,
         b = %setup.b,

@@ -126,6 +126,8 @@ pub struct CableArgs {
     /// Spin instead of sleeping when idle (most accurate delay; burns a core).
     #[arg(long)]
     pub busy_poll: bool,
+    #[command(flatten)]
+    pub realtime: common::RealtimeArgs,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -182,6 +184,7 @@ impl CableArgs {
             xdp_mode: self.xdp_mode,
             frames: self.frames,
             busy_poll: self.busy_poll,
+            realtime: self.realtime.request(),
         }
     }
 }

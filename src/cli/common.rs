@@ -5,7 +5,15 @@ use std::str::FromStr;
 use clap::Args;
 use serde::Serialize;
 
-use crate::{config::Backend, dataplane::xdp_prog::XdpMode, traffic::IfaceSetup, units};
+use crate::{
+    config::Backend,
+    dataplane::{
+        sched::{self, RealtimeMode, Request},
+        xdp_prog::XdpMode,
+    },
+    traffic::IfaceSetup,
+    units,
+};
 
 /// How a tool reaches its interface.
 #[derive(Debug, Clone, Args)]
@@ -37,6 +45,39 @@ impl IfaceArgs {
             frames: self.frames,
             busy_poll: self.busy_poll,
         }
+    }
+}
+
+/// Real-time flags of the tools that move frames (`gen`, `sink`, `cable`), so that they can be
+/// fair peers of a real-time daemon on a busy machine.
+#[derive(Debug, Clone, Args)]
+pub struct RealtimeArgs {
+    /// Run the frame loop SCHED_FIFO with memory locked, so other work on the machine cannot
+    /// starve it (needs CAP_SYS_NICE or RLIMIT_RTPRIO; an error if not permitted).
+    #[arg(long)]
+    pub realtime: bool,
+    /// SCHED_FIFO priority of --realtime (1..=99).
+    #[arg(long, requires = "realtime", default_value_t = sched::DEFAULT_PRIORITY,
+          value_parser = clap::value_parser!(u8).range(1..=i64::from(sched::MAX_PRIORITY)))]
+    pub realtime_priority: u8,
+}
+
+impl RealtimeArgs {
+    /// The request these flags make, if any.
+    pub fn request(&self) -> Option<Request> {
+        self.realtime.then_some(Request {
+            mode: RealtimeMode::On,
+            priority: self.realtime_priority,
+            setting: "--realtime",
+        })
+    }
+
+    /// Makes the calling thread (the tool's frame loop) real-time if asked: call it once the
+    /// interface is open.
+    pub fn apply(&self) -> Result<(), String> {
+        self.request()
+            .map_or(Ok(()), |r| sched::apply_to_this_thread(&r))
+            .map_err(|e| e.to_string())
     }
 }
 

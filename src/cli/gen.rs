@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::common::{self, IfaceArgs};
+use super::common::{self, IfaceArgs, RealtimeArgs};
 use crate::{
     config::DEFAULT_TEST_UDP_PORT,
     control::signals,
@@ -21,6 +21,8 @@ use crate::{
 pub struct GenArgs {
     #[command(flatten)]
     pub iface: IfaceArgs,
+    #[command(flatten)]
+    pub realtime: RealtimeArgs,
     /// Line rate to send at, wire overhead included ("2Gbit", "500Mbit").
     #[arg(long, value_parser = common::rate)]
     pub rate: u64,
@@ -104,6 +106,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
     };
     let (ports, _attached) =
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    args.realtime.apply()?;
     let setup = GenSetup {
         rate_bps: args.rate,
         link_speed_bps: args.link_speed,

@@ -8,6 +8,7 @@ use super::common;
 use crate::{
     config::Plan,
     control::{daemon, signals},
+    dataplane::sched::RealtimeMode,
     units::format_rate,
 };
 
@@ -61,6 +62,9 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let report = daemon::run(&plan, &args.config, stop, reload)?;
     common::print_report(&report, args.json, |r| {
         let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
+        for t in &r.worker_threads {
+            s += &format!("worker {}: {}\n", t.worker, t);
+        }
         for p in &r.ports {
             s += &format!(
                 "{}: rx {} frames, tx {} frames, PFC tx {:?}, PFC rx {:?}, drops {:?}\n",
@@ -76,6 +80,18 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
 pub fn check(args: &CheckArgs) -> Result<(), RunError> {
     let plan = Plan::load(&args.file)?;
     println!("{}: OK", args.file.display());
+    let d = &plan.daemon;
+    println!(
+        "workers: {}, real-time {} (SCHED_FIFO priority {}{})",
+        d.workers,
+        d.realtime.name(),
+        d.realtime_priority,
+        match d.realtime {
+            RealtimeMode::Auto => " when permitted",
+            RealtimeMode::On => ", required",
+            RealtimeMode::Off => " not used",
+        }
+    );
     for p in &plan.ports {
         println!(
             "port {}: {} , trust {:?}, PFC pause {} quanta",

@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::common::{self, IfaceArgs};
+use super::common::{self, IfaceArgs, RealtimeArgs};
 use crate::{
     config::DEFAULT_TEST_UDP_PORT,
     control::signals,
@@ -20,6 +20,8 @@ use crate::{
 pub struct SinkArgs {
     #[command(flatten)]
     pub iface: IfaceArgs,
+    #[command(flatten)]
+    pub realtime: RealtimeArgs,
     /// Stop after this long ("10s").
     #[arg(long, value_parser = common::duration)]
     pub duration: Option<std::time::Duration>,
@@ -107,6 +109,7 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
     };
     let (ports, _attached) =
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    args.realtime.apply()?;
     let setup = SinkSetup {
         duration: args.duration,
         idle_timeout: args.idle_timeout,

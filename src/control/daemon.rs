@@ -4,7 +4,7 @@
 
 use std::{
     path::Path,
-    sync::{atomic::AtomicBool, atomic::Ordering, Arc},
+    sync::{atomic::AtomicBool, atomic::Ordering, mpsc, Arc},
     thread::JoinHandle,
     time::Duration,
 };
@@ -25,6 +25,7 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
+        sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
@@ -57,6 +58,9 @@ pub enum DaemonError {
     /// A worker panicked (a bug).
     #[error("worker {0} panicked")]
     Panic(usize),
+    /// Real-time scheduling was required (`realtime = "on"`) and could not be had.
+    #[error(transparent)]
+    Realtime(#[from] RealtimeError),
     /// The control socket could not be bound.
     #[error(transparent)]
     Control(#[from] status::ControlError),
@@ -81,6 +85,29 @@ pub struct DaemonReport {
     pub priorities: [PrioPlan; PRIORITIES],
     /// Per-port counters summed over workers.
     pub ports: Vec<PortSnapshot>,
+    /// Each worker thread's scheduling, as it ran.
+    pub worker_threads: Vec<WorkerSched>,
+    /// Memory was locked (`mlockall`) for real-time workers.
+    pub memory_locked: bool,
+}
+
+/// What a worker thread reports once it is set up, before it starts forwarding.
+struct WorkerStart {
+    worker: usize,
+    tid: i32,
+    /// Entering `SCHED_FIFO`, when asked for.
+    realtime: std::io::Result<()>,
+}
+
+/// Sets the calling worker thread up: pins it to `core` and makes it `SCHED_FIFO` at
+/// `realtime`'s priority, if given.
+fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::Result<()> {
+    if let Some(c) = core {
+        if let Err(e) = sched::pin_this_thread(c) {
+            tracing::warn!(core = c, error = %e, "pinning failed");
+        }
+    }
+    realtime.map_or(Ok(()), sched::enter_fifo)
 }
 
 /// Tells each port's XDP program how to classify its ingress and which priorities it may
@@ -290,17 +317,6 @@ impl LinkMonitor<'_> {
     }
 }
 
-fn pin_to_core(core: usize) {
-    // SAFETY: a zeroed cpu_set_t with one bit set is a valid mask for the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::warn!(core, error = %std::io::Error::last_os_error(), "pinning failed");
-        }
-    }
-}
-
 /// Runs the daemon until `stop` is set (by a signal) or a worker fails. When `reload` is set
 /// (SIGHUP) the configuration at `config_path` is read again: the reloadable settings are
 /// applied live; an invalid file is refused and the running configuration kept.
@@ -314,6 +330,13 @@ pub fn run(
     if let Err(e) = logging::apply_config_filter(d.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
+    let realtime_request = Request {
+        mode: d.realtime,
+        priority: d.realtime_priority,
+        setting: "daemon.realtime",
+    };
+    // Decided before anything is attached: `on` without permission stops here.
+    let realtime = sched::prepare(&realtime_request)?;
     let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
@@ -328,8 +351,21 @@ pub fn run(
     let mut all_stats = Vec::new();
     let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
     let mut backend = "af_xdp";
+    let mut opened = Vec::new();
     for w in 0..d.workers {
-        let ports = open_worker_ports(&ifaces, w as u32, d.frames, d.backend, attached.as_ref())?;
+        opened.push(open_worker_ports(
+            &ifaces,
+            w as u32,
+            d.frames,
+            d.backend,
+            attached.as_ref(),
+        )?);
+    }
+    // Locked once every pool is mapped, so the pools are locked too (and a memlock limit
+    // shows here as a warning rather than as a pool that cannot be mapped).
+    let memory_locked = realtime.is_some() && sched::lock_memory();
+    let (started_tx, started) = mpsc::channel();
+    for (w, ports) in opened.into_iter().enumerate() {
         backend = ports.backend;
         let stats = Arc::new(WorkerStats::new(ifaces.len()));
         all_stats.push(stats.clone());
@@ -364,17 +400,57 @@ pub fn run(
             now_ns(),
         );
         let core = d.cores.get(w).copied();
+        let required = d.realtime == RealtimeMode::On;
+        let started = started_tx.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lossless-w{w}"))
             .spawn(move || {
-                if let Some(c) = core {
-                    pin_to_core(c);
+                let setup = set_up_worker_thread(core, realtime);
+                let forward = setup.is_ok() || !required;
+                let _ = started.send(WorkerStart {
+                    worker: w,
+                    tid: sched::this_thread_id(),
+                    realtime: setup,
+                });
+                if forward {
+                    worker.run(stop)
+                } else {
+                    Ok(())
                 }
-                worker.run(stop)
             })
             .map_err(DaemonError::Runtime)?;
         handles.push(handle);
     }
+    drop(started_tx);
+    let mut tids = vec![0; d.workers];
+    let mut refused = None;
+    // A worker that dies before reporting closes the channel early; the loop below sees it.
+    for s in started.iter().take(d.workers) {
+        tids[s.worker] = s.tid;
+        let Err(source) = s.realtime else { continue };
+        let e = RealtimeError::Apply {
+            setting: realtime_request.setting,
+            priority: d.realtime_priority,
+            source,
+        };
+        if d.realtime == RealtimeMode::On {
+            refused = refused.or(Some(e));
+        } else {
+            tracing::warn!(worker = s.worker, error = %e, "real-time scheduling refused: the worker runs SCHED_OTHER");
+        }
+    }
+    if let Some(e) = refused {
+        stop.store(true, Ordering::SeqCst);
+        for h in handles {
+            let _ = h.join();
+        }
+        return Err(e.into());
+    }
+    let worker_threads: Vec<WorkerSched> = tids
+        .iter()
+        .enumerate()
+        .map(|(w, &tid)| WorkerSched::read(w, tid))
+        .collect();
     let watched = ifaces
         .iter()
         .zip(&shared)
@@ -402,6 +478,7 @@ pub fn run(
         ifaces.clone(),
         live.clone(),
         all_stats.clone(),
+        tids.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {
@@ -416,8 +493,10 @@ pub fn run(
         backend,
         started_ns: now_ns(),
         links: links.clone(),
+        worker_tids: tids,
     });
-    tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, "ready");
+    let scheduling: Vec<String> = worker_threads.iter().map(|t| t.to_string()).collect();
+    tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, scheduling = ?scheduling, memory_locked, "ready");
     let notifier = Notifier::from_env();
     notifier.notify(&format!(
         "READY=1\nSTATUS=forwarding {} <-> {}",
@@ -519,5 +598,7 @@ pub fn run(
         workers: d.workers,
         priorities: plan.prios,
         ports: snapshots(),
+        worker_threads,
+        memory_locked,
     })
 }

@@ -25,6 +25,7 @@ use tokio::{
 use crate::{
     config::PfcPlan,
     dataplane::{
+        sched::WorkerSched,
         settings::SettingsCell,
         stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
     },
@@ -69,25 +70,29 @@ impl EncodeMetric for Log2Histogram<'_> {
     }
 }
 
-/// What the collector reads: the ports, the plan and every worker's shard.
+/// What the collector reads: the ports, the plan, every worker's shard and thread.
 #[derive(Debug)]
 pub struct DaemonCollector {
     ifaces: Vec<String>,
     live: Arc<SettingsCell>,
     workers: Vec<Arc<WorkerStats>>,
+    worker_tids: Vec<i32>,
 }
 
 impl DaemonCollector {
-    /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`.
+    /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`, and
+    /// the scheduling of the worker threads `worker_tids` (in worker order).
     pub fn new(
         ifaces: Vec<String>,
         live: Arc<SettingsCell>,
         workers: Vec<Arc<WorkerStats>>,
+        worker_tids: Vec<i32>,
     ) -> Self {
         DaemonCollector {
             ifaces,
             live,
             workers,
+            worker_tids,
         }
     }
 
@@ -550,6 +555,33 @@ impl Collector for DaemonCollector {
                 )
             }),
         )?;
+        let threads: Vec<WorkerSched> = self
+            .worker_tids
+            .iter()
+            .enumerate()
+            .map(|(w, &tid)| WorkerSched::read(w, tid))
+            .collect();
+        let worker = |t: &WorkerSched| vec![("worker", t.worker.to_string())];
+        family(
+            &mut enc,
+            "worker_realtime",
+            "1 while the worker thread runs a real-time policy (SCHED_FIFO or SCHED_RR), else 0.",
+            None,
+            Gauge,
+            threads
+                .iter()
+                .map(|t| (worker(t), ConstGauge::new(i64::from(t.realtime)))),
+        )?;
+        family(
+            &mut enc,
+            "worker_realtime_priority",
+            "Real-time priority of the worker thread (0 under a normal policy).",
+            None,
+            Gauge,
+            threads
+                .iter()
+                .map(|t| (worker(t), ConstGauge::new(i64::from(t.priority)))),
+        )?;
         Ok(())
     }
 }
@@ -772,6 +804,7 @@ mod tests {
             vec!["a0".into(), "b0".into()],
             live,
             vec![a, b],
+            vec![crate::dataplane::sched::this_thread_id()],
         ));
         let text = render(&r);
         for line in [
@@ -781,6 +814,9 @@ mod tests {
             "lossless_drops_total{device=\"a0\",reason=\"tail_drop\"} 1",
             "lossless_xoff_threshold_bytes{device=\"a0\",priority=\"3\"} 100",
             "lossless_headroom_bytes{device=\"b0\",priority=\"3\"} 300",
+            // The test's own thread stands in for worker 0: normal scheduling.
+            "lossless_worker_realtime{worker=\"0\"} 0",
+            "lossless_worker_realtime_priority{worker=\"0\"} 0",
             "lossless_build_info{version=",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -817,6 +853,7 @@ mod tests {
             vec!["x".into()],
             live,
             vec![Arc::new(WorkerStats::new(1))],
+            vec![crate::dataplane::sched::this_thread_id()],
         )));
         let exposed: std::collections::HashSet<&str> = text
             .lines()

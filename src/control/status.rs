@@ -23,6 +23,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         linkstate::LinkShared,
+        sched::WorkerSched,
         settings::SettingsCell,
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
@@ -108,6 +109,8 @@ pub struct Status {
     pub backend: String,
     /// Worker threads.
     pub workers: usize,
+    /// Each worker thread's scheduling now (real-time policy and priority).
+    pub worker_threads: Vec<WorkerSched>,
     /// Seconds since start.
     pub uptime_s: f64,
     /// Ports.
@@ -130,6 +133,8 @@ pub struct StatusSource {
     pub started_ns: u64,
     /// Link-up state per port (peer); empty when link-up is off.
     pub links: Vec<Arc<LinkShared>>,
+    /// Thread id of each worker.
+    pub worker_tids: Vec<i32>,
 }
 
 fn operstate(iface: &str) -> String {
@@ -209,6 +214,12 @@ impl StatusSource {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backend: self.backend.to_string(),
             workers: self.workers.len(),
+            worker_threads: self
+                .worker_tids
+                .iter()
+                .enumerate()
+                .map(|(w, &tid)| WorkerSched::read(w, tid))
+                .collect(),
             uptime_s: now.saturating_sub(self.started_ns) as f64 / 1e9,
             ports,
         }
@@ -315,6 +326,9 @@ pub fn text(s: &Status) -> String {
         "lossless {} up {:.0} s, {} worker(s), backend {}",
         s.version, s.uptime_s, s.workers, s.backend
     );
+    for t in &s.worker_threads {
+        let _ = writeln!(out, "worker {} (thread {}): {}", t.worker, t.tid, t);
+    }
     for p in &s.ports {
         let _ = writeln!(
             out,

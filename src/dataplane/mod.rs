@@ -1,5 +1,6 @@
 //! The dataplane: frame pools, ports (AF_XDP, AF_PACKET, in-memory), per-priority queues, the
-//! shaper and the worker loops that forward, generate and sink traffic.
+//! shaper, the worker loops that forward, generate and sink traffic, and how their threads are
+//! scheduled.
 
 pub mod af_packet;
 pub mod af_xdp;
@@ -15,6 +16,7 @@ pub mod pfc_headroom;
 pub mod pool;
 pub mod port;
 pub mod queue;
+pub mod sched;
 pub mod settings;
 pub mod shaper;
 pub mod shared;

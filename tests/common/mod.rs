@@ -164,6 +164,12 @@ impl Proc {
         }
     }
 
+    /// The process id (`ip netns exec`, `setpriv` and `prlimit` exec the next command, so
+    /// this is `lossless` itself behind any of them).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Everything written to stderr so far.
     pub fn stderr(&self) -> String {
         self.lines.lock().unwrap().join("\n")
@@ -240,10 +246,20 @@ impl Proc {
     pub fn json_and_log(self, timeout: Duration) -> (serde_json::Value, String) {
         let lines = self.lines.clone();
         let v = self.json(timeout);
+        (v, Self::whole_log(&lines))
+    }
+
+    /// [`Proc::finish`], with the whole stderr instead of stdout.
+    pub fn finish_and_log(self, timeout: Duration) -> (ExitStatus, String) {
+        let lines = self.lines.clone();
+        let (status, _) = self.finish(timeout);
+        (status, Self::whole_log(&lines))
+    }
+
+    fn whole_log(lines: &Mutex<Vec<String>>) -> String {
         // The reader thread drains the pipe until EOF, right after the exit.
         std::thread::sleep(Duration::from_millis(200));
-        let log = lines.lock().unwrap().join("\n");
-        (v, log)
+        lines.lock().unwrap().join("\n")
     }
 }
 
@@ -497,4 +513,153 @@ pub fn report_port<'a>(dut: &'a serde_json::Value, iface: &str) -> &'a serde_jso
         .iter()
         .find(|p| p["iface"] == iface)
         .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
+}
+
+/// Runs `cmd`, asserts that it succeeded (showing its stderr if not) and returns its stdout.
+pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd.output().expect("run command");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// `lossless status --socket SOCKET --json`, parsed.
+pub fn status_of(socket: &str) -> serde_json::Value {
+    let out = stdout_of(Command::new(BIN).args(["status", "--socket", socket, "--json"]));
+    serde_json::from_slice(&out).unwrap()
+}
+
+/// A daemon's namespace `ns` with two 1 Gbit/s ports `d0` and `d1`, each a veth to `peer`,
+/// and its configuration: `extra` TOML, the ports and a control socket of its own.
+pub struct Dut {
+    pub ns: Netns,
+    pub peer: Netns,
+    pub d0: String,
+    pub d1: String,
+    pub cfg: TempFile,
+    pub socket: SocketPath,
+}
+
+impl Dut {
+    /// Namespaces named after `tag`.
+    pub fn new(tag: &str, extra: &str) -> Self {
+        let (ns, peer) = (Netns::new(tag), Netns::new(&format!("{tag}p")));
+        let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
+        veth(&ns, &d0, &peer, &p0);
+        veth(&ns, &d1, &peer, &p1);
+        let (control, socket) = control_section();
+        let cfg = TempFile::new(
+            "cfg",
+            &format!(
+                "{extra}\n[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n\
+                 [[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n{control}"
+            ),
+        );
+        Dut {
+            ns,
+            peer,
+            d0,
+            d1,
+            cfg,
+            socket,
+        }
+    }
+
+    /// Starts `lossless run` on the configuration with a JSON report, behind `wrapper`
+    /// (e.g. `setpriv ...`; empty for none).
+    pub fn start(&self, wrapper: &[String]) -> Proc {
+        let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+        Proc::spawn_with(
+            &self.ns,
+            &[],
+            &wrapper,
+            &["run", "--config", self.cfg.path(), "--json"],
+        )
+    }
+}
+
+/// Asserts that `promtool check metrics` accepts `exposition`.
+pub fn promtool_check(exposition: &str) {
+    use std::io::Write;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool is installed by scripts/setup");
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The systemd unit shipped in systemd/.
+pub const UNIT: &str = include_str!("../../systemd/lossless.service");
+
+/// The value of `Key=` in the unit.
+fn unit_setting(key: &str) -> &'static str {
+    UNIT.lines()
+        .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+        .unwrap_or_else(|| panic!("the unit sets {key}"))
+}
+
+/// A `setpriv` wrapper that bounds capabilities to the unit's set without `except` (as
+/// `CAP_...` names) and clears the inheritable set: how root runs under the unit.
+pub fn unit_capabilities_except(except: &[&str]) -> Vec<String> {
+    let caps: Vec<String> = unit_setting("CapabilityBoundingSet")
+        .split_whitespace()
+        .filter(|c| !except.contains(c))
+        .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
+        .collect();
+    vec![
+        "setpriv".into(),
+        format!("--bounding-set=-all,{}", caps.join(",")),
+        "--inh-caps=-all".into(),
+    ]
+}
+
+/// Thread ids of process `pid` whose name starts with `prefix`, in name order.
+pub fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
+    let mut found: Vec<(String, u32)> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("the process runs")
+        .filter_map(|e| {
+            let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+            comm.starts_with(prefix)
+                .then(|| (comm.trim().to_string(), tid))
+        })
+        .collect();
+    found.sort();
+    found.into_iter().map(|(_, tid)| tid).collect()
+}
+
+/// A thread's scheduling policy and priority as `chrt -p` reports them ("SCHED_FIFO", 50).
+pub fn chrt(tid: u32) -> (String, u32) {
+    let out = Command::new("chrt")
+        .args(["-p", &tid.to_string()])
+        .output()
+        .expect("chrt (util-linux)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.split_once(name).map(|(_, v)| v.trim().to_string()))
+            .unwrap_or_else(|| panic!("chrt -p {tid}: no {name:?} in {text}"))
+    };
+    (
+        field("scheduling policy:"),
+        field("scheduling priority:").parse().expect("a priority"),
+    )
 }

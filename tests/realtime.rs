@@ -1,0 +1,255 @@
+//! Real-time workers: `[daemon] realtime` / `realtime_priority`, and `--realtime` on the
+//! tools. The kernel's own answer (`chrt -p` on the thread) is the oracle.
+
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{
+    chrt, has_xdp, http_get, metric, promtool_check, status_of, threads_named, traffic_lock,
+    unique, unit_capabilities_except, veth, Dut, Netns, Proc, BIN,
+};
+
+/// Root without CAP_SYS_NICE (the unit's other capabilities) and with RLIMIT_RTPRIO 0: a
+/// process that may not take SCHED_FIFO.
+fn without_permission() -> Vec<String> {
+    let mut w = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
+    w.extend(unit_capabilities_except(&["CAP_SYS_NICE"]));
+    w
+}
+
+/// A daemon with `daemon` in its `[daemon]` section and metrics on 127.0.0.1:9464, started
+/// behind `wrapper` and ready.
+fn running(daemon: &str, wrapper: &[String]) -> (Dut, Proc) {
+    let dut = Dut::new(
+        "rt",
+        &format!("[daemon]\n{daemon}\n[metrics]\nlisten = \"127.0.0.1:9464\""),
+    );
+    let mut d = dut.start(wrapper);
+    d.wait_ready(Duration::from_secs(10));
+    (dut, d)
+}
+
+/// The worker threads' scheduling as the kernel reports it.
+fn worker_policies(d: &Proc) -> Vec<(String, u32)> {
+    threads_named(d.pid(), "lossless-w")
+        .into_iter()
+        .map(chrt)
+        .collect()
+}
+
+fn locked_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmLck in /proc/PID/status")
+}
+
+/// `realtime = "on"`: the worker runs SCHED_FIFO at the configured priority, only the worker
+/// does, memory is locked, and status, metrics and the report say so.
+#[test]
+fn on_runs_workers_sched_fifo_at_the_configured_priority() {
+    let (dut, d) = running("realtime = \"on\"\nrealtime_priority = 37", &[]);
+    assert_eq!(worker_policies(&d), [("SCHED_FIFO".to_string(), 37)]);
+    assert_eq!(
+        chrt(d.pid()).0,
+        "SCHED_OTHER",
+        "the main (control-plane) thread stays normal"
+    );
+    assert!(locked_kib(d.pid()) > 0, "mlockall did not lock memory");
+    assert!(
+        d.stderr().contains("real-time scheduling on"),
+        "{}",
+        d.stderr()
+    );
+    let st = status_of(&dut.socket);
+    let t = &st["worker_threads"][0];
+    assert_eq!(
+        (&t["policy"], &t["priority"], &t["realtime"]),
+        (
+            &"SCHED_FIFO".into(),
+            &37.into(),
+            &serde_json::Value::Bool(true)
+        ),
+        "{st}"
+    );
+    assert_eq!(
+        t["tid"].as_u64(),
+        Some(u64::from(threads_named(d.pid(), "lossless-w0")[0]))
+    );
+    let (_, m) = http_get(&dut.ns, "127.0.0.1:9464", "/metrics");
+    assert_eq!(metric(&m, "lossless_worker_realtime{worker=\"0\"}"), 1.0);
+    assert_eq!(
+        metric(&m, "lossless_worker_realtime_priority{worker=\"0\"}"),
+        37.0
+    );
+    promtool_check(&m);
+    d.interrupt();
+    let report = d.json(Duration::from_secs(10));
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_FIFO");
+    assert_eq!(report["worker_threads"][0]["priority"], 37);
+    assert_eq!(report["memory_locked"], true);
+}
+
+/// `realtime = "auto"` (the default) where SCHED_FIFO is not permitted: the daemon runs with
+/// normal workers and says why in one warning.
+#[test]
+fn auto_without_permission_runs_normal_and_says_why() {
+    let (dut, d) = running("", &without_permission());
+    assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
+    let log = d.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("real-time scheduling not permitted"))
+        .unwrap_or_else(|| panic!("no warning in\n{log}"));
+    assert!(
+        line.contains("WARN")
+            && line.contains("daemon.realtime")
+            && line.contains("CAP_SYS_NICE")
+            && line.contains("RLIMIT_RTPRIO 0"),
+        "{line}"
+    );
+    let (_, m) = http_get(&dut.ns, "127.0.0.1:9464", "/metrics");
+    assert_eq!(metric(&m, "lossless_worker_realtime{worker=\"0\"}"), 0.0);
+    assert_eq!(
+        status_of(&dut.socket)["worker_threads"][0]["realtime"],
+        false
+    );
+    d.interrupt();
+    let report = d.json(Duration::from_secs(10));
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_OTHER");
+    assert_eq!(report["memory_locked"], false);
+}
+
+/// `realtime = "off"` keeps normal workers even where SCHED_FIFO is permitted.
+#[test]
+fn off_keeps_normal_workers_where_permitted() {
+    let (_dut, d) = running("realtime = \"off\"", &[]);
+    assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
+    assert!(
+        d.stderr().contains("real-time scheduling off"),
+        "{}",
+        d.stderr()
+    );
+    d.interrupt();
+    assert_eq!(d.json(Duration::from_secs(10))["memory_locked"], false);
+}
+
+/// `realtime = "on"` where SCHED_FIFO is not permitted: a start-up error that names the
+/// setting and the missing permission, before XDP is attached.
+#[test]
+fn on_without_permission_fails_at_start() {
+    let dut = Dut::new("rt", "[daemon]\nrealtime = \"on\"");
+    let (status, log) = dut
+        .start(&without_permission())
+        .finish_and_log(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("daemon.realtime: SCHED_FIFO at priority 50 is not permitted")
+            && log.contains("CAP_SYS_NICE"),
+        "{log}"
+    );
+    assert!(!log.contains(" ready"), "{log}");
+    assert!(!has_xdp(&dut.ns, &dut.d0) && !has_xdp(&dut.ns, &dut.d1));
+}
+
+/// `--realtime` on gen, sink and cable: each tool's frame loop (its main thread) runs
+/// SCHED_FIFO at the priority asked for, and the traffic still arrives whole.
+#[test]
+fn tools_run_sched_fifo_with_realtime() {
+    let _serial = traffic_lock();
+    let (ng, nc, ns) = (Netns::new("tg"), Netns::new("tc"), Netns::new("ts"));
+    let (g0, c0, c1, s0) = (unique("g"), unique("c"), unique("c"), unique("s"));
+    veth(&ng, &g0, &nc, &c0);
+    veth(&nc, &c1, &ns, &s0);
+    let rt = |p: &'static str| ["--realtime", "--realtime-priority", p];
+    let mut cable = Proc::spawn(
+        &nc,
+        &[&["cable", "--a", &c0, "--b", &c1][..], &rt("21")].concat(),
+    );
+    cable.wait_ready(Duration::from_secs(20));
+    let sink_args = [
+        "sink",
+        "--iface",
+        &s0,
+        "--idle-timeout",
+        "1s",
+        "--duration",
+        "30s",
+        "--json",
+    ];
+    let mut sink = Proc::spawn(&ns, &[&sink_args[..], &rt("22")].concat());
+    sink.wait_ready(Duration::from_secs(10));
+    let gen_args = [
+        "gen",
+        "--iface",
+        &g0,
+        "--rate",
+        "200Mbit",
+        "--size",
+        "500",
+        "--duration",
+        "1s",
+        "--json",
+    ];
+    let mut gen = Proc::spawn(&ng, &[&gen_args[..], &rt("23")].concat());
+    gen.wait_ready(Duration::from_secs(10));
+    for (tool, p, priority) in [
+        ("gen", &gen, 23),
+        ("sink", &sink, 22),
+        ("cable", &cable, 21),
+    ] {
+        assert_eq!(
+            chrt(p.pid()),
+            ("SCHED_FIFO".to_string(), priority),
+            "{tool}: {}",
+            p.stderr()
+        );
+    }
+    let sent = gen.json(Duration::from_secs(10))["frames_sent"]
+        .as_u64()
+        .unwrap();
+    let sink = sink.json(Duration::from_secs(10));
+    assert!(sent > 10_000, "{sent}");
+    assert_eq!(sink["unique"].as_u64(), Some(sent), "{sink}");
+    assert_eq!(sink["lost"], 0, "{sink}");
+    cable.interrupt();
+    let (status, _) = cable.finish(Duration::from_secs(10));
+    assert!(status.success());
+}
+
+/// `--realtime` where SCHED_FIFO is not permitted is an error naming the flag and what is
+/// missing; `--realtime-priority` alone is a usage error.
+#[test]
+fn tools_refuse_realtime_without_permission() {
+    let (na, nb) = (Netns::new("ta"), Netns::new("tb"));
+    let (a, b) = (unique("a"), unique("b"));
+    veth(&na, &a, &nb, &b);
+    let wrapper = without_permission();
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let sink = Proc::spawn_with(
+        &na,
+        &[],
+        &wrapper,
+        &["sink", "--iface", &a, "--duration", "5s", "--realtime"],
+    );
+    let (status, log) = sink.finish_and_log(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains("--realtime: SCHED_FIFO at priority 50 is not permitted")
+            && log.contains("CAP_SYS_NICE"),
+        "{log}"
+    );
+    let out = Command::new(BIN)
+        .args(["gen", "--iface", &a, "--rate", "1Mbit", "--count", "1"])
+        .args(["--realtime-priority", "5"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() == Some(2) && err.contains("--realtime"),
+        "{err}"
+    );
+}
