@@ -1,6 +1,7 @@
 //! Lossless under load: with the daemon as the bottleneck (a generator at its maximum rate of
-//! small frames, no shaping). Every lossless mode holds; a lossy priority under the same
-//! overload loses frames (the control that proves the tests can fail).
+//! small frames, no shaping), with CPU-bound processes competing for the two CPUs, and through
+//! two daemons in a chain. Every lossless claim holds in all three; a lossy priority under the
+//! same overload loses frames (the control that proves the tests can fail).
 
 mod common;
 
@@ -8,7 +9,7 @@ use std::time::Duration;
 
 use common::{
     control_section, json_u64 as u, report_port as port, start_sink, traffic_lock, unique, veth,
-    Netns, Proc, TempFile,
+    Hogs, Netns, Proc, TempFile,
 };
 use serde_json::Value;
 
@@ -100,13 +101,17 @@ fn assert_no_drops(dut: &Value, iface: &str) {
     }
 }
 
-/// Both ports at 10 Gbit/s: nothing is shaped, the daemon itself is the bottleneck.
+/// Both ports at 10 Gbit/s: nothing is shaped, the daemon itself is the bottleneck (its
+/// worker at normal priority, sharing the CPUs with the generator and the sink).
 fn daemon_bound_config(w: &Wire, plan: &str) -> String {
     format!(
-        "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[priority.3]\n{plan}\n",
+        "[daemon]\nrealtime = \"off\"\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[priority.3]\n{plan}\n",
         w.d0, w.d1
     )
 }
+
+/// Priority 3 lossless by PFC, with the buffer the other PFC tests use.
+const PFC_2MIB: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
 
 /// The generator at its maximum rate of 128-byte frames, far above what one worker forwards.
 const FLOOD: &[&str] = &[
@@ -185,4 +190,205 @@ fn daemon_bound_lossy_loses_frames_in_the_kernel() {
     assert_eq!(prio3(d0, "pfc_tx"), 0);
     // Where they were lost: at the fill ring, before the daemon saw them.
     assert!(u(d0, &["kernel_drops", "fill_ring_empty"]) > 0, "{d0}");
+}
+
+/// The sink as the bottleneck: a real-time daemon forwards the flood faster than a sink at
+/// normal priority, sharing a CPU with the generator, receives it. The sink pauses the daemon
+/// with PFC while its RX ring is short of buffers; what it still loses while it is not
+/// running at all is its own, counted as `lost_here` and never blamed upstream. As a fair peer
+/// (`--realtime`) it loses nothing.
+#[test]
+fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
+    let _serial = traffic_lock();
+    for realtime in [false, true] {
+        let w = wire();
+        let config =
+            daemon_bound_config(&w, PFC_2MIB).replace("realtime = \"off\"", "realtime = \"on\"");
+        let mut args = vec![
+            "sink",
+            "--iface",
+            &w.s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "60s",
+            "--json",
+        ];
+        if realtime {
+            args.push("--realtime");
+        }
+        let mut sink = Proc::spawn(&w.sink_ns, &args);
+        sink.wait_ready(Duration::from_secs(10));
+        let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+        let mut gargs = vec!["gen", "--iface", &w.g, "--json"];
+        gargs.extend_from_slice(FLOOD);
+        let gen = Proc::spawn(&w.gen_ns, &gargs).json(Duration::from_secs(30));
+        let sink = sink.json(Duration::from_secs(30));
+        dut.interrupt();
+        let r = Run {
+            gen,
+            sink,
+            dut: dut.json(Duration::from_secs(10)),
+        };
+        // Whatever the sink lost, it lost at its own socket: nothing upstream.
+        assert_eq!(u(&r.sink, &["lost_upstream"]), 0, "{}", r.sink);
+        assert_no_drops(&r.dut, &w.d0);
+        assert_no_drops(&r.dut, &w.d1);
+        if u(&r.sink, &["lost_here"]) > 0 {
+            assert!(!realtime, "a real-time sink lost frames: {}", r.sink);
+            assert!(
+                u(&r.sink, &["pfc_tx"]) > 0,
+                "a starved sink sent no PFC: {}",
+                r.sink
+            );
+        }
+        if realtime {
+            assert_lossless(&r);
+        }
+    }
+}
+
+/// The README's quick start, its config and commands taken from the README itself, with two
+/// CPU-bound processes competing for the two CPUs.
+#[test]
+fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
+    let _serial = traffic_lock();
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("README.md");
+    let start = readme.find("<<'TOML'\n").expect("quick start config") + 9;
+    let toml = &readme[start..start + readme[start..].find("\nTOML\n").unwrap()];
+    let args_of = |cmd: &str| -> Vec<String> {
+        let line = readme
+            .lines()
+            .find(|l| l.contains(&format!("$B {cmd} ")))
+            .unwrap_or_else(|| panic!("no `{cmd}` command in the quick start"));
+        line.split(&format!("$B {cmd} "))
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('&')
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    let w = wire();
+    let config = toml
+        .replace("\"d0\"", &format!("\"{}\"", w.d0))
+        .replace("\"d1\"", &format!("\"{}\"", w.d1));
+    let swap = |args: Vec<String>, from: &str, to: &str| -> Vec<String> {
+        args.into_iter()
+            .map(|a| if a == from { to.to_string() } else { a })
+            .collect()
+    };
+    let sink_args = swap(args_of("sink"), "s0", &w.s);
+    let gen_args = swap(args_of("gen"), "g0", &w.g);
+    let _hogs = Hogs::start(2);
+    let mut sargs = vec!["sink", "--json", "--duration", "60s"];
+    sargs.extend(sink_args.iter().map(String::as_str));
+    let mut sink = Proc::spawn(&w.sink_ns, &sargs);
+    sink.wait_ready(Duration::from_secs(20));
+    let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+    let mut gargs = vec!["gen", "--json"];
+    gargs.extend(gen_args.iter().map(String::as_str));
+    let gen = Proc::spawn(&w.gen_ns, &gargs).json(Duration::from_secs(60));
+    let sink = sink.json(Duration::from_secs(60));
+    dut.interrupt();
+    let dut = dut.json(Duration::from_secs(20));
+    let r = Run { gen, sink, dut };
+    assert_lossless(&r);
+    assert!(prio3(port(&r.dut, &w.d0), "pfc_tx") > 0, "{}", r.dut);
+    assert_no_drops(&r.dut, &w.d0);
+}
+
+/// gen → daemon 1 → daemon 2 → sink, only daemon 2's egress shaped: PFC goes back hop by hop
+/// (daemon 2 pauses daemon 1, whose queue then builds and pauses the generator).
+#[test]
+fn pfc_propagates_hop_by_hop_through_two_daemons() {
+    let _serial = traffic_lock();
+    let (ng, n1, n2, ns) = (
+        Netns::new("cg"),
+        Netns::new("c1"),
+        Netns::new("c2"),
+        Netns::new("cs"),
+    );
+    let (g, a0, a1, b0, b1, s) = (
+        unique("g"),
+        unique("a"),
+        unique("a"),
+        unique("b"),
+        unique("b"),
+        unique("s"),
+    );
+    veth(&ng, &g, &n1, &a0);
+    veth(&n1, &a1, &n2, &b0);
+    veth(&n2, &b1, &ns, &s);
+    let pfc =
+        "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n";
+    let cfg = |i: &str, e: &str, speed: &str| {
+        format!("[[port]]\niface = \"{i}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{e}\"\nspeed = \"{speed}\"\n\n{pfc}")
+    };
+    // Two real-time daemons would starve a sink at normal priority: it is a fair peer.
+    let mut sink = Proc::spawn(
+        &ns,
+        &[
+            "sink",
+            "--iface",
+            &s,
+            "--idle-timeout",
+            "1s",
+            "--duration",
+            "60s",
+            "--json",
+            "--realtime",
+        ],
+    );
+    sink.wait_ready(Duration::from_secs(10));
+    let (d2, _c2) = start_daemon(&n2, &cfg(&b0, &b1, "1Gbit"));
+    let (d1, _c1) = start_daemon(&n1, &cfg(&a0, &a1, "10Gbit"));
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g,
+            "--json",
+            "--rate",
+            "2Gbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--link-speed",
+            "10Gbit",
+        ],
+    )
+    .json(Duration::from_secs(30));
+    let sink = sink.json(Duration::from_secs(30));
+    d1.interrupt();
+    d2.interrupt();
+    let (d1, d2) = (
+        d1.json(Duration::from_secs(10)),
+        d2.json(Duration::from_secs(10)),
+    );
+    let sent = u(&gen, &["frames_sent"]);
+    assert_lossless(&Run {
+        gen: gen.clone(),
+        sink: sink.clone(),
+        dut: serde_json::json!({ "daemon 1": d1, "daemon 2": d2 }),
+    });
+    // Hop by hop: daemon 2 paused daemon 1, and daemon 1 paused the generator.
+    assert!(prio3(port(&d2, &b0), "pfc_tx") > 0, "{d2}");
+    assert!(prio3(port(&d1, &a1), "pfc_rx") > 0, "{d1}");
+    assert!(prio3(port(&d1, &a0), "pfc_tx") > 0, "{d1}");
+    assert!(u(&gen, &["pfc_rx"]) > 0, "{gen}");
+    // Each daemon's counters balance: every data frame in went out, nothing dropped (PFC
+    // frames, the only other frames on these links, are counted on both sides too).
+    for (d, i, e) in [(&d1, &a0, &a1), (&d2, &b0, &b1)] {
+        assert_no_drops(d, i);
+        assert_no_drops(d, e);
+        let (pi, pe) = (port(d, i), port(d, e));
+        assert_eq!(u(pi, &["rx_frames"]) - prio3(pi, "pfc_rx"), sent, "{d}");
+        assert_eq!(u(pe, &["tx_frames"]) - prio3(pe, "pfc_tx"), sent, "{d}");
+    }
 }

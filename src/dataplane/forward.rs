@@ -1359,9 +1359,12 @@ mod tests {
         let (mut seq, mut next_tx, mut peak, mut delivered) = (0u64, 0u64, 0, Vec::new());
         let gap = (LEN as u64 + 24) * 8 / 10; // ns per frame at 10 Gbit/s
         let mut bytes = vec![0; LEN];
+        // When the last PFC reached the source: it sends on until then.
+        let mut pfc_at = 0;
         for now in (0..20_000_000u64).step_by(100_000) {
             while next_tx <= now {
-                if !source.is_paused(3, next_tx) && now < 15_000_000 {
+                let paused = next_tx >= pfc_at && source.is_paused(3, next_tx);
+                if !paused && now < 15_000_000 {
                     let f = TestFrame {
                         seq,
                         ..TestFrame::sample(LEN)
@@ -1376,7 +1379,8 @@ mod tests {
             w.step(now).unwrap();
             for f in src.take() {
                 // The daemon's PFC reaches the source 5 us later.
-                source.on_frame(&MacControl::parse_frame(&f).unwrap(), now + 5_000);
+                pfc_at = now + 5_000;
+                source.on_frame(&MacControl::parse_frame(&f).unwrap(), pfc_at);
             }
             delivered.extend(
                 dst.take()
@@ -1390,6 +1394,9 @@ mod tests {
         // The source is held near XOFF (16 KiB = 128 frames) plus what one 100 us turn lets
         // through at 10 Gbit/s (~820 frames); without the RX backlog it never pauses at all.
         assert!(peak < 128 + 2 * 830, "RX backlog peaked at {peak} frames");
+        // Each XOFF was followed by what arrived until the source stopped: seen and counted.
+        let overshoot = crate::dataplane::stats::Log2Snapshot::of([&stats.ports[0].overshoot[3]]);
+        assert!(overshoot.count() > 0 && overshoot.sum > 0, "{overshoot:?}");
         assert_eq!(
             stats.ports[0].drops.iter().map(Counter::get).sum::<u64>(),
             0

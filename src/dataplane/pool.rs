@@ -92,7 +92,7 @@ impl FramePool {
                     .try_into()
                     .expect("FRAME_SIZE is a valid frame size"),
             )
-            .fill_queue_size(8192.try_into().expect("power of two"))
+            .fill_queue_size(16384.try_into().expect("power of two"))
             .comp_queue_size(4096.try_into().expect("power of two"))
             .build()
             .map_err(|e| PoolError::Umem {
