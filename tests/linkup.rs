@@ -533,13 +533,15 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
     (gen, sink, dut, st)
 }
 
-/// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link; the headroom
-/// measured at link-up, carved out of the same 128 KiB buffer, keeps the same run lossless.
+/// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link when it is held
+/// fixed; with link-up and the adaptive headroom (the defaults: no hand-set peer response), the
+/// same 128 KiB buffer stays lossless, and the headroom in force covers every overshoot seen.
 #[test]
 fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows() {
     let _l = traffic_lock();
     let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"));
-    let (gen, sink, dut, st) = long_link_run("[linkup]\nenabled = false");
+    let (gen, sink, dut, st) =
+        long_link_run("[linkup]\nenabled = false\n[headroom]\nadaptive = false");
     assert_eq!(st["ports"][0]["priorities"][3]["source"], "config", "{st}");
     let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
     let sent = n(&gen["frames_sent"]);
@@ -552,28 +554,49 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
     let static_overflow = overflow;
 
     let (gen, sink, dut, st) = long_link_run(
-        "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\npeer_response = \"4ms\"",
+        "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"",
     );
     let p3 = &st["ports"][0]["priorities"][3];
     assert_eq!(p3["source"], "measured", "{st}");
-    let headroom = n(&p3["headroom_bytes"]);
-    // 100 Mbit/s over at least 2 ms of round trip plus 4 ms of response: >= 75,000 bytes.
-    assert!(headroom >= 75_000, "{p3}");
-    assert_eq!(
-        n(&p3["xoff_bytes"]) + headroom,
-        128 * 1024,
-        "the buffer is kept"
-    );
+    // Link-up's model (the wire) is one term; the headroom in force is never below it.
+    let [_, measured, _] = p3["headroom_terms"]
+        .as_array()
+        .map(|t| [n(&t[0]), n(&t[1]), n(&t[2])])
+        .unwrap_or_else(|| panic!("no headroom terms: {p3}"));
+    assert!(measured > 0, "{p3}");
+    assert!(n(&p3["headroom_bytes"]) >= measured, "{p3}");
+    let d0 = &dut["ports"][0];
     let sent = n(&gen["frames_sent"]);
     assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");
-    for (reason, count) in dut["ports"][0]["drops"].as_object().unwrap() {
-        assert_eq!(n(count), 0, "drops {reason}: {}", dut["ports"][0]);
+    for (reason, count) in d0["drops"].as_object().unwrap() {
+        assert_eq!(n(count), 0, "drops {reason}: {d0}");
     }
     assert_eq!(n(&sink["unique"]), sent, "{sink}");
     assert_eq!(n(&sink["lost"]), 0, "{sink}");
+    // The headroom in force at the end covers the largest overshoot seen (the lower bound of
+    // its power-of-two bucket), and XOFF + headroom is still the buffer.
+    let headroom = n(&d0["headroom_in_force"][3]);
+    let buckets: Vec<u64> = d0["overshoot"][3]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(n)
+        .collect();
+    let top = buckets.iter().rposition(|&c| c > 0);
+    let peak = top.map_or(0, |b| if b == 0 { 0 } else { 1u64 << (b - 1) });
+    assert!(top.is_some(), "no XOFF episode was measured: {d0}");
+    assert!(
+        headroom >= peak,
+        "headroom {headroom} below an overshoot of {peak}: {d0}"
+    );
+    assert_eq!(n(&d0["xoff_in_force"][3]) + headroom, 128 * 1024, "{d0}");
     println!(
         "1 ms cable, 100 Mbit/s into 50 Mbit/s: static headroom 8 KiB -> {static_overflow} frames overflowed; \
-         measured headroom {headroom} B -> lossless, peak queue {} B",
+         link-up measured {measured} B, headroom in force {headroom} B ({}) -> lossless; \
+         peak overshoot {peak}..{} B, ratio headroom/peak <= {:.2}; peak queue {} B",
+        p3["headroom_source"],
+        peak.saturating_mul(2),
+        headroom as f64 / peak.max(1) as f64,
         n(&dut["ports"][1]["queue_peak_bytes"][3])
     );
 }

@@ -512,7 +512,10 @@ impl ForwardWorker {
             }
             self.ingress(p, rx, now);
         }
-        self.account_rx_backlog(p);
+        // An empty turn with nothing published as waiting has nothing new to say.
+        if n > 0 || self.rx_backlog[p] != [0; PRIORITIES] || self.fill_watch[p].starved() {
+            self.account_rx_backlog(p);
+        }
         Ok(n)
     }
 

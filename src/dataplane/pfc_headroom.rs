@@ -97,6 +97,8 @@ impl Prio {
 pub struct PortHeadroom {
     settings: HeadroomSettings,
     prios: [Option<Prio>; PRIORITIES],
+    /// Priorities with an XOFF episode running (the meters to look at every turn).
+    running: u8,
 }
 
 impl PortHeadroom {
@@ -111,6 +113,7 @@ impl PortHeadroom {
         let mut h = PortHeadroom {
             settings,
             prios: std::array::from_fn(|_| None),
+            running: 0,
         };
         h.reconfigure(settings, configured, in_force, now);
         h
@@ -127,6 +130,8 @@ impl PortHeadroom {
         now: u64,
     ) {
         self.settings = settings;
+        // New meters: episodes running under the old plans are not measured further.
+        self.running = 0;
         for (p, slot) in self.prios.iter_mut().enumerate() {
             let Some(c) = configured[p].pfc else {
                 *slot = None;
@@ -138,6 +143,8 @@ impl PortHeadroom {
                 margin: settings.margin,
                 half_life_ns: settings.half_life_ns,
                 cell: 1,
+                // Until an overshoot is seen, assume up to half the buffer may be needed.
+                prior: if settings.adaptive { plan.limit / 2 } else { 0 },
             };
             let mut adaptive = match slot.take() {
                 Some(old) => {
@@ -145,7 +152,7 @@ impl PortHeadroom {
                     a.set_config(cfg);
                     a
                 }
-                None => AdaptiveHeadroom::new(cfg),
+                None => AdaptiveHeadroom::new(cfg, now),
             };
             let model = if measured {
                 plan.pfc.map_or(0, |m| m.headroom)
@@ -178,6 +185,9 @@ impl PortHeadroom {
         arrived: &[u64; PRIORITIES],
         mut seen: impl FnMut(usize, u64),
     ) -> bool {
+        if before == after && self.running == 0 {
+            return false;
+        }
         let mut changed = false;
         for (p, slot) in self.prios.iter_mut().enumerate() {
             let Some(s) = slot.as_mut() else { continue };
@@ -187,6 +197,11 @@ impl PortHeadroom {
                 (true, false) => s.meter.on_xon(arrived[p]),
                 _ => s.meter.poll(now, arrived[p]),
             };
+            if s.meter.running() {
+                self.running |= bit;
+            } else {
+                self.running &= !bit;
+            }
             if let Some(bytes) = ended {
                 seen(p, bytes);
                 if self.settings.adaptive {

@@ -13,6 +13,11 @@
 //!   size is covered, and decays slowly (exponentially, with a configurable half-life) so one
 //!   stall long ago does not hold the XOFF point down for ever.
 //!
+//! Before anything has been observed, the evidence starts at a **prior** (the caller's guess
+//! of the worst case, e.g. half the buffer) that decays like any evidence: the first XOFFs
+//! after start are covered before the first overshoot has been seen, and the headroom settles
+//! on what is seen afterwards.
+//!
 //! The result is rounded up to whole buffer cells. Sans-I/O: `now` comes from the caller.
 
 /// Where the headroom in force comes from: the term that won.
@@ -48,6 +53,8 @@ pub struct AdaptiveConfig {
     pub half_life_ns: u64,
     /// Round up to multiples of this many bytes (buffer cells; 1 = bytes).
     pub cell: u64,
+    /// Evidence assumed at start, before any overshoot was seen (decays like evidence).
+    pub prior: u64,
 }
 
 /// The headroom in force of one (ingress port, priority).
@@ -63,13 +70,13 @@ pub struct AdaptiveHeadroom {
 }
 
 impl AdaptiveHeadroom {
-    /// Starts at the floor.
-    pub fn new(cfg: AdaptiveConfig) -> Self {
+    /// Starts at the larger of the floor and the prior, at `now`.
+    pub fn new(cfg: AdaptiveConfig, now: u64) -> Self {
         let mut h = AdaptiveHeadroom {
             cfg,
             model: 0,
-            evidence: 0.0,
-            evidence_at: 0,
+            evidence: cfg.prior as f64,
+            evidence_at: now,
             in_force: 0,
             source: HeadroomSource::Configured,
         };
@@ -168,12 +175,16 @@ mod tests {
     const MS: u64 = 1_000_000;
 
     fn adaptive() -> AdaptiveHeadroom {
-        AdaptiveHeadroom::new(AdaptiveConfig {
-            floor: 64 * 1024,
-            margin: 1.5,
-            half_life_ns: 1_000 * MS,
-            cell: 256,
-        })
+        AdaptiveHeadroom::new(
+            AdaptiveConfig {
+                floor: 64 * 1024,
+                margin: 1.5,
+                half_life_ns: 1_000 * MS,
+                cell: 256,
+                prior: 0,
+            },
+            0,
+        )
     }
 
     #[test]
@@ -192,6 +203,27 @@ mod tests {
             (h.in_force(), h.source()),
             (100_096, HeadroomSource::Measured)
         );
+    }
+
+    #[test]
+    fn a_prior_covers_the_start_and_decays_like_evidence() {
+        let cfg = AdaptiveConfig {
+            prior: 500_000,
+            ..adaptive().cfg
+        };
+        let mut h = AdaptiveHeadroom::new(cfg, 0);
+        assert_eq!(
+            (h.in_force(), h.source()),
+            (500_224, HeadroomSource::Observed)
+        );
+        h.advance(1_000 * MS);
+        assert!(
+            (249_000..251_000).contains(&h.in_force()),
+            "{}",
+            h.in_force()
+        );
+        h.advance(60_000 * MS);
+        assert_eq!(h.in_force(), 65_536);
     }
 
     #[test]
