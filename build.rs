@@ -23,7 +23,8 @@ fn main() {
         SkeletonBuilder::new()
             .source(src)
             .obj(out.join(obj))
-            .clang_args(["-O2", "-g", "-Wall", multiarch.as_str()])
+            // -mcpu=v3: atomic fetch-and-add whose result is used (the ingress counters).
+            .clang_args(["-O2", "-g", "-Wall", "-mcpu=v3", multiarch.as_str()])
             .build()
             .unwrap_or_else(|e| {
                 panic!("compiling {src} failed (is clang installed? run scripts/setup): {e:#}")

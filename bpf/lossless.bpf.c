@@ -5,9 +5,33 @@
  * Redirects the frames the daemon owns into the AF_XDP socket bound to the
  * frame's RX queue (XSKMAP keyed by RX queue index) and passes everything
  * else to the kernel (ARP, SSH, ...). On a forwarding port every frame is
- * owned. Each redirected frame gets an RX timestamp (bpf_ktime_get_ns(),
- * CLOCK_MONOTONIC) in the XDP metadata area right before the packet data, so
- * the stamp is taken before the socket ring and the worker's wake-up.
+ * owned.
+ *
+ * Ingress accounting starts here, not when a worker gets round to a frame: a
+ * switch charges a frame to its ingress port and priority the moment it
+ * arrives, and the RX ring is a queue like any other. For every frame it
+ * steers, the program classifies the priority (the rule of
+ * `dataplane::classify`: 802.1Q PCP, or IPv4 DSCP >> 3 when the port trusts
+ * DSCP) and adds the frame to per-(RX queue, priority) counters in the
+ * mmapable `ingress` array, which the worker reads with plain loads. Each
+ * frame also carries, in the XDP metadata area in front of its data:
+ *
+ *   data - 24  u64  the queue's steered-frames counter after this frame
+ *   data - 16  u64  bit 63 set (valid), priority in bits 60..62, the
+ *                   priority's steered-bytes counter after this frame
+ *   data -  8  u64  RX timestamp, bpf_ktime_get_ns() (CLOCK_MONOTONIC)
+ *
+ * A worker taking a frame from the RX ring knows from its stamps that every
+ * frame steered before it has been taken or dropped by the kernel, so
+ * "steered - stamp of the last frame taken" is the backlog still waiting in
+ * the ring, exact even when the kernel drops frames (no drift).
+ *
+ * The worker writes the frames stamp of the last frame it took into
+ * `seen_frames`; with that the program sees the ring's depth in frames and
+ * drops frames of lossy priorities (never control frames, never lossless
+ * priorities) once it exceeds `lossy_backlog_frames`, counted per priority,
+ * so a lossy flood cannot take the buffers the lossless priorities' headroom
+ * needs.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -24,11 +48,15 @@
 #define ETH_P_VLAN 0x8100
 #define ETH_P_QINQ 0x88A8
 
-/* Mirrors `dataplane::xdp::PortSettings` in the daemon. */
+/* Mirrors `XdpProgram::write_settings` in the daemon (`dataplane::xdp_prog`). */
 struct port_settings {
 	__u32 forward_all;   /* 1: every frame belongs to the daemon */
 	__u16 test_udp_port; /* UDP destination port of test traffic (host order), 0 = none */
 	__u16 sfc_udp_port;  /* UDP destination port of SFC messages (host order), 0 = none */
+	__u8 trust_dscp;     /* 1: classify by IPv4 DSCP, else by 802.1Q PCP */
+	__u8 lossy_mask;     /* priorities this program may drop when the backlog is deep */
+	__u16 reserved;
+	__u32 lossy_backlog_frames; /* backlog (frames) from which lossy frames drop; 0 = never */
 };
 
 struct {
@@ -45,6 +73,24 @@ struct {
 	__type(value, struct port_settings);
 } settings SEC(".maps");
 
+/* Mirrors `dataplane::ingress::IngressQueue`: one per RX queue, 256 bytes. */
+struct ingress_queue {
+	__u64 bytes[8];       /* steered per priority, ever (this program) */
+	__u64 frames;         /* steered, ever (this program) */
+	__u64 reserved1[7];
+	__u64 lossy_drops[8]; /* lossy frames dropped for a deep backlog (this program) */
+	__u64 seen_frames;    /* frames stamp of the last frame the worker took (the worker) */
+	__u64 reserved2[7];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, struct ingress_queue);
+} ingress SEC(".maps");
+
 /* Per-CPU counters: 0 redirected, 1 passed, 2 redirect failed (no socket). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -53,6 +99,9 @@ struct {
 	__type(value, __u64);
 } counters SEC(".maps");
 
+/* A plain load the compiler may not merge or repeat (the worker writes seen_frames). */
+#define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
+
 static __always_inline void count(__u32 idx)
 {
 	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
@@ -60,41 +109,66 @@ static __always_inline void count(__u32 idx)
 		*c += 1;
 }
 
-static __always_inline int owned(void *data, void *data_end, const struct port_settings *s)
+/* What the program needs to know of a frame, from one pass over its headers. */
+struct parsed {
+	__u16 proto; /* EtherType after at most one VLAN tag */
+	__u8 prio;   /* priority under the port's trust mode */
+	__u8 owned;  /* a tool's port: the frame is the daemon's */
+};
+
+static __always_inline int is_control(__u16 proto)
+{
+	return proto == ETH_P_MAC_CONTROL || proto == ETH_P_PTP || proto == ETH_P_LLDP_ ||
+	       proto == ETH_P_LOSSLESS;
+}
+
+static __always_inline int parse(void *data, void *data_end, const struct port_settings *s,
+				 struct parsed *out)
 {
 	struct ethhdr *eth = data;
+	out->proto = 0;
+	out->prio = 0;
+	out->owned = 0;
 	if ((void *)(eth + 1) > data_end)
-		return 0;
+		return -1;
 	__u16 proto = bpf_ntohs(eth->h_proto);
 	void *l3 = eth + 1;
 	if (proto == ETH_P_VLAN || proto == ETH_P_QINQ) {
 		/* one tag: TCI then the inner EtherType */
 		if (l3 + 4 > data_end)
-			return 0;
+			return -1;
+		__u16 tci = bpf_ntohs(*(__be16 *)l3);
+		if (!s->trust_dscp)
+			out->prio = tci >> 13;
 		proto = bpf_ntohs(*(__be16 *)(l3 + 2));
 		l3 += 4;
 	}
-	switch (proto) {
-	case ETH_P_MAC_CONTROL:
-	case ETH_P_PTP:
-	case ETH_P_LLDP_:
-	case ETH_P_LOSSLESS:
-		return 1;
-	case ETH_P_IP:
-		break;
-	default:
+	out->proto = proto;
+	if (is_control(proto)) {
+		out->owned = 1;
 		return 0;
 	}
+	if (proto != ETH_P_IP)
+		return 0;
 	struct iphdr *ip = l3;
-	if ((void *)(ip + 1) > data_end || ip->protocol != IPPROTO_UDP || ip->ihl < 5)
+	if ((void *)(ip + 1) > data_end)
+		return 0;
+	if (s->trust_dscp && ip->version == 4)
+		out->prio = ip->tos >> 5;
+	if (ip->protocol != IPPROTO_UDP || ip->ihl < 5)
 		return 0;
 	struct udphdr *udp = l3 + ip->ihl * 4;
 	if ((void *)(udp + 1) > data_end)
 		return 0;
 	__u16 dport = bpf_ntohs(udp->dest);
-	return (s->test_udp_port && dport == s->test_udp_port) ||
-	       (s->sfc_udp_port && dport == s->sfc_udp_port);
+	out->owned = (s->test_udp_port && dport == s->test_udp_port) ||
+		     (s->sfc_udp_port && dport == s->sfc_udp_port);
+	return 0;
 }
+
+#define STAMP_VALID (1ULL << 63)
+#define STAMP_PRIO_SHIFT 60
+#define STAMP_BYTES_MASK ((1ULL << STAMP_PRIO_SHIFT) - 1)
 
 SEC("xdp")
 int lossless_xdp(struct xdp_md *ctx)
@@ -105,18 +179,43 @@ int lossless_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
-	if (!s->forward_all && !owned(data, data_end, s)) {
+	struct parsed f;
+	parse(data, data_end, s, &f);
+	if (!s->forward_all && !f.owned) {
 		count(1);
 		return XDP_PASS;
 	}
-	/* RX timestamp into the metadata area; best effort (not every driver has room). */
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(__u64)) == 0) {
-		__u64 *meta = (void *)(long)ctx->data_meta;
-		if ((void *)(meta + 1) <= (void *)(long)ctx->data)
-			*meta = bpf_ktime_get_ns();
+	__u32 len = data_end - data;
+	__u32 queue = ctx->rx_queue_index;
+	__u32 prio = f.prio & 7;
+	struct ingress_queue *q = bpf_map_lookup_elem(&ingress, &queue);
+	if (q && s->lossy_backlog_frames && (s->lossy_mask & (1 << prio)) && !is_control(f.proto)) {
+		__u64 backlog = READ_ONCE_U64(q->frames) - READ_ONCE_U64(q->seen_frames);
+		if (backlog >= s->lossy_backlog_frames) {
+			__sync_fetch_and_add(&q->lossy_drops[prio], 1);
+			return XDP_DROP;
+		}
 	}
-	int rc = bpf_redirect_map(&xsks, ctx->rx_queue_index, XDP_PASS);
-	count(rc == XDP_REDIRECT ? 0 : 2);
+	/* Room for the stamps; best effort (not every driver has a metadata area). */
+	bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
+	int rc = bpf_redirect_map(&xsks, queue, XDP_PASS);
+	if (rc != XDP_REDIRECT) {
+		count(2);
+		return rc;
+	}
+	count(0);
+	__u64 frames = 0, bytes = 0;
+	if (q) {
+		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |
+			((__sync_fetch_and_add(&q->bytes[prio], len) + len) & STAMP_BYTES_MASK);
+		frames = __sync_fetch_and_add(&q->frames, 1) + 1;
+	}
+	__u64 *meta = (void *)(long)ctx->data_meta;
+	if ((void *)(meta + 3) <= (void *)(long)ctx->data) {
+		meta[0] = frames;
+		meta[1] = bytes;
+		meta[2] = bpf_ktime_get_ns();
+	}
 	return rc;
 }
 

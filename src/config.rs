@@ -8,6 +8,7 @@ use serde::Deserialize;
 use crate::{
     dataplane::{
         classify::Trust,
+        pfc_headroom::HeadroomSettings,
         sched::{RealtimeMode, DEFAULT_PRIORITY, MAX_PRIORITY},
         xdp_prog::XdpMode,
     },
@@ -398,6 +399,51 @@ impl Default for SfcSettings {
     }
 }
 
+/// `[headroom]`: how the PFC headroom in force adapts (see `dataplane::pfc_headroom`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeadroomSection {
+    /// Let the overshoot observed after XOFFs raise the headroom.
+    #[serde(default = "yes")]
+    pub adaptive: bool,
+    /// Never below this; default: each PFC priority's configured headroom.
+    #[serde(default)]
+    pub min_headroom: Option<SizeValue>,
+    /// Headroom from evidence = observed overshoot × margin.
+    #[serde(default = "default_margin")]
+    pub margin: f64,
+    /// The evidence halves every this long ("10min").
+    #[serde(default = "default_half_life")]
+    pub half_life: String,
+    /// Arrivals stopping this long after XOFF mean the pause took effect ("1ms").
+    #[serde(default = "default_quiet")]
+    pub quiet: String,
+}
+
+fn default_margin() -> f64 {
+    1.5
+}
+
+fn default_half_life() -> String {
+    "10min".to_string()
+}
+
+fn default_quiet() -> String {
+    "1ms".to_string()
+}
+
+impl Default for HeadroomSection {
+    fn default() -> Self {
+        HeadroomSection {
+            adaptive: true,
+            min_headroom: None,
+            margin: default_margin(),
+            half_life: default_half_life(),
+            quiet: default_quiet(),
+        }
+    }
+}
+
 /// `[credit]`: timers of every credit lane.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -533,6 +579,9 @@ pub struct ConfigFile {
     /// `[credit]`.
     #[serde(default)]
     pub credit: CreditSection,
+    /// `[headroom]`.
+    #[serde(default)]
+    pub headroom: HeadroomSection,
     /// `[[port]]`: exactly two in wire mode.
     #[serde(default)]
     pub port: Vec<PortSection>,
@@ -700,6 +749,8 @@ pub struct Plan {
     pub linkup: Option<LinkupSettings>,
     /// Credit lane timers.
     pub credit: CreditTimers,
+    /// How the PFC headroom adapts.
+    pub headroom: HeadroomSettings,
 }
 
 impl Plan {
@@ -772,6 +823,70 @@ impl Plan {
             message: e.to_string(),
         })?;
         validate(raw, file)
+    }
+}
+
+/// Smallest Ethernet frame the dataplane carries (without FCS), for the frame-count sizing.
+const MIN_FRAME: u64 = 60;
+/// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
+const MAX_STD_FRAME: u64 = 1518;
+
+/// What each worker's frame pool must hold for the configuration to be stored as written,
+/// counted in frames (a pool frame holds one Ethernet frame whatever its size): the buffers
+/// every AF_XDP socket keeps in its fill ring, the control frames the daemon must always be
+/// able to build (PFC, SFCM, credit updates), and XOFF + headroom (the limit) of every
+/// lossless priority of one ingress port. Returns the frames needed with frames of `frame`
+/// bytes, and the lossless priorities.
+fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame: u64) -> u64 {
+    use crate::dataplane::{af_xdp::fill_target, pool::control_reserve};
+    let fixed = ports as u64 * fill_target(frames) as u64 + control_reserve(frames) as u64;
+    fixed
+        + prios
+            .iter()
+            .filter(|p| p.lossless())
+            .map(|p| p.limit.div_ceil(frame))
+            .sum::<u64>()
+}
+
+/// Warns when the pool cannot hold XOFF + headroom as configured. Never refused: a pool
+/// running short pauses upstream by itself (fill-ring starvation is congestion), so such a
+/// configuration stays lossless, with less buffer in bytes than the numbers say; the warning
+/// names the fields and what `daemon.frames` would hold it all.
+fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
+    let names = (0..PRIORITIES)
+        .filter(|&p| prios[p].lossless())
+        .map(|p| format!("priority.{p}"))
+        .collect::<Vec<_>>();
+    if names.is_empty() {
+        return;
+    }
+    let (large, small) = (
+        pool_needed(prios, ports, frames, MAX_STD_FRAME),
+        pool_needed(prios, ports, frames, MIN_FRAME),
+    );
+    let frames = u64::from(frames);
+    if large > frames {
+        tracing::warn!(
+            frames,
+            needed = large,
+            priorities = %names.join(", "),
+            "daemon.frames cannot hold XOFF + headroom of {} even in {MAX_STD_FRAME}-byte frames: \
+             the fill ring will pause upstream before the configured bytes are reached \
+             (still lossless); daemon.frames = {large} would hold them",
+            names.join(", ")
+        );
+    } else if small > frames {
+        tracing::warn!(
+            frames,
+            needed = small,
+            priorities = %names.join(", "),
+            "daemon.frames holds XOFF + headroom of {} only in frames above {} bytes: smaller \
+             frames are paused by fill-ring starvation first (still lossless); \
+             daemon.frames = {small} would hold {MIN_FRAME}-byte frames",
+            names.join(", "),
+            prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
+                / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
+        );
     }
 }
 
@@ -999,15 +1114,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             limit,
         };
     }
-    let buffer: u64 = prios.iter().map(PrioPlan::admit_limit).sum::<u64>() * 2;
-    let pool_bytes = u64::from(d.frames) * 2048;
-    if buffer / 256 > u64::from(d.frames) {
-        tracing::warn!(
-            buffer,
-            pool_bytes,
-            "configured buffers exceed what the frame pool can hold with small frames"
-        );
-    }
+    check_pool(&prios, ports.len(), d.frames);
     let metrics_listen = match raw.metrics.listen.trim() {
         "" => None,
         a => Some(a.parse().map_err(|e| {
@@ -1154,6 +1261,27 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
             ));
         }
     }
+    let h = &raw.headroom;
+    if !(1.0..=100.0).contains(&h.margin) {
+        return Err(invalid(
+            "headroom.margin".into(),
+            format!("{} is not in 1..=100", h.margin),
+        ));
+    }
+    let headroom = HeadroomSettings {
+        adaptive: h.adaptive,
+        min_headroom: match &h.min_headroom {
+            None => None,
+            Some(SizeValue::Bytes(b)) => Some(*b),
+            Some(SizeValue::Text(t)) => Some(
+                units::parse_size(t)
+                    .map_err(|e| invalid("headroom.min_headroom".into(), e.to_string()))?,
+            ),
+        },
+        margin: h.margin,
+        half_life_ns: duration_ns("headroom.half_life".into(), &h.half_life)?.max(1),
+        quiet_ns: duration_ns("headroom.quiet".into(), &h.quiet)?.max(1),
+    };
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -1164,6 +1292,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         sfc,
         linkup,
         credit,
+        headroom,
     })
 }
 

@@ -6,8 +6,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, http_get, metric, status_of, traffic_lock, unique, veth,
-    Netns, Proc, TempFile,
+    capture, control_section, has_xdp, http_get, json_u64 as u, metric, report_port as port,
+    status_of, traffic_lock, unique, veth, Netns, Proc, TempFile,
 };
 use serde_json::Value;
 
@@ -128,24 +128,6 @@ fn run_traffic_with(w: &Wire, config: &str, gen_backend: &str) -> Run {
         dut,
         metrics,
     }
-}
-
-fn u(v: &Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
-}
-
-fn port<'a>(dut: &'a Value, iface: &str) -> &'a Value {
-    dut["ports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["iface"] == iface)
-        .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
 }
 
 #[test]
@@ -431,7 +413,9 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let _serial = traffic_lock();
     let w = wire();
     let (control, socket) = control_section();
-    let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, PFC)));
+    // The thresholds as configured: no overshoot evidence moving XOFF under this test.
+    let fixed = "\n[headroom]\nadaptive = false\n";
+    let cfg = TempFile::new("cfg", &format!("{}{fixed}{control}", config(&w, PFC)));
     let (sink, dut) = start(&w, &cfg);
     let gen = start_gen(&w, "2Gbit", "af-xdp");
     std::thread::sleep(Duration::from_millis(500));
@@ -440,7 +424,11 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let changed = PFC
         .replace("xoff = \"64KiB\"", "xoff = \"96KiB\"")
         .replace("xon = \"32KiB\"", "xon = \"48KiB\"");
-    std::fs::write(&cfg.path, format!("{}{control}", config(&w, &changed))).unwrap();
+    std::fs::write(
+        &cfg.path,
+        format!("{}{fixed}{control}", config(&w, &changed)),
+    )
+    .unwrap();
     dut.hangup();
     std::thread::sleep(Duration::from_millis(300));
     let st = status_of(&socket);

@@ -10,7 +10,7 @@ use crate::{
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
         open_iface,
-        sink::{self, SinkCongestion, SinkCredit, SinkReport, SinkSetup},
+        sink::{self, SinkCongestion, SinkCredit, SinkPfc, SinkReport, SinkSetup},
     },
     units::format_rate,
 };
@@ -49,12 +49,16 @@ pub struct SinkArgs {
     /// Congestion point: XON threshold per priority.
     #[arg(long, value_parser = common::size, default_value = "64KiB")]
     pub xon: u64,
-    /// Congestion point: pause time of each XOFF, in quanta.
+    /// Pause time of each XOFF the sink sends, in quanta.
     #[arg(long, default_value_t = u16::MAX)]
     pub pause_quanta: u16,
-    /// Congestion point: link speed the quanta are counted at.
+    /// Link speed the quanta are counted at.
     #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
     pub link_speed: u64,
+    /// Never send PFC: by default the sink pauses every priority upstream while its RX ring
+    /// is short of buffers (and at XOFF as a congestion point), like a lossless host NIC.
+    #[arg(long)]
+    pub no_pfc: bool,
     /// Grant credit on this priority (802.1Q PCP): the sender may only send what fits the
     /// --credit-buffer; the peer's port must run credits on that priority too.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -94,8 +98,6 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
                     xoff: args.xoff,
                     xon: args.xon,
                 },
-                pause_quanta: args.pause_quanta,
-                link_speed_bps: args.link_speed,
             })
         }
     };
@@ -115,6 +117,10 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
         max_flows: args.max_flows,
         dst_port: args.port,
         congestion,
+        pfc: (!args.no_pfc).then_some(SinkPfc {
+            pause_quanta: args.pause_quanta,
+            link_speed_bps: args.link_speed,
+        }),
         credit: args.credit.map(|priority| SinkCredit {
             priority,
             buffer_bytes: args.credit_buffer,
@@ -130,7 +136,7 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
 fn text(r: &SinkReport) -> String {
     let mut s = format!(
         "sink {iface} ({backend}): received {rx} frames ({uniq} unique) in {secs:.3} s ({rate})\n\
-         lost {lost}, duplicated {dup}, reordered {reo}; other frames {other}\n\
+         lost {lost} ({here} at this sink's socket, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n\
          latency: p50 {p50:.1} us, p99 {p99:.1} us, p99.9 {p999:.1} us, max {max:.1} us\n",
         iface = r.iface,
         backend = r.backend,
@@ -139,6 +145,8 @@ fn text(r: &SinkReport) -> String {
         secs = r.elapsed_s,
         rate = format_rate(r.rate_bps),
         lost = r.lost,
+        here = r.lost_here,
+        upstream = r.lost_upstream,
         dup = r.duplicates,
         reo = r.reordered,
         other = r.other_rx,
@@ -149,8 +157,8 @@ fn text(r: &SinkReport) -> String {
     );
     if r.pfc_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
         s += &format!(
-            "congestion point: PFC sent {}, buffer overflow drops {}, peak buffer {} bytes\n",
-            r.pfc_tx, r.buffer_overflow, r.peak_buffer_bytes
+            "PFC sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",
+            r.pfc_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
         );
     }
     if let Some(c) = &r.credit {

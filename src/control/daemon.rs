@@ -20,10 +20,11 @@ use super::{
 use crate::{
     config::{LinkupSettings, PfcPlan, Plan, PrioPlan},
     dataplane::{
+        af_xdp::fill_target,
         clock::now_ns,
-        forward::{ForwardSetup, ForwardWorker, PortSetup, WorkerError},
+        forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
-        open::{attach_for, open_worker_ports, OpenError},
+        open::{attach_for, open_worker_ports, Attached, OpenError},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
@@ -109,8 +110,20 @@ fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::R
     realtime.map_or(Ok(()), sched::enter_fifo)
 }
 
+/// Tells each port's XDP program how to classify its ingress and which priorities it may
+/// drop when the RX backlog is deep (the lossy ones of `plan`).
+fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan) {
+    let Some(att) = attached else { return };
+    let fill = fill_target(plan.daemon.frames);
+    for (prog, port) in att.programs.iter().zip(&plan.ports) {
+        if let Err(e) = prog.set_ingress_policy(ingress_policy(port.trust, &plan.prios, fill)) {
+            tracing::warn!(error = %e, "XDP ingress policy not applied");
+        }
+    }
+}
+
 /// Reads the configuration again and publishes its reloadable part; refuses an invalid file.
-fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
+fn reload_config(running: &Plan, path: &Path, live: &SettingsCell, attached: Option<&Attached>) {
     let new = match Plan::load(path) {
         Ok(p) => p,
         Err(e) => {
@@ -127,6 +140,7 @@ fn reload_config(running: &Plan, path: &Path, live: &SettingsCell) {
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
+    apply_ingress_policy(attached, &new);
     let mut settings = LiveSettings::of(&new);
     // Thresholds and round trips measured at link-up stay until the next measurement.
     let running = live.get();
@@ -342,6 +356,7 @@ pub fn run(
         sfc_udp_port: 0,
     };
     let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
+    apply_ingress_policy(attached.as_ref(), plan);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
     let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
@@ -384,6 +399,7 @@ pub fn run(
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
             credit: plan.credit,
+            headroom: plan.headroom,
         };
         let worker = ForwardWorker::new(
             ports.pool,
@@ -535,7 +551,7 @@ pub fn run(
                 break;
             }
             if reload.swap(false, Ordering::SeqCst) {
-                reload_config(plan, config_path, &live);
+                reload_config(plan, config_path, &live, attached.as_ref());
             }
             if let Some(m) = monitor.as_mut() {
                 m.tick(&live);

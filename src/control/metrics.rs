@@ -13,7 +13,7 @@ use std::{
 
 use prometheus_client::{
     collector::Collector,
-    encoding::{DescriptorEncoder, EncodeMetric},
+    encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder},
     metrics::{counter::ConstCounter, gauge::ConstGauge, MetricType},
     registry::{Registry, Unit},
 };
@@ -23,14 +23,52 @@ use tokio::{
 };
 
 use crate::{
-    config::PrioPlan,
+    config::PfcPlan,
     dataplane::{
         sched::WorkerSched,
         settings::SettingsCell,
-        stats::{snapshot, DropReason, PortSnapshot, WorkerStats},
+        stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
     },
     fc::PRIORITIES,
 };
+
+/// A [`Log2Snapshot`] as a Prometheus histogram over a fixed range of its power-of-two
+/// buckets (so every scrape has the same `le` bounds), values scaled by `scale` (1e-9 for ns
+/// in seconds).
+struct Log2Histogram<'a> {
+    snap: &'a Log2Snapshot,
+    range: std::ops::RangeInclusive<usize>,
+    scale: f64,
+}
+
+impl std::fmt::Debug for Log2Histogram<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log2Histogram").finish_non_exhaustive()
+    }
+}
+
+impl EncodeMetric for Log2Histogram<'_> {
+    fn encode(&self, mut encoder: MetricEncoder) -> std::fmt::Result {
+        let count = self.snap.count();
+        let mut buckets: Vec<(f64, u64)> = self
+            .snap
+            .cumulative(self.range.clone())
+            .into_iter()
+            .map(|(le, n)| (le as f64 * self.scale, n))
+            .collect();
+        buckets.push((f64::MAX, count));
+        encoder.encode_histogram::<Vec<(String, String)>>(
+            self.snap.sum as f64 * self.scale,
+            count,
+            &buckets,
+            None,
+        )
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
 
 /// What the collector reads: the ports, the plan, every worker's shard and thread.
 #[derive(Debug)]
@@ -329,6 +367,109 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "rx_backlog",
+            "Bytes the XDP program steered to the daemon that still wait in the RX ring; \
+             they count towards PFC and SFC congestion like queued bytes.",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.rx_backlog_bytes),
+        )?;
+        family(
+            &mut enc,
+            "rx_backlog_peak_frames",
+            "Most frames seen waiting in one RX ring of the port since start.",
+            None,
+            Gauge,
+            s.iter()
+                .map(|p| (device(p), ConstGauge::new(p.rx_backlog_frames_peak as i64))),
+        )?;
+        family(
+            &mut enc,
+            "fill_ring_starved",
+            "Times the port's fill ring ran short of receive buffers, which pauses its PFC \
+             priorities upstream before the kernel has to drop.",
+            None,
+            Counter,
+            per_port(s, |p| p.fill_starved_events),
+        )?;
+        family(
+            &mut enc,
+            "rx_backlog_drops",
+            "Frames of lossy priorities the XDP program dropped because the RX backlog was \
+             deep (they would have taken receive buffers the lossless priorities need).",
+            None,
+            Counter,
+            counters(|p| &p.rx_backlog_drops),
+        )?;
+        family(
+            &mut enc,
+            "pfc_overshoot",
+            "Bytes of the priority that arrived after each XOFF this ingress port sent, until \
+             the pause took effect: what the headroom had to hold.",
+            bytes(),
+            MetricType::Histogram,
+            s.iter().flat_map(|p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| {
+                        p.xoff_transitions[prio] > 0 || p.headroom_in_force[prio] > 0
+                    })
+                    .map(move |prio| {
+                        (
+                            device_prio(p, prio),
+                            Log2Histogram {
+                                snap: &p.overshoot[prio],
+                                range: 6..=27,
+                                scale: 1.0,
+                            },
+                        )
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "rx_lag",
+            "The daemon's own lag per frame: worker time minus the XDP RX stamp.",
+            Some(Unit::Seconds),
+            MetricType::Histogram,
+            s.iter().map(|p| {
+                (
+                    device(p),
+                    Log2Histogram {
+                        snap: &p.rx_lag_ns,
+                        range: 10..=31,
+                        scale: 1e-9,
+                    },
+                )
+            }),
+        )?;
+        family(
+            &mut enc,
+            "headroom_term",
+            "Terms of the PFC headroom in force: the floor, link-up's model, the observed \
+             overshoot times the margin (decayed), and the value in force (their maximum).",
+            bytes(),
+            Gauge,
+            s.iter().flat_map(|p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| p.headroom_in_force[prio] > 0)
+                    .flat_map(move |prio| {
+                        [
+                            ("floor", p.headroom_floor[prio]),
+                            ("measured", p.headroom_model[prio]),
+                            ("observed", p.headroom_evidence[prio]),
+                            ("in_force", p.headroom_in_force[prio]),
+                        ]
+                        .into_iter()
+                        .map(move |(term, v)| {
+                            let mut l = device_prio(p, prio);
+                            l.push(("term", term.to_string()));
+                            (l, ConstGauge::new(v as i64))
+                        })
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
             "kernel_drops",
             "Frames the kernel dropped at the AF_XDP socket before the daemon saw them.",
             None,
@@ -354,11 +495,12 @@ impl Collector for DaemonCollector {
             }),
         )?;
         let live = &live;
-        let plan = |f: fn(&PrioPlan) -> Option<u64>| {
+        // In force: the adaptive headroom the leader worker published, else the plan.
+        let plan = |f: fn(&PfcPlan) -> u64| {
             s.iter().enumerate().flat_map(move |(i, port)| {
                 (0..PRIORITIES).filter_map(move |p| {
-                    f(&live.plan_for(i, p).0)
-                        .map(|v| (device_prio(port, p), ConstGauge::new(v as i64)))
+                    port.pfc_in_force(p, live.plan_for(i, p).0.pfc)
+                        .map(|v| (device_prio(port, p), ConstGauge::new(f(&v) as i64)))
                 })
             })
         };
@@ -368,7 +510,7 @@ impl Collector for DaemonCollector {
             "PFC XOFF threshold per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| p.pfc.map(|f| f.xoff)),
+            plan(|f| f.xoff),
         )?;
         family(
             &mut enc,
@@ -376,7 +518,7 @@ impl Collector for DaemonCollector {
             "PFC XON threshold per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| p.pfc.map(|f| f.xon)),
+            plan(|f| f.xon),
         )?;
         family(
             &mut enc,
@@ -384,7 +526,7 @@ impl Collector for DaemonCollector {
             "PFC headroom beyond XOFF per ingress port and lossless priority.",
             bytes(),
             Gauge,
-            plan(|p| p.pfc.map(|f| f.headroom)),
+            plan(|f| f.headroom),
         )?;
         family(
             &mut enc,
@@ -636,7 +778,7 @@ async fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataplane::settings::LiveSettings;
+    use crate::{config::PrioPlan, dataplane::settings::LiveSettings};
 
     #[test]
     fn exposition_sums_shards_and_names_series() {
@@ -656,6 +798,7 @@ mod tests {
             sfc: Default::default(),
             measured: vec![None; 2],
             rtt_ns: vec![None; 2],
+            headroom: Default::default(),
         }));
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
@@ -704,6 +847,7 @@ mod tests {
             sfc: Default::default(),
             measured: vec![None; 2],
             rtt_ns: vec![None; 2],
+            headroom: Default::default(),
         }));
         let text = render(&registry(DaemonCollector::new(
             vec!["x".into()],

@@ -53,8 +53,22 @@ pub struct PrioStatus {
     pub limit_bytes: Option<u64>,
     /// Where the PFC thresholds came from: `config`, or `measured` at link-up.
     pub source: String,
-    /// Bytes charged to this port as ingress now.
+    /// Where the headroom in force comes from: `configured` (the floor), `measured` (link-up's
+    /// model) or `observed` (the overshoot seen after XOFFs, times the margin).
+    #[serde(default)]
+    pub headroom_source: Option<String>,
+    /// The terms of the headroom in force: floor, measured model, observed evidence, bytes.
+    #[serde(default)]
+    pub headroom_terms: Option<[u64; 3]>,
+    /// Largest overshoot seen after an XOFF (upper bound of its power-of-two bucket), bytes.
+    #[serde(default)]
+    pub overshoot_max_bytes: u64,
+    /// Bytes charged to this port as ingress now (queued for egress).
     pub ingress_bytes: u64,
+    /// Bytes of this priority still waiting in the port's RX rings (steered by XDP, not yet
+    /// taken); PFC acts on ingress + RX backlog.
+    #[serde(default)]
+    pub rx_backlog_bytes: u64,
     /// Egress of this port paused by a received PFC/PAUSE now.
     pub paused: bool,
     /// Egress queue depth now, bytes.
@@ -145,7 +159,7 @@ impl StatusSource {
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {
                         let (plan, source) = live.plan_for(i, prio);
-                        let pfc = plan.pfc;
+                        let pfc = counters.pfc_in_force(prio, plan.pfc);
                         PrioStatus {
                             priority: prio,
                             mode: plan.mode().to_string(),
@@ -155,7 +169,20 @@ impl StatusSource {
                             sfc_threshold_bytes: plan.sfc.map(|f| f.threshold),
                             limit_bytes: Some(plan.limit),
                             source: source.to_string(),
+                            headroom_source: counters.headroom_source(prio).map(str::to_string),
+                            headroom_terms: counters.headroom_source(prio).map(|_| {
+                                [
+                                    counters.headroom_floor[prio],
+                                    counters.headroom_model[prio],
+                                    counters.headroom_evidence[prio],
+                                ]
+                            }),
+                            overshoot_max_bytes: counters
+                                .overshoot
+                                .get(prio)
+                                .map_or(0, |h| h.quantile_bound(1.0)),
                             ingress_bytes: self.shared[i].occupancy(prio),
+                            rx_backlog_bytes: counters.rx_backlog_bytes[prio],
                             paused: paused & (1 << prio) != 0,
                             queue_bytes: counters.queue_bytes[prio],
                             watchdog: match (
@@ -316,20 +343,22 @@ pub fn text(s: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  rx {} frames, tx {} frames, drops {}",
+            "  rx {} frames, tx {} frames, drops {}, RX ring peak {} frames, fill ring starved {} times",
             p.counters.rx_frames,
             p.counters.tx_frames,
-            p.counters.drops.values().sum::<u64>()
+            p.counters.drops.values().sum::<u64>(),
+            p.counters.rx_backlog_frames_peak,
+            p.counters.fill_starved_events,
         );
         let _ = writeln!(
             out,
-            "  prio mode   xoff      xon       headroom  limit     source  ingress   queue     paused watchdog"
+            "  prio mode   xoff      xon       headroom  limit     source  rx ring   ingress   queue     paused watchdog"
         );
         for q in &p.priorities {
             let o = |v: Option<u64>| v.map_or("-".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<6} {}",
+                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<9} {:<6} {}",
                 q.priority,
                 q.mode,
                 o(q.xoff_bytes),
@@ -337,11 +366,22 @@ pub fn text(s: &Status) -> String {
                 o(q.headroom_bytes),
                 o(q.limit_bytes),
                 q.source,
+                q.rx_backlog_bytes,
                 q.ingress_bytes,
                 q.queue_bytes,
                 if q.paused { "yes" } else { "no" },
                 q.watchdog
             );
+            if let (Some(src), Some([floor, measured, observed])) =
+                (&q.headroom_source, q.headroom_terms)
+            {
+                let _ = writeln!(
+                    out,
+                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; largest overshoot after XOFF < {}",
+                    o(q.headroom_bytes),
+                    q.overshoot_max_bytes
+                );
+            }
         }
     }
     out

@@ -11,10 +11,12 @@ use xsk_rs::{
 };
 
 use super::{
-    pool::{Frame, FramePool},
+    ingress::{IngressTracker, RxBacklog, Stamps},
+    pool::{control_reserve, Frame, FramePool},
     port::{iface_mac, KernelDrops, Port, PortError, RxFrame},
     xdp_prog::XdpProgram,
 };
+use crate::fc::PRIORITIES;
 use crate::wire::MacAddr;
 
 /// Descriptors per RX and TX ring.
@@ -24,8 +26,20 @@ const RING: u32 = 4096;
 const FILL_TARGET: usize = 4096;
 /// Largest batch handled per call.
 pub const MAX_BATCH: usize = 256;
+/// Frames handed to the TX ring and not yet completed, at most. A frame in the TX ring is
+/// committed: a pause that arrives after it cannot hold it back. Bounding the ring's depth
+/// bounds what leaves after a PAUSE/PFC/SFC pause (on copy-mode veth a kick sends only a
+/// few dozen frames, so an unbounded ring filled to its 4096 slots whenever the sender's CPU
+/// was busy: megabytes beyond XOFF).
+const TX_IN_FLIGHT: usize = 128;
 /// An RX stamp older than this is not believed (it would be a stale value in the metadata).
 const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
+
+/// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames: at most
+/// [`FILL_TARGET`] and at most a quarter of the pool.
+pub fn fill_target(pool_frames: u32) -> usize {
+    FILL_TARGET.min(pool_frames as usize / 4).max(64)
+}
 
 /// Options for opening an AF_XDP port.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,9 +58,12 @@ pub struct AfXdpPort {
     cq: CompQueue,
     fd: RawFd,
     scratch: Vec<FrameDesc>,
+    /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
     fill_target: usize,
     in_tx: usize,
+    /// What this socket's RX ring holds, from the XDP program's counters.
+    ingress: Option<IngressTracker>,
 }
 
 // SAFETY: the rings are only used from the worker thread that owns the port.
@@ -116,18 +133,21 @@ impl AfXdpPort {
             fd,
             scratch: vec![FrameDesc::default(); MAX_BATCH.max(FILL_TARGET)],
             in_fill: 0,
-            fill_target: FILL_TARGET.min(pool.capacity() as usize / 4).max(64),
+            fill_target: fill_target(pool.capacity()),
             in_tx: 0,
+            ingress: IngressTracker::new(prog.ingress().clone(), queue),
         };
         port.refill(pool)?;
         Ok(port)
     }
 
     fn refill(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
-        let want = self
-            .fill_target
-            .saturating_sub(self.in_fill)
-            .min(pool.available());
+        // The pool's last frames are kept for control frames (a PFC XOFF must always be
+        // buildable); below that the fill ring runs short, which is itself congestion.
+        let want = self.fill_target.saturating_sub(self.in_fill).min(
+            pool.available()
+                .saturating_sub(control_reserve(pool.capacity())),
+        );
         if want < 32 && self.in_fill > 0 {
             return Ok(()); // refill in batches
         }
@@ -179,12 +199,20 @@ impl Port for AfXdpPort {
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
         for d in &self.scratch[..n] {
             let frame = pool.adopt_desc(d);
-            let stamp = pool.take_meta_u64(frame.idx);
-            let rx_ns = match stamp {
-                Some(t) if t <= now && now - t < MAX_STAMP_AGE_NS => t,
+            let meta = pool.take_meta(frame.idx).unwrap_or_default();
+            if let (Some(t), Some(s)) = (&mut self.ingress, Stamps::decode([meta[0], meta[1]])) {
+                t.on_taken(s);
+            }
+            let rx_ns = match meta[2] {
+                t if t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS => t,
                 _ => now,
             };
             out.push(RxFrame { frame, rx_ns });
+        }
+        if n > 0 {
+            if let Some(t) = &self.ingress {
+                t.publish();
+            }
         }
         self.in_fill -= n.min(self.in_fill);
         self.refill(pool)?;
@@ -192,7 +220,8 @@ impl Port for AfXdpPort {
     }
 
     fn tx_room(&mut self) -> usize {
-        self.tx.nb_free(MAX_BATCH as u32) as usize
+        let free = self.tx.nb_free(MAX_BATCH as u32) as usize;
+        free.min(TX_IN_FLIGHT.saturating_sub(self.in_tx))
     }
 
     fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
@@ -234,6 +263,26 @@ impl Port for AfXdpPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.fd)
+    }
+
+    fn rx_backlog(&mut self) -> RxBacklog {
+        let Some(t) = &mut self.ingress else {
+            return RxBacklog::default();
+        };
+        let (bytes, frames, arrived) = t.backlog();
+        RxBacklog {
+            bytes,
+            frames,
+            fill_free: Some((self.in_fill as u64).saturating_sub(frames)),
+            fill_target: self.fill_target as u64,
+            arrived,
+        }
+    }
+
+    fn backlog_drops(&self) -> [u64; PRIORITIES] {
+        self.ingress
+            .as_ref()
+            .map_or([0; PRIORITIES], IngressTracker::lossy_drops)
     }
 
     fn kernel_drops(&self) -> KernelDrops {

@@ -11,7 +11,9 @@ use super::{
     classify::{self, Trust},
     clock::now_ns,
     idle::Idler,
+    ingress::FillWatch,
     linkstate::LinkShared,
+    pfc_headroom::{HeadroomSettings, PortHeadroom},
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
     queue::{PrioQueues, Queued, Ring},
@@ -126,6 +128,32 @@ const LOSSY_RESERVE_DIVISOR: usize = 4;
 /// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
+/// With lossless priorities configured, the XDP program drops lossy frames once the RX
+/// backlog reaches 1/this of the fill ring, so a lossy flood never gets near the point where
+/// the fill ring is short of buffers (half of it, see [`FillWatch`]).
+const LOSSY_BACKLOG_DIVISOR: u64 = 4;
+
+/// The XDP program's ingress policy for a port of `setup` with priorities `prios`, whose
+/// sockets keep `fill_target` buffers in their fill rings.
+pub fn ingress_policy(
+    trust: Trust,
+    prios: &[PrioPlan; PRIORITIES],
+    fill_target: usize,
+) -> crate::dataplane::xdp_prog::IngressPolicy {
+    let lossless = prios.iter().any(PrioPlan::lossless);
+    crate::dataplane::xdp_prog::IngressPolicy {
+        trust,
+        lossy_mask: (0..PRIORITIES)
+            .filter(|&p| !prios[p].lossless())
+            .fold(0, |m, p| m | (1 << p)),
+        lossy_backlog_frames: if lossless {
+            (fill_target as u64 / LOSSY_BACKLOG_DIVISOR) as u32
+        } else {
+            0
+        },
+    }
+}
+
 /// What one port of the wire needs besides its socket.
 #[derive(Debug, Clone)]
 pub struct PortSetup {
@@ -162,6 +190,8 @@ pub struct ForwardSetup {
     pub linkup: Option<(LinkupSettings, Vec<Arc<LinkShared>>)>,
     /// Timers of the credit lanes.
     pub credit: CreditTimers,
+    /// How the PFC headroom adapts to the overshoot seen.
+    pub headroom: HeadroomSettings,
 }
 
 /// One worker of wire mode.
@@ -202,6 +232,16 @@ pub struct ForwardWorker {
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
     /// are tail-dropped, so a lossy flood cannot starve the RX fill ring of lossless traffic.
     lossy_reserve: usize,
+    /// This worker's share of each port's RX backlog as last published in [`SharedPort`].
+    rx_backlog: Vec<[u64; PRIORITIES]>,
+    /// Bytes arrived per priority on this worker's queue of each port, as last published.
+    arrived: Vec<[u64; PRIORITIES]>,
+    /// Headroom in force per PFC priority of each ingress port (the leader's; empty on
+    /// other workers).
+    headroom: Vec<PortHeadroom>,
+    /// Whether this worker's fill ring of each port is short of buffers (published in
+    /// [`SharedPort`]).
+    fill_watch: Vec<FillWatch>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -226,7 +266,26 @@ impl ForwardWorker {
     ) -> Self {
         let n = ports.len();
         let cap = pool.capacity() as usize;
-        let thresholds = std::array::from_fn(|p| setup.prios[p].thresholds());
+        let headroom: Vec<PortHeadroom> = if setup.pfc_generator {
+            (0..n)
+                .map(|_| {
+                    PortHeadroom::new(
+                        setup.headroom,
+                        &setup.prios,
+                        |p| (setup.prios[p], false),
+                        now,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let thresholds = |e: usize| {
+            headroom.get(e).map_or_else(
+                || std::array::from_fn(|p| setup.prios[p].thresholds()),
+                PortHeadroom::thresholds,
+            )
+        };
         ForwardWorker {
             egress: (0..n).map(|_| PrioQueues::new(cap)).collect(),
             shapers: setup
@@ -245,7 +304,8 @@ impl ForwardWorker {
             generators: setup
                 .ports
                 .iter()
-                .map(|p| PfcGenerator::new(thresholds, p.pause_quanta, p.speed_bps))
+                .enumerate()
+                .map(|(e, p)| PfcGenerator::new(thresholds(e), p.pause_quanta, p.speed_bps))
                 .collect(),
             watchdogs: match setup.watchdog {
                 Some(c) => (0..n).map(|_| PfcWatchdog::new(c)).collect(),
@@ -307,6 +367,10 @@ impl ForwardWorker {
             } else {
                 0
             },
+            rx_backlog: vec![[0; PRIORITIES]; n],
+            arrived: vec![[0; PRIORITIES]; n],
+            headroom,
+            fill_watch: vec![FillWatch::default(); n],
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -448,7 +512,31 @@ impl ForwardWorker {
             }
             self.ingress(p, rx, now);
         }
+        self.account_rx_backlog(p);
         Ok(n)
+    }
+
+    /// Publishes what still waits in port `p`'s RX ring (from the XDP program's counters) and
+    /// whether its fill ring is short of buffers: both are congestion the PFC and SFC
+    /// congestion points of `p` act on, before the kernel has to drop anything.
+    fn account_rx_backlog(&mut self, p: usize) {
+        let b = self.ports[p].rx_backlog();
+        if b.bytes != self.rx_backlog[p] {
+            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &b.bytes);
+            self.rx_backlog[p] = b.bytes;
+        }
+        if b.arrived != self.arrived[p] {
+            self.shared[p].add_arrived(&self.arrived[p], &b.arrived);
+            self.arrived[p] = b.arrived;
+        }
+        let c = &self.stats.ports[p];
+        if let Some(starved) = self.fill_watch[p].update(&b) {
+            self.shared[p].set_fill_starved(starved);
+            if starved {
+                c.fill_starved_events.add(1);
+            }
+        }
+        c.rx_backlog_frames_peak.max(b.frames);
     }
 
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
@@ -458,6 +546,7 @@ impl ForwardWorker {
         let len = u64::from(rx.frame.len);
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
+        c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
         let data = self.pool.data(rx.frame);
         let Ok(eth) = EthernetFrame::new_checked(data) else {
             return self.discard(p, rx.frame, DropReason::Malformed);
@@ -593,7 +682,8 @@ impl ForwardWorker {
         offending: Frame,
         now: u64,
     ) {
-        let queued = self.egress[e].ring_ref(prio).bytes();
+        // What waits in the ingress RX ring must drain through this queue too.
+        let queued = self.egress[e].ring_ref(prio).bytes() + self.rx_backlog[p][prio];
         let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
             return;
         };
@@ -692,10 +782,29 @@ impl ForwardWorker {
         self.timers[p].on_frame(m, now);
     }
 
-    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`.
+    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
+    /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     fn generate_pfc(&mut self, p: usize, now: u64) {
-        let occupancy = self.shared[p].occupancy_all();
-        let Some(m) = self.generators[p].poll(now, &occupancy) else {
+        let occupancy = self.shared[p].pfc_occupancy();
+        // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
+        let congested = if self.shared[p].fill_starved() {
+            u8::MAX
+        } else {
+            0
+        };
+        let before = self.generators[p].xoff_mask();
+        let sent = self.generators[p].poll(now, &occupancy, congested);
+        let after = self.generators[p].xoff_mask();
+        let c = &self.stats.ports[p];
+        if let Some(h) = self.headroom.get_mut(p) {
+            let arrived = self.shared[p].arrived_all();
+            if h.observe(now, before, after, &arrived, |prio, bytes| {
+                c.overshoot[prio].record(bytes)
+            }) {
+                self.retune(p, now);
+            }
+        }
+        let Some(m) = sent else {
             return;
         };
         let c = &self.stats.ports[p];
@@ -703,6 +812,32 @@ impl ForwardWorker {
             c.xoff_transitions[prio].set(*n);
         }
         self.send_pfc(p, &m);
+    }
+
+    /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
+    /// says why.
+    fn retune(&mut self, p: usize, now: u64) {
+        let Some(h) = self.headroom.get(p) else {
+            return;
+        };
+        let port = &self.setup.ports[p];
+        self.generators[p].reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
+        for prio in 0..PRIORITIES {
+            if let Some(r) = h.report(prio, now) {
+                tracing::info!(
+                    iface = self.ports[p].name(),
+                    priority = prio,
+                    headroom = r.in_force,
+                    source = r.source.label(),
+                    floor = r.floor,
+                    measured = r.model,
+                    observed = r.evidence,
+                    xoff = r.xoff,
+                    xon = r.xon,
+                    "PFC headroom changed"
+                );
+            }
+        }
     }
 
     /// Queues the PFC frame `m` for TX on port `p` and counts it.
@@ -821,8 +956,27 @@ impl ForwardWorker {
         Ok(sent)
     }
 
-    /// Publishes the gauges readers see (queue depth and peak, paused time) for every port.
+    /// Publishes the gauges readers see (queue depth and peak, paused time, headroom) for
+    /// every port, and lets the observed headroom evidence decay.
     fn publish_gauges(&mut self, now: u64) {
+        for p in 0..self.headroom.len() {
+            if self.headroom[p].advance(now) {
+                self.retune(p, now);
+            }
+            let c = &self.stats.ports[p];
+            for prio in 0..PRIORITIES {
+                let Some(r) = self.headroom[p].report(prio, now) else {
+                    continue;
+                };
+                c.headroom_in_force[prio].set(r.in_force);
+                c.headroom_source[prio].set(r.source as u64);
+                c.headroom_floor[prio].set(r.floor);
+                c.headroom_model[prio].set(r.model);
+                c.headroom_evidence[prio].set(r.evidence);
+                c.xoff_in_force[prio].set(r.xoff);
+                c.xon_in_force[prio].set(r.xon);
+            }
+        }
         for e in 0..self.ports.len() {
             let c = &self.stats.ports[e];
             let depth = self.egress[e].bytes();
@@ -846,7 +1000,10 @@ impl ForwardWorker {
                 c.credit_resyncs[p].set(r.resyncs);
                 c.credit_reinits[p].set(r.reinits);
             }
+            let backlog_drops = self.ports[e].backlog_drops();
             for p in 0..PRIORITIES {
+                c.rx_backlog_bytes[p].set(self.rx_backlog[e][p]);
+                c.rx_backlog_drops[p].set(backlog_drops[p]);
                 c.sfc_paused_ns[p].set(sfc_paused[p]);
                 c.queue_bytes[p].set(depth[p]);
                 c.queue_peak_bytes[p].set(peak[p]);
@@ -902,8 +1059,20 @@ impl ForwardWorker {
             self.setup.sfc = s.sfc;
         }
         self.setup.prios = s.prios;
+        self.setup.headroom = s.headroom;
+        let now = now_ns();
         for (i, g) in self.generators.iter_mut().enumerate() {
-            let thresholds = std::array::from_fn(|p| s.plan_for(i, p).0.thresholds());
+            let in_force = |p| {
+                let (plan, source) = s.plan_for(i, p);
+                (plan, source == "measured")
+            };
+            let thresholds = match self.headroom.get_mut(i) {
+                Some(h) => {
+                    h.reconfigure(s.headroom, &s.prios, in_force, now);
+                    h.thresholds()
+                }
+                None => std::array::from_fn(|p| s.plan_for(i, p).0.thresholds()),
+            };
             let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
             self.setup.ports[i].pause_quanta = quanta;
             g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
@@ -1034,6 +1203,14 @@ impl ForwardWorker {
     }
 
     fn shutdown(&mut self) {
+        // This worker's share of what waits at ingress goes with it.
+        for p in 0..self.ports.len() {
+            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &[0; PRIORITIES]);
+            self.rx_backlog[p] = [0; PRIORITIES];
+            if std::mem::take(&mut self.fill_watch[p]).starved() {
+                self.shared[p].set_fill_starved(false);
+            }
+        }
         for r in &mut self.ctrl {
             while let Some(q) = r.pop() {
                 self.pool.release(q.idx);
@@ -1095,6 +1272,7 @@ mod tests {
                     resync_interval_ns: 50_000,
                     timeout_ns: 2_000_000,
                 },
+                headroom: HeadroomSettings::default(),
             },
             0,
         );
@@ -1168,6 +1346,54 @@ mod tests {
         assert_eq!(p0.drops.iter().map(Counter::get).sum::<u64>(), 0);
         // The queue never needed the headroom beyond what 5 us of reaction allows.
         assert!(stats.ports[1].queue_peak_bytes[3].get() < 32 * 1024 + 8 * 1024);
+    }
+
+    /// The worker as the bottleneck: a 10 Gbit/s source of 128-byte frames steps ahead of a
+    /// worker that takes one batch per port per 100 us, into an egress that is not congested.
+    /// Only the RX backlog (frames steered, not yet taken) can tell the PFC congestion point.
+    #[test]
+    fn a_worker_that_falls_behind_pauses_its_source_from_the_rx_backlog() {
+        const LEN: usize = 128;
+        let (mut w, src, dst, stats) = worker(PrioPlan::pfc(16 * 1024, 8 * 1024, 64 * 1024));
+        let mut source = PauseTimers::new(10 * GBIT);
+        let (mut seq, mut next_tx, mut peak, mut delivered) = (0u64, 0u64, 0, Vec::new());
+        let gap = (LEN as u64 + 24) * 8 / 10; // ns per frame at 10 Gbit/s
+        let mut bytes = vec![0; LEN];
+        for now in (0..20_000_000u64).step_by(100_000) {
+            while next_tx <= now {
+                if !source.is_paused(3, next_tx) && now < 15_000_000 {
+                    let f = TestFrame {
+                        seq,
+                        ..TestFrame::sample(LEN)
+                    };
+                    f.emit(&mut bytes).unwrap();
+                    src.inject(&bytes, next_tx);
+                    seq += 1;
+                }
+                next_tx += gap;
+            }
+            peak = peak.max(src.pending());
+            w.step(now).unwrap();
+            for f in src.take() {
+                // The daemon's PFC reaches the source 5 us later.
+                source.on_frame(&MacControl::parse_frame(&f).unwrap(), now + 5_000);
+            }
+            delivered.extend(
+                dst.take()
+                    .iter()
+                    .map(|f| TestFrameView::parse(f).unwrap().seq),
+            );
+        }
+        assert!(seq > 5_000, "the source ran: {seq}");
+        assert_eq!(delivered, (0..seq).collect::<Vec<_>>(), "in order, no gaps");
+        assert!(stats.ports[0].pfc_tx[3].get() > 10, "PFC sent upstream");
+        // The source is held near XOFF (16 KiB = 128 frames) plus what one 100 us turn lets
+        // through at 10 Gbit/s (~820 frames); without the RX backlog it never pauses at all.
+        assert!(peak < 128 + 2 * 830, "RX backlog peaked at {peak} frames");
+        assert_eq!(
+            stats.ports[0].drops.iter().map(Counter::get).sum::<u64>(),
+            0
+        );
     }
 
     #[test]

@@ -9,51 +9,62 @@ use std::{
 };
 
 use super::{
+    classify::{self, Trust},
+    ingress::{IngressMap, IngressTracker, RxBacklog, Stamps},
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
 };
-use crate::wire::MacAddr;
+use crate::wire::{EthernetFrame, MacAddr};
 
 #[derive(Debug, Default)]
 struct Queues {
-    to_port: VecDeque<(Vec<u8>, u64)>,
+    /// Frames on their way to the port, with the ingress stamps the XDP program would give.
+    to_port: VecDeque<(Vec<u8>, u64, Stamps)>,
     from_port: VecDeque<Vec<u8>>,
 }
 
 /// The worker's end of an in-memory link.
-#[derive(Debug)]
 pub struct MemPort {
     name: String,
     mac: MacAddr,
     q: Arc<Mutex<Queues>>,
     tx_room: usize,
+    /// The worker's side of the ingress accounting, as over AF_XDP (queue 0 of the link).
+    ingress: IngressTracker,
 }
 
-/// The test's end of an in-memory link.
-#[derive(Debug, Clone)]
+/// The test's end of an in-memory link; it plays the XDP program's part in the ingress
+/// accounting (PCP classification), so the worker sees its RX backlog as over AF_XDP.
+#[derive(Clone)]
 pub struct MemPeer {
     q: Arc<Mutex<Queues>>,
+    ingress: Arc<IngressMap>,
 }
 
 /// A connected port/peer pair. `tx_room` bounds how many frames one `send` accepts.
 pub fn mem_link(name: &str, mac: MacAddr, tx_room: usize) -> (MemPort, MemPeer) {
     let q = Arc::new(Mutex::new(Queues::default()));
+    let ingress = Arc::new(IngressMap::heap());
     (
         MemPort {
             name: name.to_string(),
             mac,
             q: q.clone(),
             tx_room,
+            ingress: IngressTracker::new(ingress.clone(), 0).expect("queue 0 is in the map"),
         },
-        MemPeer { q },
+        MemPeer { q, ingress },
     )
 }
 
 impl MemPeer {
     /// Delivers `frame` to the port, received at `rx_ns`.
     pub fn inject(&self, frame: &[u8], rx_ns: u64) {
+        let prio =
+            EthernetFrame::new_checked(frame).map_or(0, |e| classify::priority(&e, Trust::Pcp));
+        let stamps = self.ingress.steer(0, prio, frame.len() as u64);
         let mut q = self.q.lock().expect("test queue");
-        q.to_port.push_back((frame.to_vec(), rx_ns));
+        q.to_port.push_back((frame.to_vec(), rx_ns, stamps));
     }
 
     /// Takes every frame the port has transmitted.
@@ -92,10 +103,11 @@ impl Port for MemPort {
         let mut n = 0;
         while n < max {
             let Some(idx) = pool.alloc() else { break };
-            let Some((bytes, rx_ns)) = q.to_port.pop_front() else {
+            let Some((bytes, rx_ns, stamps)) = q.to_port.pop_front() else {
                 pool.release(idx);
                 break;
             };
+            self.ingress.on_taken(stamps);
             let buf = pool.buf_mut(idx);
             let len = bytes.len().min(buf.len());
             buf[..len].copy_from_slice(&bytes[..len]);
@@ -108,7 +120,18 @@ impl Port for MemPort {
             });
             n += 1;
         }
+        self.ingress.publish();
         Ok(n)
+    }
+
+    fn rx_backlog(&mut self) -> RxBacklog {
+        let (bytes, frames, arrived) = self.ingress.backlog();
+        RxBacklog {
+            bytes,
+            frames,
+            arrived,
+            ..RxBacklog::default()
+        }
     }
 
     fn tx_room(&mut self) -> usize {

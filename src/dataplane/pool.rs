@@ -11,6 +11,17 @@ use xsk_rs::{config::UmemConfig, FrameDesc, Umem};
 /// Bytes per frame.
 pub const FRAME_SIZE: usize = 2048;
 
+/// Frames of a pool of `pool_frames` that a worker never hands to the kernel's fill rings, so
+/// the control frames it must send (PFC above all: it is what relieves a pool running short)
+/// always find a buffer: 512, or an eighth of a small pool.
+pub fn control_reserve(pool_frames: u32) -> usize {
+    512.min(pool_frames as usize / 8)
+}
+
+/// 64-bit words the XDP program writes in front of a frame's data (`bpf/lossless.bpf.c`):
+/// the ingress frames stamp, the ingress bytes stamp, the RX timestamp.
+pub const META_WORDS: usize = 3;
+
 /// A frame owned by the worker: its index in the pool and its length in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame {
@@ -154,22 +165,26 @@ impl FramePool {
         unsafe { std::slice::from_raw_parts_mut(self.base.add(off), room) }
     }
 
-    /// Reads and clears the 8 bytes right before the packet data of `idx` (the XDP metadata
-    /// area), so a later frame in the same buffer never sees a stale value.
+    /// Reads and clears the [`META_WORDS`] words right before the packet data of `idx` (the
+    /// XDP metadata area: ingress stamps, then the RX timestamp), so a later frame in the same
+    /// buffer never sees stale values. `None` if the frame has no room for them.
     #[inline]
-    pub fn take_meta_u64(&mut self, idx: u32) -> Option<u64> {
+    pub fn take_meta(&mut self, idx: u32) -> Option<[u64; META_WORDS]> {
+        const LEN: usize = META_WORDS * 8;
         let off = self.data_off[idx as usize];
         let frame_start = off - off % FRAME_SIZE;
-        if off < frame_start + 8 {
+        if off < frame_start + LEN {
             return None;
         }
-        let mut b = [0u8; 8];
-        // SAFETY: the 8 bytes lie in the same frame before its data.
+        let mut b = [0u8; LEN];
+        // SAFETY: the bytes lie in the same frame before its data.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.base.add(off - 8), b.as_mut_ptr(), 8);
-            std::ptr::write_bytes(self.base.add(off - 8), 0, 8);
+            std::ptr::copy_nonoverlapping(self.base.add(off - LEN), b.as_mut_ptr(), LEN);
+            std::ptr::write_bytes(self.base.add(off - LEN), 0, LEN);
         }
-        Some(u64::from_ne_bytes(b))
+        Some(std::array::from_fn(|i| {
+            u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+        }))
     }
 
     fn room(&self, idx: u32) -> usize {

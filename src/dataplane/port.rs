@@ -2,7 +2,10 @@
 
 use std::os::fd::RawFd;
 
-use super::pool::{Frame, FramePool};
+use super::{
+    ingress::RxBacklog,
+    pool::{Frame, FramePool},
+};
 use crate::wire::MacAddr;
 
 /// A received frame and when it arrived (CLOCK_MONOTONIC ns).
@@ -25,6 +28,14 @@ pub struct KernelDrops {
     pub fill_ring_empty: u64,
     /// TX descriptors the kernel rejected.
     pub tx_invalid: u64,
+}
+
+impl KernelDrops {
+    /// Received frames the kernel dropped at the socket: no fill buffer (counted in
+    /// `rx_dropped`, and as empty fill-ring reads in `fill_ring_empty`) or no RX ring slot.
+    pub fn rx_lost(&self) -> u64 {
+        self.rx_dropped.max(self.fill_ring_empty) + self.rx_ring_full
+    }
 }
 
 /// Why a port operation failed.
@@ -77,6 +88,16 @@ pub trait Port: Send {
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;
+    /// What waits in this port's RX ring for the worker (no syscall: call once per turn).
+    /// Zero where the backend cannot see it.
+    fn rx_backlog(&mut self) -> RxBacklog {
+        RxBacklog::default()
+    }
+    /// Lossy frames dropped before the socket because the RX backlog was deep, per priority
+    /// (the XDP program's count for this port's queue).
+    fn backlog_drops(&self) -> [u64; crate::fc::PRIORITIES] {
+        [0; crate::fc::PRIORITIES]
+    }
     /// Frames the kernel dropped on this port's socket so far (a syscall: call rarely).
     fn kernel_drops(&self) -> KernelDrops {
         KernelDrops::default()

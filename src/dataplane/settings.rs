@@ -7,6 +7,7 @@ use std::sync::{
     Mutex,
 };
 
+use super::pfc_headroom::HeadroomSettings;
 use crate::{
     config::{PfcPlan, Plan, PrioPlan, SfcSettings},
     fc::{watchdog::WatchdogConfig, PRIORITIES},
@@ -28,6 +29,8 @@ pub struct LiveSettings {
     pub measured: Vec<Option<PfcPlan>>,
     /// Round trip measured at link-up per port, ns (TTS + TFS of SFC for sources behind it).
     pub rtt_ns: Vec<Option<u64>>,
+    /// How the PFC headroom adapts.
+    pub headroom: HeadroomSettings,
 }
 
 impl LiveSettings {
@@ -59,6 +62,7 @@ impl LiveSettings {
             sfc: plan.sfc,
             measured: vec![None; plan.ports.len()],
             rtt_ns: vec![None; plan.ports.len()],
+            headroom: plan.headroom,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! Per-port state every worker must see: buffer occupancy per priority (charged at RX,
-//! released at TX, whichever workers do those), pause deadlines from received PFC frames and
-//! whether the port has a carrier.
+//! released at TX, whichever workers do those), what waits in the port's RX rings, pause
+//! deadlines from received PFC frames and whether the port has a carrier.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use crate::fc::PRIORITIES;
 
@@ -11,6 +11,13 @@ use crate::fc::PRIORITIES;
 pub struct SharedPort {
     /// Bytes charged to this port as ingress, per priority.
     occupancy: [AtomicU64; PRIORITIES],
+    /// Bytes steered by the XDP program and not yet taken from an RX ring, per priority,
+    /// summed over the port's queues (each worker adds the change of its own queue's).
+    rx_backlog: [AtomicU64; PRIORITIES],
+    /// Workers whose fill ring for this port is running short of buffers.
+    fill_starved: AtomicU32,
+    /// Bytes arrived per priority (steered by XDP), summed over the port's queues.
+    arrived: [AtomicU64; PRIORITIES],
     /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by PAUSE/PFC.
     pause_until: [AtomicU64; PRIORITIES],
     /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by SFC.
@@ -41,6 +48,62 @@ impl SharedPort {
     /// All priorities' occupancy.
     pub fn occupancy_all(&self) -> [u64; PRIORITIES] {
         std::array::from_fn(|p| self.occupancy(p))
+    }
+
+    /// Replaces one worker's share of the RX backlog: it was `old` and is now `new` bytes.
+    #[inline]
+    pub fn update_rx_backlog(&self, old: &[u64; PRIORITIES], new: &[u64; PRIORITIES]) {
+        for p in 0..PRIORITIES {
+            if old[p] != new[p] {
+                // Wrapping: the sum over workers never goes below zero, one share may shrink.
+                self.rx_backlog[p].fetch_add(new[p].wrapping_sub(old[p]), Relaxed);
+            }
+        }
+    }
+
+    /// Adds one worker's new arrivals per priority (`new` − `old` of its queue's totals).
+    #[inline]
+    pub fn add_arrived(&self, old: &[u64; PRIORITIES], new: &[u64; PRIORITIES]) {
+        for p in 0..PRIORITIES {
+            if old[p] != new[p] {
+                self.arrived[p].fetch_add(new[p].wrapping_sub(old[p]), Relaxed);
+            }
+        }
+    }
+
+    /// Bytes arrived per priority on the port (steered by XDP) since start.
+    pub fn arrived_all(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.arrived[p].load(Relaxed))
+    }
+
+    /// Bytes per priority waiting in the port's RX rings.
+    pub fn rx_backlog_all(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.rx_backlog[p].load(Relaxed))
+    }
+
+    /// What the PFC congestion point of this port acts on, per priority: bytes queued plus
+    /// bytes still waiting in its RX rings (a frame counts from the XDP hook on).
+    pub fn pfc_occupancy(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| {
+            self.occupancy[p]
+                .load(Relaxed)
+                .wrapping_add(self.rx_backlog[p].load(Relaxed))
+        })
+    }
+
+    /// One worker's fill ring for this port started (`true`) or stopped running short.
+    pub fn set_fill_starved(&self, starved: bool) {
+        if starved {
+            self.fill_starved.fetch_add(1, Relaxed);
+        } else {
+            self.fill_starved.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Some worker's fill ring for this port is running short of buffers.
+    #[inline]
+    pub fn fill_starved(&self) -> bool {
+        self.fill_starved.load(Relaxed) != 0
     }
 
     /// Records whether the port is operational (the carrier watch does).

@@ -25,10 +25,117 @@ impl Counter {
         self.0.store(v, Relaxed);
     }
 
+    /// Raises a high-water-mark gauge to `v` if it is below.
+    #[inline]
+    pub fn max(&self, v: u64) {
+        if v > self.get() {
+            self.set(v);
+        }
+    }
+
     /// Reads the value.
     #[inline]
     pub fn get(&self) -> u64 {
         self.0.load(Relaxed)
+    }
+}
+
+/// A histogram with power-of-two buckets, one writer (its worker): bucket `b` counts values
+/// `v` with `2^(b-1) <= v < 2^b` (bucket 0 counts zeros). Recording is a leading-zero count
+/// and two counter adds.
+#[derive(Debug)]
+pub struct Log2Histogram {
+    buckets: [Counter; 65],
+    sum: Counter,
+}
+
+impl Default for Log2Histogram {
+    fn default() -> Self {
+        Log2Histogram {
+            buckets: std::array::from_fn(|_| Counter::default()),
+            sum: Counter::default(),
+        }
+    }
+}
+
+impl Log2Histogram {
+    /// Counts one value.
+    #[inline]
+    pub fn record(&self, v: u64) {
+        self.buckets[(64 - v.leading_zeros()) as usize].add(1);
+        self.sum.add(v);
+    }
+}
+
+/// A [`Log2Histogram`] read (and summed over workers) for reports and metrics.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Log2Snapshot {
+    /// Count per bucket: index `b` counts values below `2^b` and at least `2^(b-1)`.
+    pub buckets: Vec<u64>,
+    /// Sum of the values.
+    pub sum: u64,
+}
+
+impl Default for Log2Snapshot {
+    fn default() -> Self {
+        Log2Snapshot {
+            buckets: vec![0; 65],
+            sum: 0,
+        }
+    }
+}
+
+impl Log2Snapshot {
+    /// Sums `histograms`.
+    pub fn of<'a>(histograms: impl IntoIterator<Item = &'a Log2Histogram>) -> Self {
+        let mut s = Log2Snapshot::default();
+        for h in histograms {
+            for (acc, c) in s.buckets.iter_mut().zip(&h.buckets) {
+                *acc += c.get();
+            }
+            s.sum += h.sum.get();
+        }
+        s
+    }
+
+    /// Values counted.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+
+    /// An upper bound of quantile `q` (0..=1): the bucket bound the quantile falls below
+    /// (0 with no values).
+    pub fn quantile_bound(&self, q: f64) -> u64 {
+        let total = self.count();
+        if total == 0 {
+            return 0;
+        }
+        let want = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (b, n) in self.buckets.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return if b == 0 {
+                    0
+                } else {
+                    (1u64 << (b - 1)).saturating_mul(2) - 1
+                };
+            }
+        }
+        u64::MAX
+    }
+
+    /// Cumulative counts at the upper bounds `2^b - 1` for `b` in `range` (Prometheus `le`).
+    pub fn cumulative(&self, range: std::ops::RangeInclusive<usize>) -> Vec<(u64, u64)> {
+        let mut acc = 0;
+        let mut out = Vec::new();
+        for (b, n) in self.buckets.iter().enumerate() {
+            acc += n;
+            if range.contains(&b) {
+                out.push((((1u128 << b) - 1) as u64, acc));
+            }
+        }
+        out
     }
 }
 
@@ -128,6 +235,34 @@ pub struct PortCounters {
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
     pub drops: [Counter; DropReason::ALL.len()],
+    /// Bytes of this (ingress) port's priorities waiting in its RX ring (gauge).
+    pub rx_backlog_bytes: [Counter; PRIORITIES],
+    /// Highest number of frames seen waiting in this port's RX ring (gauge).
+    pub rx_backlog_frames_peak: Counter,
+    /// Times this port's fill ring ran short of buffers, which pauses its PFC priorities.
+    pub fill_starved_events: Counter,
+    /// Lossy frames the XDP program dropped because this port's RX backlog was deep, per
+    /// priority (gauge of the program's counter).
+    pub rx_backlog_drops: [Counter; PRIORITIES],
+    /// Bytes of the priority that arrived after each XOFF this (ingress) port sent, until the
+    /// pause took effect (leader worker).
+    pub overshoot: [Log2Histogram; PRIORITIES],
+    /// The worker's lag behind the XDP hook per frame: worker time − XDP RX stamp, ns.
+    pub rx_lag_ns: Log2Histogram,
+    /// PFC headroom in force per priority, bytes, and its terms (leader worker; gauges).
+    pub headroom_in_force: [Counter; PRIORITIES],
+    /// Where the headroom in force comes from: 0 configured, 1 measured, 2 observed.
+    pub headroom_source: [Counter; PRIORITIES],
+    /// The floor of the headroom.
+    pub headroom_floor: [Counter; PRIORITIES],
+    /// Link-up's model of the headroom (0 until measured).
+    pub headroom_model: [Counter; PRIORITIES],
+    /// Observed overshoot × margin, decayed.
+    pub headroom_evidence: [Counter; PRIORITIES],
+    /// XOFF and XON in force.
+    pub xoff_in_force: [Counter; PRIORITIES],
+    /// XON in force.
+    pub xon_in_force: [Counter; PRIORITIES],
     /// PFC storms the watchdog detected on this egress port, per priority.
     pub watchdog_storms: [Counter; PRIORITIES],
     /// 1 while the priority is stormed (gauge).
@@ -231,6 +366,45 @@ pub struct PortSnapshot {
     pub watchdog_stormed: [u64; PRIORITIES],
     /// Frames the kernel dropped before the daemon saw them.
     pub kernel_drops: KernelDrops,
+    /// Bytes per priority waiting in the port's RX rings (steered by XDP, not yet taken).
+    #[serde(default)]
+    pub rx_backlog_bytes: [u64; PRIORITIES],
+    /// Highest number of frames seen waiting in one of the port's RX rings.
+    #[serde(default)]
+    pub rx_backlog_frames_peak: u64,
+    /// Times the port's fill ring ran short of buffers (its PFC priorities were paused).
+    #[serde(default)]
+    pub fill_starved_events: u64,
+    /// Lossy frames the XDP program dropped because the RX backlog was deep, per priority.
+    #[serde(default)]
+    pub rx_backlog_drops: [u64; PRIORITIES],
+    /// Bytes arrived after each XOFF until the pause took effect, per priority.
+    #[serde(default)]
+    pub overshoot: Vec<Log2Snapshot>,
+    /// Worker time − XDP RX stamp per frame, ns.
+    #[serde(default)]
+    pub rx_lag_ns: Log2Snapshot,
+    /// PFC headroom in force per priority, bytes.
+    #[serde(default)]
+    pub headroom_in_force: [u64; PRIORITIES],
+    /// Where it comes from: 0 configured, 1 measured, 2 observed.
+    #[serde(default)]
+    pub headroom_source: [u64; PRIORITIES],
+    /// Its floor.
+    #[serde(default)]
+    pub headroom_floor: [u64; PRIORITIES],
+    /// Link-up's model of it.
+    #[serde(default)]
+    pub headroom_model: [u64; PRIORITIES],
+    /// Observed overshoot × margin, decayed.
+    #[serde(default)]
+    pub headroom_evidence: [u64; PRIORITIES],
+    /// XOFF in force.
+    #[serde(default)]
+    pub xoff_in_force: [u64; PRIORITIES],
+    /// XON in force.
+    #[serde(default)]
+    pub xon_in_force: [u64; PRIORITIES],
     /// Credit the port may still send per priority, bytes.
     #[serde(default)]
     pub credit_available: [u64; PRIORITIES],
@@ -249,6 +423,37 @@ pub struct PortSnapshot {
     /// Credit lane re-initialisations per priority.
     #[serde(default)]
     pub credit_reinits: [u64; PRIORITIES],
+}
+
+impl PortSnapshot {
+    /// The PFC thresholds in force for priority `p` of this ingress port: what the leader
+    /// worker published (the adaptive headroom), else `planned` (configured or measured).
+    pub fn pfc_in_force(
+        &self,
+        p: usize,
+        planned: Option<crate::config::PfcPlan>,
+    ) -> Option<crate::config::PfcPlan> {
+        let planned = planned?;
+        Some(if self.headroom_in_force[p] > 0 {
+            crate::config::PfcPlan {
+                xoff: self.xoff_in_force[p],
+                xon: self.xon_in_force[p],
+                headroom: self.headroom_in_force[p],
+            }
+        } else {
+            planned
+        })
+    }
+
+    /// Where priority `p`'s headroom in force comes from (`configured`, `measured`,
+    /// `observed`), once the leader worker has published it.
+    pub fn headroom_source(&self, p: usize) -> Option<&'static str> {
+        (self.headroom_in_force[p] > 0).then(|| match self.headroom_source[p] {
+            0 => "configured",
+            1 => "measured",
+            _ => "observed",
+        })
+    }
 }
 
 fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
@@ -310,6 +515,25 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         credit_updates_rx: arr(|p| &p.credit_updates_rx),
         credit_resyncs: arr(|p| &p.credit_resyncs),
         credit_reinits: arr(|p| &p.credit_reinits),
+        rx_backlog_bytes: arr(|p| &p.rx_backlog_bytes),
+        rx_backlog_frames_peak: c
+            .iter()
+            .map(|pc| pc.rx_backlog_frames_peak.get())
+            .max()
+            .unwrap_or(0),
+        fill_starved_events: sum(|p| &p.fill_starved_events),
+        rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
+        overshoot: (0..PRIORITIES)
+            .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.overshoot[p])))
+            .collect(),
+        rx_lag_ns: Log2Snapshot::of(c.iter().map(|pc| &pc.rx_lag_ns)),
+        headroom_in_force: arr(|p| &p.headroom_in_force),
+        headroom_source: arr(|p| &p.headroom_source),
+        headroom_floor: arr(|p| &p.headroom_floor),
+        headroom_model: arr(|p| &p.headroom_model),
+        headroom_evidence: arr(|p| &p.headroom_evidence),
+        xoff_in_force: arr(|p| &p.xoff_in_force),
+        xon_in_force: arr(|p| &p.xon_in_force),
         kernel_drops: {
             let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
             KernelDrops {

@@ -3,10 +3,13 @@
 use std::{
     ffi::CString,
     os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
+    sync::Arc,
 };
 
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use serde::Deserialize;
+
+use super::{classify::Trust, ingress::IngressMap};
 
 /// The compiled XDP object, built by `build.rs`.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lossless.bpf.o"));
@@ -33,6 +36,18 @@ pub struct Steering {
     pub test_udp_port: u16,
     /// UDP destination port of SFC messages (0 = none).
     pub sfc_udp_port: u16,
+}
+
+/// How the program accounts and polices a forwarding port's ingress (see
+/// [`super::ingress`]). The default classifies by PCP and never drops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IngressPolicy {
+    /// The port's classification, the same rule as the worker's.
+    pub trust: Trust,
+    /// Priorities whose frames the program drops once the RX backlog is deep (the lossy ones).
+    pub lossy_mask: u8,
+    /// RX backlog, in frames, from which those frames are dropped (0 = never).
+    pub lossy_backlog_frames: u32,
 }
 
 /// Why the program could not be loaded or attached.
@@ -75,6 +90,9 @@ pub struct XdpProgram {
     /// Attach flags in force (`XdpFlags` bits; the type is not `Copy`).
     flags: u32,
     mode: XdpMode,
+    steering: Steering,
+    /// The program's ingress counters, mapped into this process.
+    ingress: Arc<IngressMap>,
 }
 
 /// Interface index of `iface`, if it exists.
@@ -99,6 +117,17 @@ impl XdpProgram {
             .find(|p| p.name() == "lossless_xdp")
             .map(|p| p.as_fd().as_raw_fd())
             .ok_or_else(|| XdpError::Load("object has no program lossless_xdp".into()))?;
+        let ingress = obj
+            .maps()
+            .find(|m| m.name() == "ingress")
+            .ok_or_else(|| XdpError::Load("object has no map ingress".into()))
+            .and_then(|m| {
+                IngressMap::map(m.as_fd()).map_err(|e| XdpError::Map {
+                    iface: iface.to_string(),
+                    map: "ingress",
+                    reason: format!("mmap: {e}"),
+                })
+            })?;
         let mut prog = Self {
             obj,
             prog_fd,
@@ -106,8 +135,10 @@ impl XdpProgram {
             ifindex,
             flags: 0,
             mode,
+            steering,
+            ingress: Arc::new(ingress),
         };
-        prog.write_steering(steering)?;
+        prog.write_settings(IngressPolicy::default())?;
         prog.attach_mode(mode)?;
         Ok(prog)
     }
@@ -172,12 +203,26 @@ impl XdpProgram {
             })
     }
 
-    fn write_steering(&self, s: Steering) -> Result<(), XdpError> {
-        let mut v = [0u8; 8];
+    fn write_settings(&self, i: IngressPolicy) -> Result<(), XdpError> {
+        let s = self.steering;
+        let mut v = [0u8; 16];
         v[0..4].copy_from_slice(&u32::from(s.forward_all).to_ne_bytes());
         v[4..6].copy_from_slice(&s.test_udp_port.to_ne_bytes());
         v[6..8].copy_from_slice(&s.sfc_udp_port.to_ne_bytes());
+        v[8] = u8::from(i.trust == Trust::Dscp);
+        v[9] = i.lossy_mask;
+        v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
         self.map_update("settings", &0u32.to_ne_bytes(), &v)
+    }
+
+    /// Sets how the program classifies and polices this port's ingress.
+    pub fn set_ingress_policy(&self, policy: IngressPolicy) -> Result<(), XdpError> {
+        self.write_settings(policy)
+    }
+
+    /// The program's ingress counters (one entry per RX queue).
+    pub fn ingress(&self) -> &Arc<IngressMap> {
+        &self.ingress
     }
 
     /// Steers frames received on `queue` to the AF_XDP socket `fd`.

@@ -1,8 +1,10 @@
 //! Flow-control state machines. Sans-I/O: every method takes `now` (nanoseconds on a
 //! monotonic clock chosen by the caller) and returns what to send and when to be called again.
 
+pub mod adaptive;
 pub mod credit;
 pub mod credit_port;
+pub mod overshoot;
 pub mod pfc;
 pub mod sfc;
 pub mod sfc_guard;

@@ -99,21 +99,29 @@ impl PfcGenerator {
         self.refresh_ns = (quanta_to_ns(pause_quanta, speed_bps) / 2).max(1);
     }
 
-    /// Decides the PFC frame to send at `now` for the given per-priority occupancy.
-    pub fn poll(&mut self, now: u64, occupancy: &[u64; PRIORITIES]) -> Option<MacControl> {
+    /// Decides the PFC frame to send at `now` for the given per-priority occupancy. The
+    /// priorities in `congested` are treated as above XOFF whatever their bytes: the port
+    /// is short of something other than bytes (buffers for its RX ring).
+    pub fn poll(
+        &mut self,
+        now: u64,
+        occupancy: &[u64; PRIORITIES],
+        congested: u8,
+    ) -> Option<MacControl> {
         let mut enable = 0u8;
         let mut quanta = [0u16; PRIORITIES];
         for p in 0..PRIORITIES {
             let bytes = occupancy[p];
+            let forced = congested & (1 << p) != 0;
             let send = match (self.thresholds[p], self.state[p]) {
                 (None, Signal::Xon) => None,
                 (None, Signal::Xoff { .. }) => Some(0),
                 (Some(t), state) => match state {
-                    Signal::Xon if bytes >= t.xoff => {
+                    Signal::Xon if bytes >= t.xoff || forced => {
                         self.xoff_transitions[p] += 1;
                         Some(self.pause_quanta)
                     }
-                    Signal::Xoff { .. } if bytes <= t.xon && !self.holding => Some(0),
+                    Signal::Xoff { .. } if bytes <= t.xon && !forced && !self.holding => Some(0),
                     Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
                     _ => None,
                 },
@@ -300,9 +308,9 @@ mod tests {
         );
         // Empty buffers: no XON while holding, but the pause is refreshed (100 quanta at
         // 1 Gbit/s last 51.2 us; refresh at half).
-        assert_eq!(g.poll(1_000, &[0; PRIORITIES]), None);
+        assert_eq!(g.poll(1_000, &[0; PRIORITIES], 0), None);
         assert_eq!(
-            g.poll(26_000, &[0; PRIORITIES]),
+            g.poll(26_000, &[0; PRIORITIES], 0),
             Some(MacControl::Pfc {
                 enable: 0b10_1000,
                 quanta
@@ -317,17 +325,17 @@ mod tests {
     #[test]
     fn xoff_xon_hysteresis() {
         let mut g = gen();
-        assert_eq!(g.poll(0, &occ(9_999)), None);
-        assert_eq!(g.poll(1, &occ(10_000)), Some(pfc(0x08, 3, 1000)));
+        assert_eq!(g.poll(0, &occ(9_999), 0), None);
+        assert_eq!(g.poll(1, &occ(10_000), 0), Some(pfc(0x08, 3, 1000)));
         assert_eq!(g.xoff_mask(), 0x08);
         // Between XON and XOFF nothing changes, in either direction.
-        assert_eq!(g.poll(2, &occ(7_000)), None);
-        assert_eq!(g.poll(3, &occ(12_000)), None);
-        assert_eq!(g.poll(4, &occ(5_001)), None);
-        assert_eq!(g.poll(5, &occ(5_000)), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.poll(2, &occ(7_000), 0), None);
+        assert_eq!(g.poll(3, &occ(12_000), 0), None);
+        assert_eq!(g.poll(4, &occ(5_001), 0), None);
+        assert_eq!(g.poll(5, &occ(5_000), 0), Some(pfc(0x08, 3, 0)));
         assert_eq!(g.xoff_mask(), 0);
         assert_eq!(
-            g.poll(6, &occ(9_000)),
+            g.poll(6, &occ(9_000), 0),
             None,
             "below XOFF after XON: stay resumed"
         );
@@ -335,20 +343,34 @@ mod tests {
         // Priorities without thresholds never pause.
         let mut o = occ(0);
         o[0] = u64::MAX;
-        assert_eq!(g.poll(7, &o), None);
+        assert_eq!(g.poll(7, &o, 0), None);
+    }
+
+    #[test]
+    fn a_congested_priority_is_paused_until_it_is_not_and_below_xon() {
+        let mut g = gen();
+        // Short of RX buffers with few bytes queued: XOFF all the same.
+        assert_eq!(g.poll(0, &occ(100), 0x08), Some(pfc(0x08, 3, 1000)));
+        assert_eq!(g.poll(1, &occ(100), 0x08), None, "held, no XON");
+        // Buffers back but bytes above XON: still paused.
+        assert_eq!(g.poll(2, &occ(6_000), 0), None);
+        assert_eq!(g.poll(3, &occ(4_000), 0), Some(pfc(0x08, 3, 0)));
+        // A congested priority without thresholds is not paused.
+        assert_eq!(g.poll(4, &occ(0), 0x01), None);
+        assert_eq!(g.xoff_transitions()[3], 1);
     }
 
     #[test]
     fn refresh_before_expiry_while_above_xon() {
         let mut g = gen();
-        g.poll(0, &occ(20_000)).unwrap();
+        g.poll(0, &occ(20_000), 0).unwrap();
         assert_eq!(g.next_deadline(), Some(256_000));
-        assert_eq!(g.poll(255_999, &occ(20_000)), None);
-        assert_eq!(g.poll(256_000, &occ(8_000)), Some(pfc(0x08, 3, 1000)));
+        assert_eq!(g.poll(255_999, &occ(20_000), 0), None);
+        assert_eq!(g.poll(256_000, &occ(8_000), 0), Some(pfc(0x08, 3, 1000)));
         assert_eq!(g.next_deadline(), Some(512_000));
         // The refresh lands well before the 512 us pause would have run out.
         assert!(256_000 < quanta_to_ns(1000, GBIT));
-        assert_eq!(g.poll(300_000, &occ(100)), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.poll(300_000, &occ(100), 0), Some(pfc(0x08, 3, 0)));
         assert_eq!(g.next_deadline(), None);
         assert_eq!(g.xoff_transitions()[3], 1, "a refresh is not a transition");
     }
@@ -356,7 +378,7 @@ mod tests {
     #[test]
     fn reconfigure_keeps_state_and_resumes_a_priority_made_lossy() {
         let mut g = gen();
-        g.poll(0, &occ(20_000)).unwrap();
+        g.poll(0, &occ(20_000), 0).unwrap();
         // Higher thresholds: still paused (no XON just because the numbers moved).
         let mut th = [None; PRIORITIES];
         th[3] = Some(PfcThresholds {
@@ -365,11 +387,11 @@ mod tests {
         });
         g.reconfigure(th, 2000, GBIT);
         assert_eq!(
-            g.poll(1, &occ(20_000)),
+            g.poll(1, &occ(20_000), 0),
             Some(pfc(0x08, 3, 0)),
             "below the new XON"
         );
-        g.poll(2, &occ(50_000)).unwrap();
+        g.poll(2, &occ(50_000), 0).unwrap();
         assert_eq!(
             g.next_deadline(),
             Some(2 + 512_000),
@@ -377,8 +399,8 @@ mod tests {
         );
         // Priority 3 becomes lossy while paused upstream: it is resumed.
         g.reconfigure([None; PRIORITIES], 2000, GBIT);
-        assert_eq!(g.poll(3, &occ(50_000)), Some(pfc(0x08, 3, 0)));
-        assert_eq!(g.poll(4, &occ(50_000)), None);
+        assert_eq!(g.poll(3, &occ(50_000), 0), Some(pfc(0x08, 3, 0)));
+        assert_eq!(g.poll(4, &occ(50_000), 0), None);
     }
 
     #[test]

@@ -1,6 +1,12 @@
 //! The traffic sink: counts test frames per flow by sequence number (received, lost,
 //! reordered, duplicated) and one-way latency. Optionally a congestion point: frames wait in
 //! a bounded buffer drained at `drain_rate`, and PFC goes upstream at XOFF/XON.
+//!
+//! The sink is a lossless receiver like a host NIC in a lossless fabric: when it falls behind
+//! (its RX ring backs up until the fill ring runs short of buffers, see
+//! [`crate::dataplane::ingress`]) it pauses every priority upstream with PFC, so a starved sink
+//! loses nothing and the frames it does lose at its own socket are told apart from frames lost
+//! upstream.
 
 use std::{sync::atomic::AtomicBool, time::Duration};
 
@@ -15,6 +21,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         idle::Idler,
+        ingress::FillWatch,
         open::WorkerPorts,
         pool::{Frame, FramePool},
         port::{KernelDrops, RxFrame},
@@ -48,6 +55,12 @@ pub struct SinkCongestion {
     pub buffer_bytes: u64,
     /// PFC thresholds per priority.
     pub thresholds: PfcThresholds,
+}
+
+/// How the sink pauses upstream (the congestion point's thresholds, and while its RX ring is
+/// short of buffers).
+#[derive(Debug, Clone, Copy)]
+pub struct SinkPfc {
     /// Pause time of each XOFF, quanta.
     pub pause_quanta: u16,
     /// Link speed for quanta and refresh timing.
@@ -69,6 +82,9 @@ pub struct SinkSetup {
     pub dst_port: u16,
     /// Be a congestion point.
     pub congestion: Option<SinkCongestion>,
+    /// Send PFC upstream (for the congestion point, and while the RX ring is short of
+    /// buffers); `None`: never, like a receiver without flow control.
+    pub pfc: Option<SinkPfc>,
     /// Grant credit on one priority.
     pub credit: Option<SinkCredit>,
 }
@@ -108,8 +124,15 @@ pub struct SinkReport {
     pub unknown_flow: u64,
     /// Congestion point: frames dropped because the buffer was full.
     pub buffer_overflow: u64,
-    /// Congestion point: PFC frames sent.
+    /// PFC frames sent (congestion point, or RX ring short of buffers).
     pub pfc_tx: u64,
+    /// Times the sink's fill ring ran short of buffers (it paused upstream).
+    pub fill_starved_events: u64,
+    /// Test frames lost at the sink's own socket (its share of `lost`; the kernel's count of
+    /// frames it had no buffer or ring slot for, whatever they were).
+    pub lost_here: u64,
+    /// Test frames lost before they reached the sink: `lost` minus `lost_here`.
+    pub lost_upstream: u64,
     /// Congestion point: peak buffer bytes.
     pub peak_buffer_bytes: u64,
     /// Frames the kernel dropped before the sink saw them (AF_XDP socket statistics).
@@ -177,13 +200,24 @@ pub fn run(
     let mut shaper = setup
         .congestion
         .map(|k| Shaper::paced(k.drain_rate_bps, start));
-    let mut generator = setup.congestion.map(|k| {
+    // Without a congestion buffer only a short fill ring pauses upstream: thresholds no
+    // byte count reaches.
+    let thresholds = setup.congestion.map_or(
+        PfcThresholds {
+            xoff: u64::MAX,
+            xon: u64::MAX,
+        },
+        |k| k.thresholds,
+    );
+    let mut generator = setup.pfc.map(|k| {
         PfcGenerator::new(
-            [Some(k.thresholds); PRIORITIES],
+            [Some(thresholds); PRIORITIES],
             k.pause_quanta,
             k.link_speed_bps,
         )
     });
+    let mut fill = FillWatch::default();
+    let mut fill_starved_events = 0u64;
     let (mut other_rx, mut overflow, mut pfc_tx) = (0u64, 0u64, 0u64);
     let mut credit = match setup.credit {
         Some(k) => CreditPort::new([(k.priority, k.buffer_bytes)], &k.timers, start)
@@ -273,7 +307,7 @@ pub fn run(
             }
         }
         let mut work = n;
-        if let (Some(sh), Some(g)) = (shaper.as_mut(), generator.as_mut()) {
+        if let Some(sh) = shaper.as_mut() {
             while let Some(p) = queues.select(0) {
                 let head = *queues.front(p).expect("selected ring is non-empty");
                 if !sh.try_send(head.len, now) {
@@ -287,7 +321,17 @@ pub fn run(
                 pool.release(head.idx);
                 work += 1;
             }
-            if let Some(m) = g.poll(now, &queues.bytes()) {
+        }
+        let backlog = port.rx_backlog();
+        if fill.update(&backlog) == Some(true) {
+            fill_starved_events += 1;
+        }
+        if let Some(g) = generator.as_mut() {
+            // What waits in the RX ring counts like what waits in the buffer.
+            let queued = queues.bytes();
+            let occupancy = std::array::from_fn(|p| queued[p] + backlog.bytes[p]);
+            let congested = if fill.starved() { u8::MAX } else { 0 };
+            if let Some(m) = g.poll(now, &occupancy, congested) {
                 if let Some(idx) = pool.alloc() {
                     let len = m
                         .emit_frame(port.mac(), pool.buf_mut(idx))
@@ -335,13 +379,18 @@ pub fn run(
     });
     let kernel_drops = port.kernel_drops();
     let flows = c.flows.report();
+    let lost: u64 = flows.iter().map(|f| f.lost).sum();
+    let lost_here = kernel_drops.rx_lost().min(lost);
     let elapsed = (c.last_ns.saturating_sub(c.first_ns)).max(1) as f64 / 1e9;
     SinkReport {
         iface: port.name().to_string(),
         backend,
         received: c.received,
         unique: flows.iter().map(|f| f.unique).sum(),
-        lost: flows.iter().map(|f| f.lost).sum(),
+        lost,
+        lost_here,
+        lost_upstream: lost - lost_here,
+        fill_starved_events,
         duplicates: flows.iter().map(|f| f.duplicates).sum(),
         reordered: flows.iter().map(|f| f.reordered).sum(),
         bytes: c.bytes,

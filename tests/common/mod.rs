@@ -467,6 +467,54 @@ impl CableLine {
     }
 }
 
+/// CPU-bound processes (`while :; do :; done` at normal priority) competing with a test's
+/// processes for the CPUs; killed on drop.
+pub struct Hogs(Vec<Child>);
+
+impl Hogs {
+    pub fn start(n: usize) -> Self {
+        Hogs(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("spawn a CPU hog")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A number at `path` in a JSON value.
+pub fn json_u64(v: &serde_json::Value, path: &[&str]) -> u64 {
+    let mut x = v;
+    for p in path {
+        x = &x[*p];
+    }
+    x.as_u64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+}
+
+/// The port `iface` in a daemon's JSON report.
+pub fn report_port<'a>(dut: &'a serde_json::Value, iface: &str) -> &'a serde_json::Value {
+    dut["ports"]
+        .as_array()
+        .expect("ports in the report")
+        .iter()
+        .find(|p| p["iface"] == iface)
+        .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
+}
+
 /// Runs `cmd`, asserts that it succeeded (showing its stderr if not) and returns its stdout.
 pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
     let out = cmd.output().expect("run command");

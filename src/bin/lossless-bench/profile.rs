@@ -129,6 +129,7 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
             live: None,
             linkup: None,
             credit: credit_timers(),
+            headroom: lossless::dataplane::pfc_headroom::HeadroomSettings::default(),
         },
         0,
     );

@@ -1,0 +1,380 @@
+//! Ingress accounting from the XDP hook: what waits in a socket's RX ring, per priority,
+//! read without a syscall.
+//!
+//! A switch charges a frame to its (ingress port, priority) the moment it arrives. The
+//! earliest point software has is the XDP program (`bpf/lossless.bpf.c`): for every frame it
+//! steers it adds the frame's bytes to a per-(RX queue, priority) counter and the frame to a
+//! per-queue frame counter, in the mmapable array map `ingress`, and writes the counters'
+//! values *after* this frame into the frame's metadata area (its stamps).
+//!
+//! Why the backlog this module computes is exact, without any lock or syscall:
+//! - the counters only grow, and only the program writes them;
+//! - a frame's frames stamp tells the worker that every frame steered to this queue before
+//!   it has left the ring: taken by the worker, or dropped by the kernel (a fill ring with no
+//!   buffer). So `steered frames - stamp of the last frame taken` is what still waits, and a
+//!   kernel drop never leaves a phantom frame behind: the next frame taken jumps past it;
+//! - per priority the same holds with the bytes stamp of the last frame *of that priority*.
+//!   A dropped frame of a priority that sends nothing after it would stay counted, so when
+//!   the ring is seen empty of frames (frames stamp = steered frames) every priority's bytes
+//!   are taken as seen. Reading the bytes before the frames counter (the program adds bytes
+//!   first) makes that err only towards a frame in flight between the two adds, which its own
+//!   stamp then covers: the error is one frame for microseconds, never a drift.
+//!
+//! The worker also writes the frames stamp of the last frame it took into the map, so the
+//! program sees the ring's depth and can drop lossy frames once it is deep (counted per
+//! priority in `lossy_drops`) before they take the buffers the lossless priorities need.
+
+use std::{
+    os::fd::{AsRawFd, BorrowedFd},
+    sync::{
+        atomic::{AtomicU64, Ordering::Relaxed},
+        Arc,
+    },
+};
+
+use crate::fc::PRIORITIES;
+
+/// RX queues the map has an entry for (the XSKMAP's size).
+pub const MAX_QUEUES: usize = 64;
+
+/// One RX queue's counters; mirrors `struct ingress_queue` in the XDP program (256 bytes).
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct IngressQueue {
+    /// Bytes steered per priority, ever (written by the program).
+    bytes: [AtomicU64; PRIORITIES],
+    /// Frames steered, ever (written by the program).
+    frames: AtomicU64,
+    _reserved1: [u64; 7],
+    /// Lossy frames the program dropped because the backlog was deep, per priority.
+    lossy_drops: [AtomicU64; PRIORITIES],
+    /// Frames stamp of the last frame the worker took (written by the worker).
+    seen_frames: AtomicU64,
+    _reserved2: [u64; 7],
+}
+
+const _: () = assert!(std::mem::size_of::<IngressQueue>() == 256);
+
+/// Where the counters live: the program's map, mapped into this process, or plain memory
+/// for tests that play the program's part.
+enum Backing {
+    Mmap {
+        ptr: *mut libc::c_void,
+        len: usize,
+    },
+    /// Owns the memory `queues` points into.
+    Heap(#[allow(dead_code)] Box<[IngressQueue]>),
+}
+
+/// The `ingress` map of one interface's program.
+pub struct IngressMap {
+    queues: *const IngressQueue,
+    backing: Backing,
+}
+
+// SAFETY: the memory is only accessed through atomics (the kernel writes it concurrently
+// anyway); the mapping lives as long as the value.
+unsafe impl Send for IngressMap {}
+// SAFETY: as above.
+unsafe impl Sync for IngressMap {}
+
+impl IngressMap {
+    /// Maps the array map behind `fd` (created with `BPF_F_MMAPABLE`, [`MAX_QUEUES`] entries
+    /// of [`IngressQueue`]).
+    pub fn map(fd: BorrowedFd<'_>) -> std::io::Result<Self> {
+        let len = MAX_QUEUES * std::mem::size_of::<IngressQueue>();
+        // SAFETY: a shared read-write mapping of a BPF array map; the kernel checks the size
+        // and flags and keeps the map alive while it is mapped.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(IngressMap {
+            queues: ptr as *const IngressQueue,
+            backing: Backing::Mmap { ptr, len },
+        })
+    }
+
+    /// Counters in plain memory, for tests that play the XDP program's part.
+    pub fn heap() -> Self {
+        let queues: Box<[IngressQueue]> = (0..MAX_QUEUES).map(|_| Default::default()).collect();
+        IngressMap {
+            queues: queues.as_ptr(),
+            backing: Backing::Heap(queues),
+        }
+    }
+
+    /// The counters of RX queue `q`, if the map has an entry for it.
+    pub fn queue(&self, q: u32) -> Option<&IngressQueue> {
+        // SAFETY: the region holds MAX_QUEUES entries and outlives `&self`.
+        ((q as usize) < MAX_QUEUES).then(|| unsafe { &*self.queues.add(q as usize) })
+    }
+
+    /// Plays the XDP program for one frame of `len` bytes and priority `prio` steered to queue
+    /// `q` (tests); returns the frame's stamps.
+    pub fn steer(&self, q: u32, prio: usize, len: u64) -> Stamps {
+        let e = self.queue(q).expect("queue within the map");
+        let bytes = e.bytes[prio].fetch_add(len, Relaxed) + len;
+        let frames = e.frames.fetch_add(1, Relaxed) + 1;
+        Stamps::decode([
+            frames,
+            STAMP_VALID | ((prio as u64) << STAMP_PRIO_SHIFT) | (bytes & STAMP_BYTES_MASK),
+        ])
+        .expect("a valid stamp")
+    }
+}
+
+impl Drop for IngressMap {
+    fn drop(&mut self) {
+        if let Backing::Mmap { ptr, len } = self.backing {
+            // SAFETY: `ptr`/`len` are the mapping made in `map`, unmapped once.
+            unsafe { libc::munmap(ptr, len) };
+        }
+    }
+}
+
+const STAMP_VALID: u64 = 1 << 63;
+const STAMP_PRIO_SHIFT: u32 = 60;
+const STAMP_BYTES_MASK: u64 = (1 << STAMP_PRIO_SHIFT) - 1;
+
+/// The ingress stamps the XDP program wrote in front of one frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamps {
+    /// The queue's steered-frames counter after this frame.
+    pub frames: u64,
+    /// The frame's priority.
+    pub prio: usize,
+    /// The priority's steered-bytes counter after this frame.
+    pub bytes: u64,
+}
+
+impl Stamps {
+    /// Decodes the two metadata words (frames, then valid/priority/bytes); `None` when the
+    /// program wrote none (no map entry for the queue, or no metadata area).
+    pub fn decode(words: [u64; 2]) -> Option<Self> {
+        let [frames, w] = words;
+        (w & STAMP_VALID != 0).then_some(Stamps {
+            frames,
+            prio: ((w >> STAMP_PRIO_SHIFT) & 7) as usize,
+            bytes: w & STAMP_BYTES_MASK,
+        })
+    }
+}
+
+/// What waits for a worker on one port's RX side.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RxBacklog {
+    /// Bytes steered to the socket and not yet taken, per priority.
+    pub bytes: [u64; PRIORITIES],
+    /// Frames in the same state.
+    pub frames: u64,
+    /// Buffers the kernel still has to receive into (fill ring), where that is bounded.
+    pub fill_free: Option<u64>,
+    /// Buffers the worker keeps handed to the kernel when it keeps up.
+    pub fill_target: u64,
+    /// Bytes steered to the socket per priority since it opened (arrivals, for the
+    /// overshoot after XOFF).
+    pub arrived: [u64; PRIORITIES],
+}
+
+/// Whether a socket's fill ring is short of buffers: fewer than half its target left for the
+/// kernel to receive into, until three quarters are back (hysteresis). Short is congestion:
+/// the receiver pauses upstream before the kernel has to drop, and the half still there is
+/// the headroom, in buffers, for what arrives until the pause takes effect.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FillWatch {
+    starved: bool,
+}
+
+impl FillWatch {
+    /// Looks at `b`; returns the new state when it changed.
+    pub fn update(&mut self, b: &RxBacklog) -> Option<bool> {
+        let free = b.fill_free?;
+        let starved = if self.starved {
+            free * 4 < b.fill_target * 3
+        } else {
+            free * 2 < b.fill_target
+        };
+        (starved != self.starved).then(|| {
+            self.starved = starved;
+            starved
+        })
+    }
+
+    /// The fill ring is short of buffers now.
+    pub fn starved(&self) -> bool {
+        self.starved
+    }
+}
+
+/// The worker's side of one RX queue's accounting: the stamps of what it has taken.
+pub struct IngressTracker {
+    map: Arc<IngressMap>,
+    queue: u32,
+    /// Bytes steered per priority when the tracker started.
+    start: [u64; PRIORITIES],
+    seen_bytes: [u64; PRIORITIES],
+    seen_frames: u64,
+}
+
+impl IngressTracker {
+    /// Tracks RX queue `queue` of `map`; `None` if the map has no entry for it.
+    pub fn new(map: Arc<IngressMap>, queue: u32) -> Option<Self> {
+        let e = map.queue(queue)?;
+        // Whatever was steered before this worker started is not its backlog.
+        let seen_bytes = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
+        let seen_frames = e.frames.load(Relaxed);
+        e.seen_frames.store(seen_frames, Relaxed);
+        Some(IngressTracker {
+            map,
+            queue,
+            start: seen_bytes,
+            seen_bytes,
+            seen_frames,
+        })
+    }
+
+    fn entry(&self) -> &IngressQueue {
+        self.map.queue(self.queue).expect("checked at creation")
+    }
+
+    /// The worker took a frame with these stamps from the ring.
+    #[inline]
+    pub fn on_taken(&mut self, s: Stamps) {
+        // Frames of several CPUs may land out of stamp order (generic XDP): keep the highest.
+        self.seen_frames = self.seen_frames.max(s.frames);
+        self.seen_bytes[s.prio] = self.seen_bytes[s.prio].max(s.bytes);
+    }
+
+    /// Tells the program how far the worker got (after each batch).
+    #[inline]
+    pub fn publish(&self) {
+        self.entry().seen_frames.store(self.seen_frames, Relaxed);
+    }
+
+    /// Bytes per priority and frames still waiting in the ring (see the module doc), and the
+    /// bytes steered per priority since the tracker started.
+    pub fn backlog(&mut self) -> ([u64; PRIORITIES], u64, [u64; PRIORITIES]) {
+        let e = self.map.queue(self.queue).expect("checked at creation");
+        let steered: [u64; PRIORITIES] = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
+        let frames = e.frames.load(Relaxed).saturating_sub(self.seen_frames);
+        if frames == 0 {
+            // Nothing waits: frames of a priority the kernel dropped are not backlog.
+            self.seen_bytes = steered;
+        }
+        let bytes = std::array::from_fn(|p| steered[p].saturating_sub(self.seen_bytes[p]));
+        let arrived = std::array::from_fn(|p| steered[p].wrapping_sub(self.start[p]));
+        (bytes, frames, arrived)
+    }
+
+    /// Lossy frames the program dropped on this queue because the backlog was deep.
+    pub fn lossy_drops(&self) -> [u64; PRIORITIES] {
+        let e = self.entry();
+        std::array::from_fn(|p| e.lossy_drops[p].load(Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracker() -> (Arc<IngressMap>, IngressTracker) {
+        let map = Arc::new(IngressMap::heap());
+        // Traffic before the worker started is not its backlog.
+        map.steer(3, 0, 100);
+        let t = IngressTracker::new(map.clone(), 3).unwrap();
+        (map, t)
+    }
+
+    #[test]
+    fn backlog_is_what_was_steered_and_not_taken() {
+        let (map, mut t) = tracker();
+        let a = map.steer(3, 3, 1000);
+        let b = map.steer(3, 5, 64);
+        let c = map.steer(3, 3, 1000);
+        let (bytes, frames, arrived) = t.backlog();
+        assert_eq!((bytes[3], bytes[5], frames), (2000, 64, 3));
+        assert_eq!(
+            (arrived[0], arrived[3]),
+            (0, 2000),
+            "from the tracker's start"
+        );
+        t.on_taken(a);
+        t.on_taken(b);
+        let (bytes, frames, _) = t.backlog();
+        assert_eq!((bytes[3], bytes[5], frames), (1000, 0, 1));
+        t.on_taken(c);
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+    }
+
+    #[test]
+    fn kernel_drops_leave_no_phantom_backlog() {
+        let (map, mut t) = tracker();
+        // The kernel drops the first two (no fill buffer); the worker takes the third.
+        map.steer(3, 3, 1000);
+        map.steer(3, 3, 1000);
+        let c = map.steer(3, 3, 1000);
+        t.on_taken(c);
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        // A dropped frame of a priority that sends nothing after it: cleared once the ring is
+        // seen empty of frames.
+        map.steer(3, 6, 500);
+        let d = map.steer(3, 1, 100);
+        t.on_taken(d);
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        assert_eq!(t.backlog().1, 0);
+    }
+
+    #[test]
+    fn the_program_sees_how_far_the_worker_got() {
+        let (map, mut t) = tracker();
+        let a = map.steer(3, 2, 100);
+        map.steer(3, 2, 100);
+        t.on_taken(a);
+        t.publish();
+        let e = map.queue(3).unwrap();
+        assert_eq!(
+            e.frames.load(Relaxed) - e.seen_frames.load(Relaxed),
+            1,
+            "one frame still in the ring"
+        );
+        assert_eq!(t.lossy_drops(), [0; PRIORITIES]);
+    }
+
+    #[test]
+    fn fill_watch_has_hysteresis() {
+        let mut w = FillWatch::default();
+        let b = |free| RxBacklog {
+            fill_free: Some(free),
+            fill_target: 4096,
+            ..RxBacklog::default()
+        };
+        assert_eq!(w.update(&b(2048)), None);
+        assert_eq!(w.update(&b(2047)), Some(true));
+        assert_eq!(w.update(&b(3071)), None, "still short below 3/4");
+        assert_eq!(w.update(&b(3072)), Some(false));
+        assert!(!w.starved());
+        assert_eq!(
+            w.update(&RxBacklog::default()),
+            None,
+            "unbounded: never short"
+        );
+    }
+
+    #[test]
+    fn stamps_decode_and_an_unwritten_area_is_none() {
+        assert_eq!(Stamps::decode([0, 0]), None);
+        let s = Stamps::decode([7, STAMP_VALID | (5 << STAMP_PRIO_SHIFT) | 4242]).unwrap();
+        assert_eq!((s.frames, s.prio, s.bytes), (7, 5, 4242));
+        assert!(IngressMap::heap().queue(MAX_QUEUES as u32).is_none());
+    }
+}

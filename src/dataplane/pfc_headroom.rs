@@ -1,0 +1,283 @@
+//! The headroom in force of each PFC priority of one ingress port, and the XOFF/XON it leaves.
+//!
+//! A priority's buffer (its `limit`, XOFF + headroom) is what the configuration (or link-up)
+//! gives it. This module decides how much of it is headroom: the larger of the floor, link-up's
+//! model and the overshoot observed after XOFFs ([`crate::fc::adaptive`]), and sets
+//! XOFF = buffer − headroom (never below [`MIN_XOFF`]) and XON = XOFF − the configured
+//! hysteresis. Admission still drops only beyond the buffer, so a larger headroom pauses the
+//! source earlier and never drops more.
+//!
+//! The leader worker owns one per port: it sees every XOFF/XON of the port's generator and the
+//! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters
+//! need ([`crate::fc::overshoot`]).
+
+use crate::{
+    config::PrioPlan,
+    fc::{
+        adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSource},
+        overshoot::OvershootMeter,
+        PfcThresholds, PRIORITIES,
+    },
+};
+
+/// Smallest XOFF a priority keeps however large its headroom grows: two standard frames.
+pub const MIN_XOFF: u64 = 2 * 1518;
+
+/// Settings of the adaptive headroom (`[headroom]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadroomSettings {
+    /// Let observed overshoot raise the headroom.
+    pub adaptive: bool,
+    /// Never below this many bytes; `None`: each priority's configured headroom.
+    pub min_headroom: Option<u64>,
+    /// Evidence = observed overshoot × this.
+    pub margin: f64,
+    /// The evidence halves every this many ns.
+    pub half_life_ns: u64,
+    /// Arrivals stopping this long after XOFF mean the pause took effect.
+    pub quiet_ns: u64,
+}
+
+impl Default for HeadroomSettings {
+    fn default() -> Self {
+        HeadroomSettings {
+            adaptive: true,
+            min_headroom: None,
+            margin: 1.5,
+            half_life_ns: 600_000_000_000,
+            quiet_ns: 1_000_000,
+        }
+    }
+}
+
+/// What status and metrics show of one priority's headroom.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadroomReport {
+    /// Bytes in force.
+    pub in_force: u64,
+    /// The term that decided it.
+    pub source: HeadroomSource,
+    /// The floor.
+    pub floor: u64,
+    /// Link-up's model (0 until measured).
+    pub model: u64,
+    /// Observed overshoot × margin, decayed.
+    pub evidence: u64,
+    /// XOFF in force.
+    pub xoff: u64,
+    /// XON in force.
+    pub xon: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Prio {
+    meter: OvershootMeter,
+    adaptive: AdaptiveHeadroom,
+    /// XOFF + headroom.
+    buffer: u64,
+    /// XOFF − XON as configured.
+    gap: u64,
+}
+
+impl Prio {
+    fn thresholds(&self) -> PfcThresholds {
+        let xoff = self
+            .buffer
+            .saturating_sub(self.adaptive.in_force())
+            .max(MIN_XOFF.min(self.buffer));
+        PfcThresholds {
+            xoff,
+            xon: xoff.saturating_sub(self.gap),
+        }
+    }
+}
+
+/// The PFC priorities of one ingress port.
+#[derive(Debug, Clone)]
+pub struct PortHeadroom {
+    settings: HeadroomSettings,
+    prios: [Option<Prio>; PRIORITIES],
+}
+
+impl PortHeadroom {
+    /// For the `configured` plans, with `in_force(p)` the plan in force (link-up's measured
+    /// thresholds where there are some), at `now`.
+    pub fn new(
+        settings: HeadroomSettings,
+        configured: &[PrioPlan; PRIORITIES],
+        in_force: impl Fn(usize) -> (PrioPlan, bool),
+        now: u64,
+    ) -> Self {
+        let mut h = PortHeadroom {
+            settings,
+            prios: std::array::from_fn(|_| None),
+        };
+        h.reconfigure(settings, configured, in_force, now);
+        h
+    }
+
+    /// New plans or settings (reload, link-up measurement); meters and evidence of priorities
+    /// that stay PFC are kept. `in_force(p)` is the plan in force and whether link-up
+    /// measured it.
+    pub fn reconfigure(
+        &mut self,
+        settings: HeadroomSettings,
+        configured: &[PrioPlan; PRIORITIES],
+        in_force: impl Fn(usize) -> (PrioPlan, bool),
+        now: u64,
+    ) {
+        self.settings = settings;
+        for (p, slot) in self.prios.iter_mut().enumerate() {
+            let Some(c) = configured[p].pfc else {
+                *slot = None;
+                continue;
+            };
+            let (plan, measured) = in_force(p);
+            let cfg = AdaptiveConfig {
+                floor: settings.min_headroom.unwrap_or(c.headroom),
+                margin: settings.margin,
+                half_life_ns: settings.half_life_ns,
+                cell: 1,
+            };
+            let mut adaptive = match slot.take() {
+                Some(old) => {
+                    let mut a = old.adaptive;
+                    a.set_config(cfg);
+                    a
+                }
+                None => AdaptiveHeadroom::new(cfg),
+            };
+            let model = if measured {
+                plan.pfc.map_or(0, |m| m.headroom)
+            } else {
+                0
+            };
+            adaptive.set_model(now, model);
+            *slot = Some(Prio {
+                meter: OvershootMeter::new(settings.quiet_ns),
+                adaptive,
+                buffer: plan.limit,
+                gap: c.xoff - c.xon,
+            });
+        }
+    }
+
+    /// XOFF/XON in force per priority (`None`: not PFC).
+    pub fn thresholds(&self) -> [Option<PfcThresholds>; PRIORITIES] {
+        std::array::from_fn(|p| self.prios[p].as_ref().map(Prio::thresholds))
+    }
+
+    /// The port's generator went from XOFF mask `before` to `after` at `now`, with `arrived`
+    /// bytes per priority arrived so far. Calls `seen(priority, bytes)` for every episode that
+    /// ended, and returns whether the thresholds changed.
+    pub fn observe(
+        &mut self,
+        now: u64,
+        before: u8,
+        after: u8,
+        arrived: &[u64; PRIORITIES],
+        mut seen: impl FnMut(usize, u64),
+    ) -> bool {
+        let mut changed = false;
+        for (p, slot) in self.prios.iter_mut().enumerate() {
+            let Some(s) = slot.as_mut() else { continue };
+            let bit = 1u8 << p;
+            let ended = match (before & bit != 0, after & bit != 0) {
+                (false, true) => s.meter.on_xoff(now, arrived[p]),
+                (true, false) => s.meter.on_xon(arrived[p]),
+                _ => s.meter.poll(now, arrived[p]),
+            };
+            if let Some(bytes) = ended {
+                seen(p, bytes);
+                if self.settings.adaptive {
+                    changed |= s.adaptive.on_overshoot(now, bytes);
+                }
+            }
+        }
+        changed
+    }
+
+    /// Lets the evidence decay to `now`; returns whether the thresholds changed.
+    pub fn advance(&mut self, now: u64) -> bool {
+        self.prios
+            .iter_mut()
+            .flatten()
+            .fold(false, |c, s| s.adaptive.advance(now) | c)
+    }
+
+    /// What status and metrics show for priority `p` at `now`.
+    pub fn report(&self, p: usize, now: u64) -> Option<HeadroomReport> {
+        let s = self.prios[p].as_ref()?;
+        let t = s.thresholds();
+        Some(HeadroomReport {
+            in_force: s.adaptive.in_force(),
+            source: s.adaptive.source(),
+            floor: s.adaptive.floor(),
+            model: s.adaptive.model(),
+            evidence: s.adaptive.evidence(now),
+            xoff: t.xoff,
+            xon: t.xon,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PfcPlan;
+
+    const MS: u64 = 1_000_000;
+
+    fn plans() -> [PrioPlan; PRIORITIES] {
+        let mut p = [PrioPlan::lossy(64 * 1024); PRIORITIES];
+        p[3] = PrioPlan::pfc(64 * 1024, 32 * 1024, 1024 * 1024);
+        p
+    }
+
+    #[test]
+    fn configured_thresholds_until_evidence_says_otherwise() {
+        let c = plans();
+        let mut h = PortHeadroom::new(HeadroomSettings::default(), &c, |p| (c[p], false), 0);
+        let t = h.thresholds()[3].unwrap();
+        assert_eq!((t.xoff, t.xon), (65_536, 32_768), "as configured");
+        assert!(h.thresholds()[0].is_none());
+        let mut arrived = [0u64; PRIORITIES];
+        // XOFF, then 1.2 MB arrive before the source stops.
+        assert!(!h.observe(0, 0, 0x08, &arrived, |_, _| unreachable!()));
+        arrived[3] = 1_200_000;
+        assert!(!h.observe(MS / 2, 0x08, 0x08, &arrived, |_, _| unreachable!()));
+        let mut seen = Vec::new();
+        assert!(h.observe(2 * MS, 0x08, 0x08, &arrived, |p, b| seen.push((p, b))));
+        assert_eq!(seen, [(3, 1_200_000)]);
+        // The buffer cannot hold 1.5 x that as headroom: XOFF falls to its minimum.
+        let t = h.thresholds()[3].unwrap();
+        assert_eq!((t.xoff, t.xon), (MIN_XOFF, 0));
+        let r = h.report(3, 2 * MS).unwrap();
+        assert_eq!(r.source, HeadroomSource::Observed);
+        assert_eq!(r.in_force, 1_800_000);
+    }
+
+    #[test]
+    fn a_measured_short_link_never_shrinks_the_configured_headroom() {
+        let c = plans();
+        let measured = |p: usize| {
+            let mut m = c[p];
+            if p == 3 {
+                // Link-up's model for a short wire: 22 KB of headroom, XOFF moved up.
+                m.pfc = Some(PfcPlan {
+                    xoff: 1_091_646,
+                    xon: 1_000_000,
+                    headroom: 22_466,
+                });
+            }
+            (m, p == 3)
+        };
+        let h = PortHeadroom::new(HeadroomSettings::default(), &c, measured, 0);
+        let r = h.report(3, 0).unwrap();
+        assert_eq!(
+            (r.in_force, r.source, r.model),
+            (1024 * 1024, HeadroomSource::Configured, 22_466)
+        );
+        assert_eq!(h.thresholds()[3].unwrap().xoff, 65_536);
+    }
+}

@@ -1,0 +1,227 @@
+//! The PFC headroom in force for one (ingress port, priority): the larger of what the link
+//! model predicts and what was seen, never below a floor.
+//!
+//! A priority's buffer (XOFF + headroom) is configured; the headroom is the part of it kept
+//! for what arrives after XOFF, so XOFF = buffer − headroom. Three things bound the headroom
+//! from below, and the largest wins:
+//! - the **floor** (`min_headroom`, by default the configured headroom): measurement can make
+//!   a configuration safer, never less safe, unless the operator asks for it;
+//! - the **model**: the headroom link-up computes from the measured round trip (wire, the
+//!   peer's response, frames in flight), plus the daemon's own lag at a high percentile;
+//! - the **evidence**: the overshoot observed after XOFFs (see [`super::overshoot`]) times a
+//!   margin. It is raised at once by a larger overshoot, so the next episode of the same
+//!   size is covered, and decays slowly (exponentially, with a configurable half-life) so one
+//!   stall long ago does not hold the XOFF point down for ever.
+//!
+//! The result is rounded up to whole buffer cells. Sans-I/O: `now` comes from the caller.
+
+/// Where the headroom in force comes from: the term that won.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadroomSource {
+    /// The floor (the configured headroom unless `min_headroom` says otherwise).
+    Configured,
+    /// The link model from link-up's measurement.
+    Measured,
+    /// The overshoot observed after XOFFs, times the margin.
+    Observed,
+}
+
+impl HeadroomSource {
+    /// The label used in status and metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            HeadroomSource::Configured => "configured",
+            HeadroomSource::Measured => "measured",
+            HeadroomSource::Observed => "observed",
+        }
+    }
+}
+
+/// Settings of the adaptive headroom.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AdaptiveConfig {
+    /// Never below this many bytes.
+    pub floor: u64,
+    /// Evidence = observed overshoot × this (≥ 1).
+    pub margin: f64,
+    /// The evidence halves every this many ns without a larger overshoot.
+    pub half_life_ns: u64,
+    /// Round up to multiples of this many bytes (buffer cells; 1 = bytes).
+    pub cell: u64,
+}
+
+/// The headroom in force of one (ingress port, priority).
+#[derive(Debug, Clone)]
+pub struct AdaptiveHeadroom {
+    cfg: AdaptiveConfig,
+    model: u64,
+    /// Observed overshoot × margin, decayed to `evidence_at`.
+    evidence: f64,
+    evidence_at: u64,
+    in_force: u64,
+    source: HeadroomSource,
+}
+
+impl AdaptiveHeadroom {
+    /// Starts at the floor.
+    pub fn new(cfg: AdaptiveConfig) -> Self {
+        let mut h = AdaptiveHeadroom {
+            cfg,
+            model: 0,
+            evidence: 0.0,
+            evidence_at: 0,
+            in_force: 0,
+            source: HeadroomSource::Configured,
+        };
+        h.recompute();
+        h
+    }
+
+    /// The headroom in force, bytes.
+    pub fn in_force(&self) -> u64 {
+        self.in_force
+    }
+
+    /// The term that decided [`AdaptiveHeadroom::in_force`].
+    pub fn source(&self) -> HeadroomSource {
+        self.source
+    }
+
+    /// The model term, bytes.
+    pub fn model(&self) -> u64 {
+        self.model
+    }
+
+    /// The evidence term at `now` (observed overshoot × margin, decayed), bytes.
+    pub fn evidence(&self, now: u64) -> u64 {
+        self.decayed(now) as u64
+    }
+
+    /// The floor, bytes.
+    pub fn floor(&self) -> u64 {
+        self.cfg.floor
+    }
+
+    /// New settings (a reload); the evidence seen so far is kept.
+    pub fn set_config(&mut self, cfg: AdaptiveConfig) {
+        self.cfg = cfg;
+        self.recompute();
+    }
+
+    /// A new model term (a link-up measurement). Returns whether the headroom changed.
+    pub fn set_model(&mut self, now: u64, bytes: u64) -> bool {
+        self.model = bytes;
+        self.advance(now)
+    }
+
+    /// An XOFF episode overshot by `bytes`: the evidence rises at once if that is more than
+    /// it holds. Returns whether the headroom changed.
+    pub fn on_overshoot(&mut self, now: u64, bytes: u64) -> bool {
+        let seen = bytes as f64 * self.cfg.margin;
+        self.evidence = self.decayed(now).max(seen);
+        self.evidence_at = now;
+        self.recompute()
+    }
+
+    /// Lets the evidence decay to `now`. Returns whether the headroom changed.
+    pub fn advance(&mut self, now: u64) -> bool {
+        self.evidence = self.decayed(now);
+        self.evidence_at = now;
+        self.recompute()
+    }
+
+    fn decayed(&self, now: u64) -> f64 {
+        let dt = now.saturating_sub(self.evidence_at) as f64;
+        let hl = self.cfg.half_life_ns.max(1) as f64;
+        self.evidence * (-dt / hl).exp2()
+    }
+
+    fn recompute(&mut self) -> bool {
+        let evidence = self.evidence.ceil() as u64;
+        let (raw, source) = [
+            (self.cfg.floor, HeadroomSource::Configured),
+            (self.model, HeadroomSource::Measured),
+            (evidence, HeadroomSource::Observed),
+        ]
+        .into_iter()
+        // The first of equals wins: configured, then measured, then observed.
+        .fold((0, HeadroomSource::Configured), |best, t| {
+            if t.0 > best.0 {
+                t
+            } else {
+                best
+            }
+        });
+        let cell = self.cfg.cell.max(1);
+        let value = raw.div_ceil(cell) * cell;
+        let changed = value != self.in_force;
+        self.in_force = value;
+        self.source = source;
+        changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    fn adaptive() -> AdaptiveHeadroom {
+        AdaptiveHeadroom::new(AdaptiveConfig {
+            floor: 64 * 1024,
+            margin: 1.5,
+            half_life_ns: 1_000 * MS,
+            cell: 256,
+        })
+    }
+
+    #[test]
+    fn starts_at_the_floor_and_a_small_model_cannot_shrink_it() {
+        let mut h = adaptive();
+        assert_eq!(h.in_force(), 65_536);
+        assert_eq!(h.source(), HeadroomSource::Configured);
+        // Link-up measured a short cable: 22 KB. The configured headroom stays.
+        assert!(!h.set_model(0, 22_466));
+        assert_eq!(
+            (h.in_force(), h.source()),
+            (65_536, HeadroomSource::Configured)
+        );
+        assert!(h.set_model(0, 100_000));
+        assert_eq!(
+            (h.in_force(), h.source()),
+            (100_096, HeadroomSource::Measured)
+        );
+    }
+
+    #[test]
+    fn rises_within_one_event_and_decays_slowly_to_the_floor() {
+        let mut h = adaptive();
+        assert!(h.on_overshoot(0, 200_000));
+        assert_eq!(
+            h.in_force(),
+            300_032,
+            "1.5 x 200,000 rounded up to 256-byte cells"
+        );
+        assert_eq!(h.source(), HeadroomSource::Observed);
+        // A smaller overshoot does not lower it.
+        assert!(!h.on_overshoot(MS, 50_000));
+        assert_eq!(h.in_force(), 300_032);
+        // One half-life later it has halved: slowly, never at once.
+        h.advance(1_000 * MS);
+        assert!(
+            (149_000..151_000).contains(&h.in_force()),
+            "{}",
+            h.in_force()
+        );
+        // Much later it is back at the floor, and never below it.
+        h.advance(60_000 * MS);
+        assert_eq!(
+            (h.in_force(), h.source()),
+            (65_536, HeadroomSource::Configured)
+        );
+        // A larger overshoot raises it again at once.
+        assert!(h.on_overshoot(60_001 * MS, 100_000));
+        assert_eq!(h.in_force(), 150_016);
+    }
+}
