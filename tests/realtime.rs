@@ -93,6 +93,27 @@ fn on_runs_workers_sched_fifo_at_the_configured_priority() {
     assert_eq!(report["memory_locked"], true);
 }
 
+/// A real-time worker that busy-polls outruns the kernel's real-time budget: the daemon
+/// says so at start, unless the kernel does not throttle (kernel.sched_rt_runtime_us -1).
+#[test]
+fn busy_poll_with_realtime_warns_of_throttling() {
+    let _serial = traffic_lock(); // a spinning SCHED_FIFO thread takes a CPU while it runs
+    let (_dut, d) = running("realtime = \"on\"\nbusy_poll = true", &[]);
+    assert_eq!(worker_policies(&d), [("SCHED_FIFO".to_string(), 50)]);
+    d.interrupt();
+    let (_, log) = d.json_and_log(Duration::from_secs(10));
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let warned = log.contains("busy_poll with real-time workers");
+    if runtime.trim() == "-1" {
+        assert!(!warned, "{log}");
+    } else {
+        assert!(
+            warned && log.contains(&format!("runtime_us={}", runtime.trim())),
+            "{log}"
+        );
+    }
+}
+
 /// `realtime = "auto"` (the default) where SCHED_FIFO is not permitted: the daemon runs with
 /// normal workers and says why in one warning.
 #[test]

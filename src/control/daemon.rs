@@ -337,6 +337,16 @@ pub fn run(
     };
     // Decided before anything is attached: `on` without permission stops here.
     let realtime = sched::prepare(&realtime_request)?;
+    if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())
+    {
+        tracing::warn!(
+            runtime_us = runtime,
+            period_us = period,
+            "busy_poll with real-time workers: a worker that never sleeps exceeds the kernel's \
+             real-time budget (kernel.sched_rt_runtime_us) and is stopped for the rest of each \
+             period; set busy_poll = false, or realtime = \"off\""
+        );
+    }
     let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();

@@ -262,6 +262,19 @@ pub fn prepare(req: &Request) -> Result<Option<u8>, RealtimeError> {
     }
 }
 
+/// The kernel's real-time throttling: (runtime, period) in µs of `kernel.sched_rt_runtime_us`
+/// and `sched_rt_period_us`, or `None` when it is off (runtime -1) or unreadable. A
+/// `SCHED_FIFO` thread that would use more than `runtime` of a CPU per `period` is stopped
+/// for the rest of the period.
+pub fn rt_throttle() -> Option<(u64, u64)> {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((read("sched_rt_runtime_us")?, read("sched_rt_period_us")?))
+}
+
 /// Locks the process's current and future memory (`mlockall`), so that a page fault cannot
 /// stall a real-time thread. A failure is logged as a warning and the process goes on
 /// unlocked; returns whether memory is locked.
