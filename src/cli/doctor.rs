@@ -114,8 +114,8 @@ fn onoff(b: Option<bool>) -> &'static str {
 
 fn cell_line(name: &str, c: &Cell) -> String {
     format!(
-        "  {name}: {:?}{} [source: {}; {}]\n",
-        c.answer,
+        "  {name}: {}{} [source: {}; {}]\n",
+        c.answer.label(),
         if c.detail.is_empty() {
             String::new()
         } else {

@@ -58,8 +58,29 @@ pub struct Bit {
     pub on: bool,
 }
 
+/// A parsed bitset.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Bitset {
+    /// A list (no mask): only the set bits are sent, so a missing name is a clear bit.
+    pub list: bool,
+    /// The bits sent.
+    pub bits: Vec<Bit>,
+}
+
+impl Bitset {
+    /// The value of the bit called `name`: `None` if the kernel sent every bit with a mask and
+    /// this one was not among them.
+    pub fn get(&self, name: &str) -> Option<bool> {
+        match self.bits.iter().find(|b| b.name == name) {
+            Some(b) => Some(b.on),
+            None if self.list => Some(false),
+            None => None,
+        }
+    }
+}
+
 /// Parses an `ETHTOOL_A_BITSET_*` nest (verbose form; a compact one yields numbered bits).
-pub fn parse_bitset(buf: &[u8]) -> Result<Vec<Bit>, NlError> {
+pub fn parse_bitset(buf: &[u8]) -> Result<Bitset, NlError> {
     const NOMASK: u16 = 1;
     const SIZE: u16 = 2;
     const BITS: u16 = 3;
@@ -98,11 +119,10 @@ pub fn parse_bitset(buf: &[u8]) -> Result<Vec<Bit>, NlError> {
             });
         }
     }
-    Ok(out)
-}
-
-fn bit_on(bits: &[Bit], name: &str) -> Option<bool> {
-    bits.iter().find(|b| b.name == name).map(|b| b.on)
+    Ok(Bitset {
+        list: nomask,
+        bits: out,
+    })
 }
 
 /// Link speed, duplex and autonegotiation.
@@ -259,11 +279,11 @@ pub fn parse_features(raw: &[u8]) -> Result<Features, NlError> {
         let active = a.get(4).map(parse_bitset).transpose()?.unwrap_or_default();
         let nochange = a.get(5).map(parse_bitset).transpose()?.unwrap_or_default();
         out = Features {
-            rx_all: bit_on(&active, "rx-all"),
-            rx_all_changeable: bit_on(&hw, "rx-all") == Some(true)
-                && bit_on(&nochange, "rx-all") != Some(true),
-            rx_vlan_hw_parse: bit_on(&active, "rx-vlan-hw-parse"),
-            tx_vlan_hw_insert: bit_on(&active, "tx-vlan-hw-insert"),
+            rx_all: active.get("rx-all"),
+            rx_all_changeable: hw.get("rx-all") == Some(true)
+                && nochange.get("rx-all") != Some(true),
+            rx_vlan_hw_parse: active.get("rx-vlan-hw-parse"),
+            tx_vlan_hw_insert: active.get("tx-vlan-hw-insert"),
         };
         Ok(())
     })?;
@@ -279,7 +299,12 @@ pub fn priv_flags(nl: &mut Netlink, iface: &str) -> Result<Vec<Bit>, NlError> {
 pub fn parse_priv_flags(raw: &[u8]) -> Result<Vec<Bit>, NlError> {
     let mut out = Vec::new();
     reply_attrs(raw, "privflags", |a| {
-        out = a.get(2).map(parse_bitset).transpose()?.unwrap_or_default();
+        out = a
+            .get(2)
+            .map(parse_bitset)
+            .transpose()?
+            .unwrap_or_default()
+            .bits;
         Ok(())
     })?;
     Ok(out)
@@ -315,6 +340,7 @@ pub fn parse_ts_info(raw: &[u8]) -> Result<TsInfo, NlError> {
         let ts = a.get(2).map(parse_bitset).transpose()?.unwrap_or_default();
         out = TsInfo {
             timestamping: ts
+                .bits
                 .into_iter()
                 .filter(|b| b.on)
                 .map(|b| {
@@ -346,7 +372,7 @@ mod tests {
         v.extend_from_slice(&2u32.to_ne_bytes());
         m.attr(4, &v);
         let b = m.finish(0);
-        let bits = parse_bitset(&b[16..]).unwrap();
+        let bits = parse_bitset(&b[16..]).unwrap().bits;
         let on: Vec<u32> = bits.iter().filter(|b| b.on).map(|b| b.index).collect();
         assert_eq!(on, [0, 33]);
     }

@@ -20,3 +20,6 @@ pub mod probe;
 pub mod selftest;
 pub mod table;
 pub mod verdict;
+
+#[cfg(test)]
+mod fixtures;

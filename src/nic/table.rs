@@ -76,6 +76,18 @@ pub struct DriverRow {
     pub pause_blocked_by_pfc: bool,
 }
 
+impl Answer {
+    /// Text label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Answer::Yes => "yes",
+            Answer::No => "no",
+            Answer::IfConfigured => "if configured",
+            Answer::Unknown => "unknown",
+        }
+    }
+}
+
 use Answer::*;
 
 /// The table. Unknown drivers have no row: the doctor says so and asks for a selftest.

@@ -385,7 +385,21 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
         ),
         None => (false, false),
     };
-    if !rx_hw {
+    // The kernel says whether the driver implements the kfunc; the table says whether the
+    // kfunc returns a hardware stamp (veth implements it and returns nothing for XDP frames).
+    let rx_kfunc_empty = rx_hw && row.is_some_and(|r| r.rx_timestamp.answer == Answer::No);
+    let rx_hw = rx_hw && !rx_kfunc_empty;
+    if rx_kfunc_empty {
+        let c = row.map(|r| r.rx_timestamp);
+        v.add(
+            Status::Warn,
+            format!(
+                "the driver implements the XDP RX timestamp kfunc, but it gives no hardware stamp ({}): \
+                 RX stamps are bpf_ktime_get_ns() at XDP time (software)",
+                c.map_or(String::new(), |c| cell_text(&c))
+            ),
+        );
+    } else if !rx_hw {
         v.add(
             Status::Warn,
             "no XDP RX timestamp kfunc: RX stamps are bpf_ktime_get_ns() at XDP time (software)",
@@ -459,5 +473,218 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
         fixes,
         hardware_pfc,
         usable,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nic::{
+        drvinfo::DrvInfo,
+        ethtool::{Bit, Pause},
+        fixtures::veth_facts,
+        link::DcbPfc,
+        table,
+    };
+
+    fn judge(facts: &NicFacts, needs: &Needs) -> Diagnosis {
+        diagnose(facts, facts.driver_name().and_then(table::row), needs)
+    }
+
+    fn status(d: &Diagnosis, c: Capability) -> Status {
+        d.verdicts
+            .iter()
+            .find(|v| v.capability == c)
+            .unwrap_or_else(|| panic!("no verdict for {c:?}: {d:#?}"))
+            .status
+    }
+
+    /// A physical NIC of `driver`: the veth's facts with another driver name, pause readable
+    /// and off, DCB present and off.
+    fn nic(driver: &str) -> NicFacts {
+        let mut f = veth_facts();
+        f.driver = Fact::Known(DrvInfo {
+            driver: driver.into(),
+            version: "1".into(),
+            firmware: "fw 1.0".into(),
+            bus_info: "0000:01:00.0".into(),
+        });
+        f.pause = Fact::Known(Pause {
+            autoneg: false,
+            rx: false,
+            tx: false,
+            tx_frames: None,
+            rx_frames: None,
+        });
+        f.dcb_pfc = Fact::Known(Some(DcbPfc {
+            pfc_cap: 8,
+            pfc_en: 0,
+            mbc: 0,
+            delay_bits: 0,
+            requests: [0; 8],
+            indications: [0; 8],
+            buffer: true,
+        }));
+        f.multicast = Fact::Known(crate::nic::probe::Multicast {
+            joined: true,
+            allmulti: false,
+            promisc: false,
+        });
+        f
+    }
+
+    #[test]
+    fn veth_is_usable_copy_mode_software_stamps() {
+        let d = judge(&veth_facts(), &Needs::default());
+        assert!(d.usable, "{d:#?}");
+        assert_eq!(status(&d, Capability::ReceivePausePfc), Status::Ok);
+        assert_eq!(status(&d, Capability::SendPausePfc), Status::Ok);
+        assert_eq!(status(&d, Capability::NativeXdp), Status::Ok);
+        assert_eq!(status(&d, Capability::ZeroCopy), Status::Warn);
+        // veth implements the RX timestamp kfunc but it returns nothing for XDP frames.
+        assert_eq!(status(&d, Capability::Timestamps), Status::Warn);
+        assert!(d.fixes.is_empty(), "{:?}", d.fixes);
+        assert!(d.hardware_pfc.is_empty());
+    }
+
+    #[test]
+    fn nic_rx_pause_on_swallows_pfc_and_the_fix_turns_dcb_off_first() {
+        let mut f = nic("ixgbe");
+        f.features = Fact::Known(crate::nic::ethtool::Features {
+            rx_all: Some(true),
+            rx_all_changeable: true,
+            ..Default::default()
+        });
+        if let Fact::Known(p) = &mut f.pause {
+            p.rx = true;
+            p.tx = true;
+        }
+        if let Fact::Known(Some(p)) = &mut f.dcb_pfc {
+            p.pfc_en = 0b1000;
+        }
+        let d = judge(&f, &Needs::default());
+        assert!(!d.usable);
+        assert_eq!(status(&d, Capability::ReceivePausePfc), Status::Fail);
+        assert_eq!(
+            d.fixes,
+            [
+                "dcb pfc set dev vd0 prio-pfc all:off",
+                "ethtool -A vd0 autoneg off rx off tx off"
+            ]
+        );
+        // Fixed: usable.
+        if let Fact::Known(p) = &mut f.pause {
+            p.rx = false;
+            p.tx = false;
+        }
+        if let Fact::Known(Some(p)) = &mut f.dcb_pfc {
+            p.pfc_en = 0;
+        }
+        assert!(judge(&f, &Needs::default()).usable);
+    }
+
+    #[test]
+    fn ixgbe_and_igb_need_rx_all_for_pfc() {
+        for driver in ["ixgbe", "igb", "igc"] {
+            let f = nic(driver);
+            let d = judge(&f, &Needs::default());
+            assert_eq!(
+                status(&d, Capability::ReceivePausePfc),
+                Status::Fail,
+                "{driver}"
+            );
+            assert_eq!(d.fixes, ["ethtool -K vd0 rx-all on"], "{driver}");
+            assert_eq!(status(&d, Capability::SendPausePfc), Status::Ok, "{driver}");
+        }
+    }
+
+    #[test]
+    fn i40e_cannot_send_and_gets_the_hardware_pfc_handoff() {
+        let mut f = nic("i40e");
+        f.priv_flags = Fact::Known(vec![Bit {
+            index: 0,
+            name: "disable-fw-lldp".into(),
+            on: false,
+        }]);
+        let needs = Needs {
+            headroom_bytes: Some(10_000),
+            from_config: true,
+            pfc_priorities: 0b1000,
+            ..Needs::default()
+        };
+        let d = judge(&f, &needs);
+        assert!(!d.usable);
+        assert_eq!(status(&d, Capability::SendPausePfc), Status::Fail);
+        assert_eq!(status(&d, Capability::ReceivePausePfc), Status::Fail);
+        assert_eq!(status(&d, Capability::FirmwareDcbx), Status::Fail);
+        assert!(d
+            .fixes
+            .contains(&"ethtool --set-priv-flags vd0 disable-fw-lldp on".to_string()));
+        assert_eq!(
+            d.hardware_pfc,
+            [
+                "dcb pfc set dev vd0 prio-pfc all:off 3:on delay 80000",
+                "dcb buffer set dev vd0 prio-buffer all:0 3:1 buffer-size all:0 1:10000"
+            ]
+        );
+        // ice's flag has the opposite sense.
+        let mut f = nic("ice");
+        f.priv_flags = Fact::Known(vec![Bit {
+            index: 0,
+            name: "fw-lldp-agent".into(),
+            on: true,
+        }]);
+        let d = judge(&f, &needs);
+        assert!(d
+            .fixes
+            .contains(&"ethtool --set-priv-flags vd0 fw-lldp-agent off".to_string()));
+        assert_eq!(status(&d, Capability::ReceivePausePfc), Status::Unknown);
+    }
+
+    #[test]
+    fn a_port_without_pfc_priorities_does_not_need_mac_control() {
+        let needs = Needs {
+            mac_control: false,
+            pfc_priorities: 0,
+            from_config: true,
+            ..Needs::default()
+        };
+        let d = judge(&nic("i40e"), &needs);
+        assert!(d.usable, "{d:#?}");
+        assert!(d.hardware_pfc.is_empty());
+    }
+
+    #[test]
+    fn unknown_driver_is_unknown_not_ok_and_unadmitted_group_is_fixed() {
+        let mut f = nic("r8169");
+        f.multicast = Fact::Known(crate::nic::probe::Multicast {
+            joined: false,
+            allmulti: false,
+            promisc: false,
+        });
+        let d = judge(&f, &Needs::default());
+        assert_eq!(status(&d, Capability::ReceivePausePfc), Status::Warn);
+        assert_eq!(status(&d, Capability::SendPausePfc), Status::Unknown);
+        assert!(d.usable);
+        assert_eq!(d.fixes, ["ip maddr add 01:80:c2:00:00:01 dev vd0"]);
+    }
+
+    #[test]
+    fn speed_mismatch_and_link_down() {
+        let needs = Needs {
+            speed_bps: Some(25_000_000_000),
+            ..Needs::default()
+        };
+        let d = judge(&veth_facts(), &needs);
+        assert_eq!(status(&d, Capability::Link), Status::Warn);
+        assert!(d.usable);
+        let mut f = veth_facts();
+        if let Fact::Known(l) = &mut f.link {
+            l.up = false;
+        }
+        let d = judge(&f, &Needs::default());
+        assert_eq!(status(&d, Capability::Link), Status::Fail);
+        assert_eq!(d.fixes, ["ip link set vd0 up"]);
+        assert!(!d.usable);
     }
 }
