@@ -293,18 +293,22 @@ fn text(r: &DoctorReport) -> String {
         }
     }
     let n = &r.needs;
+    let prios: Vec<String> = (0..8)
+        .filter(|p| n.pfc_priorities & (1 << p) != 0)
+        .map(|p| p.to_string())
+        .collect();
     let _ = writeln!(
         s,
-        "verdicts ({}: {}):",
+        "verdicts for {} ({}):",
+        if n.mac_control {
+            format!("PFC on priority {}", prios.join(","))
+        } else {
+            "no PFC priority".into()
+        },
         if n.from_config {
             "as configured"
         } else {
-            "against the defaults, pass --config for a configuration's"
-        },
-        if n.mac_control {
-            format!("PFC on priorities {:#04x}", n.pfc_priorities)
-        } else {
-            "no PFC priority".into()
+            "the defaults; --config FILE judges against a configuration"
         }
     );
     for v in &r.diagnosis.verdicts {

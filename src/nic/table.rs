@@ -114,12 +114,12 @@ pub const TABLE: &[DriverRow] = &[
         tx_mac_control: cell(
             IfConfigured,
             "only with spoofchk off on the PF (`ip link set PF vf N spoofchk off`)",
-            "ixgbe_ndo_set_vf_spoofchk(): the PF's anti-spoof filter drops VF flow-control frames",
+            "ixgbe_sriov.c: with spoofchk on, the PF's ETQF flow-control filter drops VF 0x8808 frames",
             false,
         ),
         zero_copy: cell(Unknown, "", "not read", false),
-        rx_timestamp: cell(No, "", "no xdp_metadata_ops", false),
-        tx_timestamp: cell(No, "", "no xsk_tx_metadata_ops", false),
+        rx_timestamp: cell(Unknown, "", "not read", false),
+        tx_timestamp: cell(Unknown, "", "not read", false),
         filters_multicast: true,
         firmware_lldp: None,
         pause_blocked_by_pfc: false,
@@ -226,7 +226,91 @@ pub const TABLE: &[DriverRow] = &[
     },
 ];
 
+/// The table as markdown, the form docs/nics.md carries (a test keeps them equal).
+pub fn markdown() -> String {
+    let cellmd = |c: &Cell| {
+        let mut t = c.answer.label().to_string();
+        if !c.detail.is_empty() {
+            t += &format!(": {}", c.detail);
+        }
+        t += &format!(" <br>*source:* {}", c.source);
+        if c.verified {
+            t += " <br>**verified**";
+        }
+        t.replace('|', "\\|")
+    };
+    let mut s = String::from(
+        "| driver | received PAUSE/PFC reach XDP | host may transmit 0x8808 | AF_XDP zero-copy | XDP RX timestamp kfunc | AF_XDP TX timestamp | firmware DCBX flag |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for r in TABLE {
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            r.drivers.join(" / "),
+            cellmd(&r.rx_mac_control),
+            cellmd(&r.tx_mac_control),
+            cellmd(&r.zero_copy),
+            cellmd(&r.rx_timestamp),
+            cellmd(&r.tx_timestamp),
+            r.firmware_lldp.map_or("-".to_string(), |f| format!(
+                "`{}` {}",
+                f.flag,
+                if f.off_value { "on" } else { "off" }
+            )),
+        );
+    }
+    s
+}
+
 /// The row of `driver`, if the table has one.
 pub fn row(driver: &str) -> Option<&'static DriverRow> {
     TABLE.iter().find(|r| r.drivers.contains(&driver))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docs_nics_md_carries_this_table() {
+        let doc = include_str!("../../docs/nics.md");
+        assert!(
+            doc.contains(&markdown()),
+            "docs/nics.md's table differs from src/nic/table.rs; it should read:\n{}",
+            markdown()
+        );
+    }
+
+    #[test]
+    fn every_driver_has_one_row_and_sources() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in TABLE {
+            for d in r.drivers {
+                assert!(seen.insert(*d), "{d} twice");
+                assert_eq!(row(d), Some(r));
+            }
+            for c in [
+                r.rx_mac_control,
+                r.tx_mac_control,
+                r.zero_copy,
+                r.rx_timestamp,
+                r.tx_timestamp,
+            ] {
+                assert!(!c.source.is_empty(), "{:?}", r.drivers);
+            }
+        }
+        assert!(row("e1000e").is_none());
+        // Nothing but veth has been checked on the device itself.
+        for r in TABLE.iter().filter(|r| r.drivers != ["veth"]) {
+            for c in [
+                r.rx_mac_control,
+                r.tx_mac_control,
+                r.zero_copy,
+                r.rx_timestamp,
+                r.tx_timestamp,
+            ] {
+                assert!(!c.verified, "{:?}", r.drivers);
+            }
+        }
+    }
 }
