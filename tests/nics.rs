@@ -239,6 +239,25 @@ fn selftest_fails_when_the_cable_drops_pfc() {
     );
     cable.wait_ready();
     let (code, out, err) = lossless(&s, &["selftest", "--a", &a0, "--b", &b0, "--json"]);
+    // A configuration without PFC priorities does not rely on PFC: the same loss is reported
+    // but passes; one with a PFC priority fails.
+    let cfg = |prio: &str| {
+        let path = std::env::temp_dir().join(format!("{}{prio}.toml", unique("tcf")));
+        std::fs::write(
+            &path,
+            format!(
+                "[[port]]\niface = \"{a0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{b0}\"\nspeed = \"10Gbit\"\n\
+                 [priority.3]\nmode = \"{prio}\"\n"
+            ),
+        )
+        .unwrap();
+        let p = path.to_str().unwrap().to_string();
+        let r = lossless(&s, &["selftest", "--a", &a0, "--b", &b0, "--config", &p]);
+        let _ = std::fs::remove_file(&path);
+        r
+    };
+    let (lossy_code, lossy_out, lossy_err) = cfg("lossy");
+    let (pfc_code, pfc_out, _) = cfg("pfc");
     cable.interrupt();
     let cable_report = cable.json(T);
     assert_eq!(code, 1, "{out}\n{err}");
@@ -264,8 +283,17 @@ fn selftest_fails_when_the_cable_drops_pfc() {
         .collect();
     assert_eq!(missing.len(), 2, "{missing:?}");
     assert!(missing.iter().all(|m| m.starts_with("PFC ")), "{missing:?}");
-    // The cable did drop them: 3 each way.
+    assert_eq!(lossy_code, 0, "{lossy_out}\n{lossy_err}");
+    assert!(
+        lossy_out.contains(&format!(
+            "PFC {a0} -> {b0}: 0/3 intact (not needed by the configuration)"
+        )),
+        "{lossy_out}"
+    );
+    assert_eq!(pfc_code, 1, "{pfc_out}");
+    assert!(pfc_out.contains("FAILED"), "{pfc_out}");
+    // The cable did drop them: 3 each way per run.
     for d in cable_report["directions"].as_array().unwrap() {
-        assert_eq!(d["dropped_loss"], 3, "{cable_report:#}");
+        assert_eq!(d["dropped_loss"], 9, "{cable_report:#}");
     }
 }

@@ -96,6 +96,52 @@ pub struct SelftestConfig {
     pub xdp_mode: XdpMode,
     /// Frame pool size.
     pub frames: u32,
+    /// What must get through for a pass (others are reported but do not fail the test).
+    pub required: Required,
+}
+
+/// The classes (and the peer-delay exchange) a pass requires.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Required {
+    /// Frame classes.
+    pub classes: Vec<FrameClass>,
+    /// The peer-delay exchange.
+    pub pdelay: bool,
+}
+
+impl Required {
+    /// Everything.
+    pub fn all() -> Self {
+        Required {
+            classes: FrameClass::ALL.to_vec(),
+            pdelay: true,
+        }
+    }
+
+    /// What a configuration relies on: PAUSE and PFC for PFC priorities, LLDP and peer delay
+    /// for link-up, SFCM for SFC priorities, credit updates for credit priorities, and test
+    /// frames (data) always.
+    pub fn for_plan(plan: &crate::config::Plan) -> Self {
+        let any = |f: fn(&crate::config::PrioPlan) -> bool| plan.prios.iter().any(f);
+        let mut classes = Vec::new();
+        if any(|p| p.pfc.is_some()) {
+            classes.extend([FrameClass::Pause, FrameClass::Pfc]);
+        }
+        if plan.linkup.is_some() {
+            classes.push(FrameClass::Lldp);
+        }
+        if any(|p| p.sfc.is_some()) {
+            classes.push(FrameClass::Sfcm);
+        }
+        if any(|p| p.credit) {
+            classes.push(FrameClass::Credit);
+        }
+        classes.push(FrameClass::Test);
+        Required {
+            classes,
+            pdelay: plan.linkup.is_some(),
+        }
+    }
 }
 
 /// One class in one direction.
@@ -109,9 +155,20 @@ pub struct ClassResult {
     pub intact: u32,
     /// Arrived as this class but with different bytes.
     pub damaged: u32,
+    /// A pass requires this class.
+    pub required: bool,
 }
 
 impl ClassResult {
+    /// "2/3 intact, 1 damaged".
+    pub fn tally(&self) -> String {
+        let mut t = format!("{}/{} intact", self.intact, self.sent);
+        if self.damaged > 0 {
+            t += &format!(", {} damaged", self.damaged);
+        }
+        t
+    }
+
     /// Every frame arrived intact.
     pub fn passed(&self) -> bool {
         self.sent > 0 && self.intact == self.sent && self.damaged == 0
@@ -129,6 +186,8 @@ pub struct PdelayResult {
     pub measurement: Option<Measurement>,
     /// Why it did not.
     pub error: Option<String>,
+    /// A pass requires the exchange.
+    pub required: bool,
 }
 
 impl PdelayResult {
@@ -166,9 +225,13 @@ pub struct SelftestReport {
     pub backend: &'static str,
     /// a→b, then b→a.
     pub directions: Vec<DirectionReport>,
-    /// What did not get through, one line each (empty: everything did).
+    /// What a pass requires.
+    pub required: Required,
+    /// What did not get through, one line each (empty: everything did); a class the
+    /// configuration does not rely on is marked so.
     pub missing: Vec<String>,
-    /// Everything arrived intact and both peer-delay exchanges completed.
+    /// Every required class arrived intact both ways (and the required peer-delay exchanges
+    /// completed).
     pub passed: bool,
 }
 
@@ -461,6 +524,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
 
     let mut directions = Vec::new();
     let mut missing = Vec::new();
+    let mut failed = false;
     for (d, pd) in pdelay.into_iter().enumerate() {
         let (from, to) = (&sides[d], &sides[1 - d]);
         let classes: Vec<ClassResult> = FrameClass::ALL
@@ -474,31 +538,37 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
                     .filter(|e| e.class == *class && e.seen)
                     .count() as u32,
                 damaged: damaged[1 - d][ci],
+                required: cfg.required.classes.contains(class),
             })
             .collect();
+        let note = |required: bool| {
+            if required {
+                ""
+            } else {
+                " (not needed by the configuration)"
+            }
+        };
         for c in &classes {
             if !c.passed() {
+                failed |= c.required;
                 missing.push(format!(
-                    "{} {} -> {}: {} of {} arrived intact{}",
+                    "{} {} -> {}: {}{}",
                     c.class.label(),
                     from.name,
                     to.name,
-                    c.intact,
-                    c.sent,
-                    if c.damaged > 0 {
-                        format!(", {} damaged", c.damaged)
-                    } else {
-                        String::new()
-                    }
+                    c.tally(),
+                    note(c.required)
                 ));
             }
         }
         if !pd.passed(cfg.pdelay_samples) {
+            failed |= pd.required;
             missing.push(format!(
-                "peer delay {} -> {}: {}",
+                "peer delay {} -> {}: {}{}",
                 from.name,
                 to.name,
-                pd.error.as_deref().unwrap_or("too few samples")
+                pd.error.as_deref().unwrap_or("too few samples"),
+                note(pd.required)
             ));
         }
         directions.push(DirectionReport {
@@ -520,7 +590,8 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
         a: cfg.a.clone(),
         b: cfg.b.clone(),
         backend: wp.backend,
-        passed: missing.is_empty(),
+        passed: !failed,
+        required: cfg.required.clone(),
         missing,
         directions,
     })
@@ -629,6 +700,7 @@ fn pdelay_exchange(
         answered: resp.answered(),
         measurement,
         error,
+        required: cfg.required.pdelay,
     })
 }
 
