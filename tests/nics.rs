@@ -146,6 +146,19 @@ fn check_config_warns_with_the_fix() {
         "{out}"
     );
     assert!(!out.contains(&format!("warning: port {y}:")), "{out}");
+    // `run` logs the same warning at start.
+    {
+        let _l = traffic_lock();
+        let mut daemon = Proc::lossless(&ns, &["run", "--config", p]);
+        daemon.wait_for(
+            &format!("port {x}: link warn: link at 10000 Mbit/s"),
+            Duration::from_secs(10),
+        );
+        daemon.wait_ready();
+        daemon.interrupt();
+        let (st, _) = daemon.finish(T);
+        assert!(st.success(), "{st}");
+    }
     let (code, out, _) = lossless(&ns, &["doctor", "--iface", &y, "--config", p, "--json"]);
     assert_eq!(code, 0, "{out}");
     assert_eq!(json(&out)["needs"]["from_config"], true);

@@ -306,6 +306,35 @@ impl<'a> Attrs<'a> {
     }
 }
 
+/// How long a request waits for the kernel's next reply datagram.
+const RECV_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Bounds each `recv` so a reply that never comes is an error, not a hang.
+fn set_recv_timeout(s: &Socket, d: std::time::Duration) -> Result<(), NlError> {
+    use std::os::fd::AsRawFd;
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: setsockopt on an open socket with a valid timeval of the size given.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&tv as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(NlError::Io(format!(
+            "SO_RCVTIMEO: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
+}
+
 /// Which netlink protocol a request goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Proto {
@@ -354,6 +383,7 @@ impl Netlink {
             // Best effort: older kernels answer without extended ACKs.
             let _ = s.set_ext_ack(true);
             let _ = s.set_cap_ack(true);
+            set_recv_timeout(&s, RECV_TIMEOUT)?;
             *slot = Some(s);
         }
         slot.as_ref()
@@ -377,9 +407,16 @@ impl Netlink {
             .map_err(|e| NlError::Io(e.to_string()))?;
         let mut raw = Vec::new();
         'recv: for _ in 0..10_000 {
-            let (dgram, _) = sock
-                .recv_from_full()
-                .map_err(|e| NlError::Io(e.to_string()))?;
+            let (dgram, _) = sock.recv_from_full().map_err(|e| {
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) {
+                    NlError::Io(format!("no reply from the kernel within {RECV_TIMEOUT:?}"))
+                } else {
+                    NlError::Io(e.to_string())
+                }
+            })?;
             let mut at = 0;
             while at + 16 <= dgram.len() {
                 let msg = NetlinkBuffer::new_checked(&dgram[at..])

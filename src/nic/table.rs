@@ -90,6 +90,14 @@ impl Answer {
 
 use Answer::*;
 
+/// AF_XDP TX stamps in copy mode: the generic path's software stamp, nothing from the NIC.
+const COPY_MODE_TX_STAMP: Cell = cell(
+    IfConfigured,
+    "copy-mode software stamps only",
+    "generic xsk copy path",
+    false,
+);
+
 /// The table. Unknown drivers have no row: the doctor says so and asks for a selftest.
 pub const TABLE: &[DriverRow] = &[
     DriverRow {
@@ -197,7 +205,7 @@ pub const TABLE: &[DriverRow] = &[
         tx_mac_control: cell(Unknown, "", "not established from bnxt sources", false),
         zero_copy: cell(No, "copy mode only", "no ndo_xsk_wakeup", false),
         rx_timestamp: cell(No, "", "no xdp_metadata_ops", false),
-        tx_timestamp: cell(IfConfigured, "copy-mode software stamps only", "generic xsk copy path", false),
+        tx_timestamp: COPY_MODE_TX_STAMP,
         filters_multicast: true,
         firmware_lldp: None,
         pause_blocked_by_pfc: false,
@@ -208,7 +216,7 @@ pub const TABLE: &[DriverRow] = &[
         tx_mac_control: cell(Yes, "a host bridge drops them (br_handle_frame)", "net/bridge/br_input.c", false),
         zero_copy: cell(Yes, "since 6.11", "virtio_net xsk support", false),
         rx_timestamp: cell(No, "", "no xdp_metadata_ops", false),
-        tx_timestamp: cell(IfConfigured, "copy-mode software stamps only", "generic xsk copy path", false),
+        tx_timestamp: COPY_MODE_TX_STAMP,
         filters_multicast: true,
         firmware_lldp: None,
         pause_blocked_by_pfc: false,
