@@ -226,31 +226,29 @@ fn selftest_passes_on_a_veth_pair() {
     }
 }
 
+/// ns S: a0 — c0 [`lossless cable` in ns C] c1 — b0, both ends in S for the selftest.
+fn through_cable(tag: &str, rules: &[&str]) -> (Netns, Netns, String, String, Proc) {
+    let s = Netns::new(&format!("{tag}S"));
+    let c = Netns::new(&format!("{tag}C"));
+    let (a0, c0, c1, b0) = (
+        unique(&format!("{tag}a0")),
+        unique(&format!("{tag}c0")),
+        unique(&format!("{tag}c1")),
+        unique(&format!("{tag}b0")),
+    );
+    veth(&s, &a0, &c, &c0);
+    veth(&c, &c1, &s, &b0);
+    let mut args = vec!["cable", "--a", &c0, "--b", &c1, "--json"];
+    args.extend_from_slice(rules);
+    let mut cable = Proc::lossless(&c, &args);
+    cable.wait_ready();
+    (s, c, a0, b0, cable)
+}
+
 #[test]
 fn selftest_fails_when_the_cable_drops_pfc() {
     let _l = traffic_lock();
-    // ns S: a0 — c0 [cable in ns C] c1 — b0, both ends in S for the selftest.
-    let s = Netns::new("TS");
-    let c = Netns::new("TC");
-    let (a0, c0, c1, b0) = (unique("ta0"), unique("tc0"), unique("tc1"), unique("tb0"));
-    veth(&s, &a0, &c, &c0);
-    veth(&c, &c1, &s, &b0);
-    let mut cable = Proc::lossless(
-        &c,
-        &[
-            "cable",
-            "--a",
-            &c0,
-            "--b",
-            &c1,
-            "--loss",
-            "100%",
-            "--loss-match",
-            "pfc",
-            "--json",
-        ],
-    );
-    cable.wait_ready();
+    let (s, _c, a0, b0, cable) = through_cable("T", &["--loss", "100%", "--loss-match", "pfc"]);
     let (code, out, err) = lossless(&s, &["selftest", "--a", &a0, "--b", &b0, "--json"]);
     // A configuration without PFC priorities does not rely on PFC: the same loss is reported
     // but passes; one with a PFC priority fails.
@@ -309,4 +307,33 @@ fn selftest_fails_when_the_cable_drops_pfc() {
     for d in cable_report["directions"].as_array().unwrap() {
         assert_eq!(d["dropped_loss"], 9, "{cable_report:#}");
     }
+}
+
+#[test]
+fn selftest_counts_corrupted_frames_as_damaged() {
+    let _l = traffic_lock();
+    let (s, _c, a0, b0, cable) =
+        through_cable("R", &["--corrupt", "100%", "--corrupt-match", "lldp"]);
+    let (code, out, err) = lossless(&s, &["selftest", "--a", &a0, "--b", &b0, "--json"]);
+    cable.interrupt();
+    let _ = cable.finish(T);
+    assert_eq!(code, 1, "{out}\n{err}");
+    let r = json(&out);
+    for d in r["directions"].as_array().unwrap() {
+        let lldp = d["classes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["class"] == "lldp")
+            .unwrap();
+        assert_eq!(lldp["intact"], 0, "{d:#}");
+        assert_eq!(lldp["damaged"], 3, "{d:#}");
+    }
+    assert!(
+        r["missing"][0]
+            .as_str()
+            .unwrap()
+            .ends_with("0/3 intact, 3 damaged"),
+        "{r:#}"
+    );
 }

@@ -457,6 +457,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
             mac: wp.ports[1].mac(),
         },
     ];
+    let macs = [sides[0].mac, sides[1].mac];
     tracing::info!(a = %cfg.a, b = %cfg.b, backend = wp.backend, "ready");
     let mut rx = Vec::with_capacity(64);
     // Let anything in flight from before (an earlier run, the kernel) go by.
@@ -497,13 +498,13 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
             }
         }
         // Pace a little so a slow receiver is not what is measured.
-        drain_both(&mut wp, &mut rx, &mut expected)?;
+        drain_both(&mut wp, &mut rx, &mut expected, macs)?;
     }
     let mut damaged = [[0u32; 6]; 2];
     let mut other = [0u64; 2];
     let deadline = now_ns() + cfg.timeout.as_nanos() as u64;
     loop {
-        let (d, o) = drain_both(&mut wp, &mut rx, &mut expected)?;
+        let (d, o) = drain_both(&mut wp, &mut rx, &mut expected, macs)?;
         for k in 0..2 {
             for c in 0..6 {
                 damaged[k][c] += d[k][c];
@@ -604,19 +605,24 @@ fn drain_both(
     wp: &mut WorkerPorts,
     rx: &mut Vec<RxFrame>,
     expected: &mut [Vec<Expected>; 2],
+    macs: [MacAddr; 2],
 ) -> Result<([[u32; 6]; 2], [u64; 2]), SelftestError> {
     let mut damaged = [[0u32; 6]; 2];
     let mut other = [0u64; 2];
     for port in 0..2 {
         // Frames arriving on `port` were sent by the other side.
         let exp = &mut expected[1 - port];
+        let sender = macs[1 - port];
         drain(wp, port, rx, |data, _| {
             if let Some(e) = exp.iter_mut().find(|e| !e.seen && e.bytes == data) {
                 e.seen = true;
                 return;
             }
+            // Damaged: our class from our sender, with other bytes; anything else (the link
+            // partner's own LLDP, say) is other traffic.
+            let from_sender = EthernetRepr::parse(data).is_ok_and(|h| h.src == sender);
             match classify(data) {
-                Some(c) if exp.iter().any(|e| e.class == c) => {
+                Some(c) if from_sender && exp.iter().any(|e| e.class == c) => {
                     let ci = FrameClass::ALL.iter().position(|x| *x == c).unwrap_or(0);
                     damaged[port][ci] += 1;
                 }
