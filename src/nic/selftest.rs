@@ -471,6 +471,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
     // The frame classes, both directions at once.
     let mut expected: [Vec<Expected>; 2] = [Vec::new(), Vec::new()];
     let mut sent = [[0u32; 6]; 2];
+    let mut tally = Unmatched::default();
     for i in 0..cfg.count {
         for (ci, class) in FrameClass::ALL.iter().enumerate() {
             for d in 0..2 {
@@ -497,20 +498,12 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
                 }
             }
         }
-        // Pace a little so a slow receiver is not what is measured.
-        drain_both(&mut wp, &mut rx, &mut expected, macs)?;
+        // Receive as we go, so a slow receiver is not what is measured.
+        drain_both(&mut wp, &mut rx, &mut expected, macs, &mut tally)?;
     }
-    let mut damaged = [[0u32; 6]; 2];
-    let mut other = [0u64; 2];
     let deadline = now_ns() + cfg.timeout.as_nanos() as u64;
     loop {
-        let (d, o) = drain_both(&mut wp, &mut rx, &mut expected, macs)?;
-        for k in 0..2 {
-            for c in 0..6 {
-                damaged[k][c] += d[k][c];
-            }
-            other[k] += o[k];
-        }
+        drain_both(&mut wp, &mut rx, &mut expected, macs, &mut tally)?;
         if expected.iter().all(|e| e.iter().all(|x| x.seen)) || now_ns() >= deadline {
             break;
         }
@@ -538,7 +531,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
                     .iter()
                     .filter(|e| e.class == *class && e.seen)
                     .count() as u32,
-                damaged: damaged[1 - d][ci],
+                damaged: tally.damaged[1 - d][ci],
                 required: cfg.required.classes.contains(class),
             })
             .collect();
@@ -577,7 +570,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
             to: to.name.clone(),
             classes,
             pdelay: pd,
-            other_frames: other[1 - d],
+            other_frames: tally.other[1 - d],
         });
     }
     // Let copy-mode TX complete before the sockets close.
@@ -598,17 +591,24 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
     })
 }
 
-/// Receives on both ports and matches frames against what the other side sent. Returns the
-/// damaged frames per receiving port and class, and the unmatched other frames per port.
-#[allow(clippy::type_complexity)]
+/// Frames that matched nothing sent, per receiving port.
+#[derive(Debug, Default)]
+struct Unmatched {
+    /// Our class from the other port, with other bytes, per class.
+    damaged: [[u32; 6]; 2],
+    /// Anything else.
+    other: [u64; 2],
+}
+
+/// Receives on both ports and matches frames against what the other side sent; what matches
+/// nothing is added to `tally`.
 fn drain_both(
     wp: &mut WorkerPorts,
     rx: &mut Vec<RxFrame>,
     expected: &mut [Vec<Expected>; 2],
     macs: [MacAddr; 2],
-) -> Result<([[u32; 6]; 2], [u64; 2]), SelftestError> {
-    let mut damaged = [[0u32; 6]; 2];
-    let mut other = [0u64; 2];
+    tally: &mut Unmatched,
+) -> Result<(), SelftestError> {
     for port in 0..2 {
         // Frames arriving on `port` were sent by the other side.
         let exp = &mut expected[1 - port];
@@ -624,13 +624,13 @@ fn drain_both(
             match classify(data) {
                 Some(c) if from_sender && exp.iter().any(|e| e.class == c) => {
                     let ci = FrameClass::ALL.iter().position(|x| *x == c).unwrap_or(0);
-                    damaged[port][ci] += 1;
+                    tally.damaged[port][ci] += 1;
                 }
-                _ => other[port] += 1,
+                _ => tally.other[port] += 1,
             }
         })?;
     }
-    Ok((damaged, other))
+    Ok(())
 }
 
 /// One peer-delay measurement: port `d` asks, the other answers.
