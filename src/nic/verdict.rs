@@ -174,6 +174,10 @@ fn prio_list(mask: u8) -> String {
 pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Diagnosis {
     let x = &facts.iface;
     let driver = facts.driver_name().unwrap_or("unknown");
+    let not_in_table = match facts.driver_name() {
+        Some(d) => format!("driver {d} is not in the table: run `lossless selftest` against a peer"),
+        None => "the driver could not be identified (ETHTOOL_GDRVINFO failed): run `lossless selftest` against a peer".to_string(),
+    };
     let mut out = Vec::new();
 
     // Link.
@@ -257,10 +261,7 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
     }
     let mut driver_cannot = false;
     match row {
-        None => rx.add(
-            Status::Unknown,
-            format!("driver {driver} is not in the table: run `lossless selftest` against a peer"),
-        ),
+        None => rx.add(Status::Unknown, not_in_table.clone()),
         Some(r) => match r.rx_mac_control.answer {
             Answer::Yes => {}
             Answer::No => {
@@ -302,10 +303,7 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
     // Send.
     let mut tx = Verdict::new(Capability::SendPausePfc, needs.mac_control);
     match row {
-        None => tx.add(
-            Status::Unknown,
-            format!("driver {driver} is not in the table: run `lossless selftest` against a peer"),
-        ),
+        None => tx.add(Status::Unknown, not_in_table),
         Some(r) => match r.tx_mac_control.answer {
             Answer::Yes => {
                 if !r.tx_mac_control.detail.is_empty() {
@@ -667,6 +665,16 @@ mod tests {
         assert_eq!(status(&d, Capability::SendPausePfc), Status::Unknown);
         assert!(d.usable);
         assert_eq!(d.fixes, ["ip maddr add 01:80:c2:00:00:01 dev vd0"]);
+        // A driver that cannot be asked (loopback) is not guessed at.
+        f.driver = Fact::Failed("ETHTOOL_GDRVINFO on lo: Operation not supported".into());
+        let d = judge(&f, &Needs::default());
+        let tx = d
+            .verdicts
+            .iter()
+            .find(|v| v.capability == Capability::SendPausePfc)
+            .unwrap();
+        assert_eq!(tx.status, Status::Unknown);
+        assert!(tx.reasons[0].contains("could not be identified"), "{tx:?}");
     }
 
     #[test]
