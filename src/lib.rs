@@ -20,6 +20,7 @@ pub mod dataplane;
 pub mod fc;
 pub mod headroom;
 pub mod linkup;
+pub mod nic;
 pub mod traffic;
 pub mod units;
 pub mod wire;

@@ -34,6 +34,12 @@ enum Command {
     /// Measure the link's round trip to the peer (LLDP and IEEE 1588 peer delay) and the
     /// PFC headroom it implies; or only answer the peer's measurement.
     Measure(cli::measure::MeasureArgs),
+    /// Examine a port: what the NIC can do for lossless Ethernet, read from the kernel and
+    /// the driver table, a verdict per capability and the commands that fix it.
+    Doctor(cli::doctor::DoctorArgs),
+    /// Send every frame class the daemon speaks each way between two ports wired to each
+    /// other, and report which arrived intact.
+    Selftest(cli::selftest::SelftestArgs),
 }
 
 fn main() {
@@ -49,6 +55,16 @@ fn main() {
         Command::Headroom(a) => cli::headroom::run(a).map_err(|e| (e.to_string(), 2)),
         Command::Cable(a) => cli::cable::run(a).map_err(|e| (e, 1)),
         Command::Measure(a) => cli::measure::run(a).map_err(|e| (e, 1)),
+        Command::Doctor(a) => match cli::doctor::run(a) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err((format!("{} is not usable as configured", a.iface), 1)),
+            Err(e) => Err((e, 2)),
+        },
+        Command::Selftest(a) => match cli::selftest::run(a) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(("some frames did not get through intact".into(), 1)),
+            Err(e) => Err((e, 2)),
+        },
     };
     if let Err((msg, code)) = result {
         eprintln!("lossless: error: {msg}");

@@ -2,10 +2,12 @@
 
 pub mod cable;
 pub mod common;
+pub mod doctor;
 pub mod gen;
 pub mod headroom;
 pub mod measure;
 pub mod run;
+pub mod selftest;
 pub mod send;
 pub mod sink;
 pub mod status;

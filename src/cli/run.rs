@@ -9,6 +9,7 @@ use crate::{
     config::Plan,
     control::{daemon, signals},
     dataplane::sched::RealtimeMode,
+    nic::needs::startup_warnings,
     units::format_rate,
 };
 
@@ -57,6 +58,11 @@ impl RunError {
 /// Runs the daemon.
 pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let plan = Plan::load(&args.config)?;
+    // The same probe as `lossless doctor`: say now, naming the fix, when a port cannot send or
+    // receive what its priorities' modes need, instead of failing silently under load.
+    for w in startup_warnings(&plan) {
+        tracing::warn!("{w}");
+    }
     let stop = signals::install();
     let reload = signals::install_reload();
     let report = daemon::run(&plan, &args.config, stop, reload)?;
@@ -121,6 +127,9 @@ pub fn check(args: &CheckArgs) -> Result<(), RunError> {
             line += &format!(", SFC above {} B queued", f.threshold);
         }
         println!("{line}");
+    }
+    for w in startup_warnings(&plan) {
+        println!("warning: {w}");
     }
     Ok(())
 }
