@@ -600,3 +600,101 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
         n(&dut["ports"][1]["queue_peak_bytes"][3])
     );
 }
+
+/// The quick-start topology with link-up measuring through `gen --link-partner`: 200 Mbit/s
+/// into a 100 Mbit/s egress with 1 MiB of headroom configured. Link-up measures the wire (tens
+/// of µs on veth, a headroom of a few KB), which used to replace the configured headroom and
+/// lose frames; the headroom in force never goes below the configured one, and covers every
+/// overshoot seen.
+#[test]
+fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
+    let _l = traffic_lock();
+    let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"));
+    let (ng, nd, ns) = (Netns::new("mg"), Netns::new("md"), Netns::new("ms"));
+    let (g0, d0, d1, s0) = (unique("g"), unique("d"), unique("d"), unique("s"));
+    veth(&ng, &g0, &nd, &d0);
+    veth(&nd, &d1, &ns, &s0);
+    let (control, socket) = common::control_section();
+    let cfg = common::TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"100Mbit\"\n\
+             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"1MiB\"\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(T);
+    let sink = common::start_sink(&ns, &s0);
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g0,
+            "--rate",
+            "200Mbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "3s",
+            "--link-partner",
+            "--json",
+        ],
+    );
+    // Link-up measures while the generator runs (it answers peer-delay requests).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status_of(&socket)["ports"][0]["priorities"][3]["source"] != "measured" {
+        assert!(
+            Instant::now() < deadline,
+            "never measured: {}",
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = status_of(&socket);
+    let gen = gen.json(Duration::from_secs(30));
+    let sink = sink.json(Duration::from_secs(30));
+    dut.interrupt();
+    let dut = dut.json(T);
+    let p3 = &st["ports"][0]["priorities"][3];
+    let terms = &p3["headroom_terms"];
+    let measured = n(&terms[1]);
+    assert!(
+        measured > 0 && measured < 1024 * 1024,
+        "link-up measured the wire: {p3}"
+    );
+    assert_eq!(
+        n(&p3["headroom_bytes"]),
+        1024 * 1024,
+        "never below the configured: {p3}"
+    );
+    assert_eq!(n(&p3["xoff_bytes"]), 64 * 1024, "{p3}");
+    let sent = n(&gen["frames_sent"]);
+    assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");
+    assert_eq!(n(&sink["unique"]), sent, "{sink}");
+    assert_eq!(n(&sink["lost"]), 0, "{sink}");
+    let d0 = &dut["ports"][0];
+    for (reason, count) in d0["drops"].as_object().unwrap() {
+        assert_eq!(n(count), 0, "drops {reason}: {d0}");
+    }
+    let buckets: Vec<u64> = d0["overshoot"][3]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(n)
+        .collect();
+    let peak =
+        buckets
+            .iter()
+            .rposition(|&c| c > 0)
+            .map_or(0, |b| if b == 0 { 0 } else { 1u64 << (b - 1) });
+    assert!(n(&d0["headroom_in_force"][3]) >= peak, "{d0}");
+    println!(
+        "link partner, 200 Mbit/s into 100 Mbit/s: link-up measured {measured} B, headroom in force {} B ({}), peak overshoot {peak}..{} B",
+        n(&d0["headroom_in_force"][3]),
+        p3["headroom_source"],
+        peak * 2
+    );
+}

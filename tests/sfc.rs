@@ -78,10 +78,13 @@ fn run(w: &Incast, prio3: &str) -> (Vec<Value>, Value, Value) {
 
 fn run_with(w: &Incast, prio3: &str, extra: &str) -> (Vec<Value>, Value, Value) {
     let (control, _socket) = control_section();
+    // Three generators must overload the 1 Gbit/s egress on two vCPUs: a real-time worker
+    // would take the CPU they need to (0.95 Gbit/s offered in all, measured), so the worker
+    // shares the CPUs as an ordinary process here.
     let cfg = TempFile::new(
         "cfg",
         &format!(
-            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[priority.3]\n{prio3}\n{control}{extra}",
+            "[daemon]\nrealtime = \"off\"\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[priority.3]\n{prio3}\n{control}{extra}",
             w.d0, w.d1
         ),
     );
@@ -196,7 +199,7 @@ fn the_same_incast_without_sfc_loses_frames() {
     let received = n(&sink["received"]);
     assert!(
         received < sent * 95 / 100,
-        "expected loss: sent {sent}, received {received}"
+        "expected loss: sent {sent}, received {received}; generators: {gens:?}"
     );
     assert_eq!(n(&dut["ports"][0]["drops"]["tail_drop"]), sent - received);
     assert!(gens.iter().all(|g| n(&g["sfcm_rx"]) == 0));

@@ -192,14 +192,16 @@ fn daemon_bound_lossy_loses_frames_in_the_kernel() {
     assert!(u(d0, &["kernel_drops", "fill_ring_empty"]) > 0, "{d0}");
 }
 
-/// The sink as the bottleneck: a real-time daemon forwards the flood faster than a sink at
-/// normal priority, sharing a CPU with the generator, receives it. The sink pauses the daemon
-/// with PFC while its RX ring is short of buffers; what it still loses while it is not
-/// running at all is its own, counted as `lost_here` and never blamed upstream. As a fair peer
-/// (`--realtime`) it loses nothing.
+/// The sink as the bottleneck: two CPU-bound processes starve a sink at normal priority while
+/// a real-time daemon forwards 2 Gbit/s to it. The sink pauses the daemon with PFC while its
+/// RX ring is short of buffers; what it still loses while it is not running at all is its own,
+/// counted as `lost_here` and never blamed upstream. As a fair peer (`--realtime`) it loses
+/// nothing. (The daemon is not saturated here: a SCHED_FIFO worker that needs a whole CPU is
+/// throttled by the kernel, see the README's "Real-time workers".)
 #[test]
 fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
     let _serial = traffic_lock();
+    let _hogs = Hogs::start(2);
     for realtime in [false, true] {
         let w = wire();
         let config =
@@ -220,9 +222,26 @@ fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
         let mut sink = Proc::spawn(&w.sink_ns, &args);
         sink.wait_ready(Duration::from_secs(10));
         let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
-        let mut gargs = vec!["gen", "--iface", &w.g, "--json"];
-        gargs.extend_from_slice(FLOOD);
-        let gen = Proc::spawn(&w.gen_ns, &gargs).json(Duration::from_secs(30));
+        let gen = Proc::spawn(
+            &w.gen_ns,
+            &[
+                "gen",
+                "--iface",
+                &w.g,
+                "--json",
+                "--rate",
+                "2Gbit",
+                "--size",
+                "1000",
+                "--priority",
+                "3",
+                "--duration",
+                "2s",
+                "--link-speed",
+                "10Gbit",
+            ],
+        )
+        .json(Duration::from_secs(30));
         let sink = sink.json(Duration::from_secs(30));
         dut.interrupt();
         let r = Run {

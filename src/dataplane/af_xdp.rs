@@ -212,9 +212,12 @@ impl Port for AfXdpPort {
             };
             out.push(RxFrame { frame, rx_ns });
         }
-        if n > 0 {
-            if let Some(t) = &self.ingress {
+        if let Some(t) = &mut self.ingress {
+            if n > 0 {
                 t.publish();
+            }
+            if n < max {
+                t.on_ring_empty(now);
             }
         }
         self.in_fill -= n.min(self.in_fill);

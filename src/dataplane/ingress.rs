@@ -20,6 +20,13 @@
 //!   first) makes that err only towards a frame in flight between the two adds, which its own
 //!   stamp then covers: the error is one frame for microseconds, never a drift.
 //!
+//! One case the stamps cannot resolve: frames the kernel dropped after the last frame taken,
+//! when nothing arrives after them (typically because this very backlog paused the source).
+//! So when the worker finds its ring empty it notes the steered totals and the time; finding
+//! it empty again at least [`SETTLE_NS`] later, every frame counted in that note has had the
+//! time to reach the ring and is gone from it: taken, or dropped by the kernel. The note then
+//! counts as seen. Without it the phantom backlog would hold XOFF for ever.
+//!
 //! The worker also writes the frames stamp of the last frame it took into the map, so the
 //! program sees the ring's depth and can drop lossy frames once it is deep (counted per
 //! priority in `lossy_drops`) before they take the buffers the lossless priorities need.
@@ -36,6 +43,11 @@ use crate::fc::PRIORITIES;
 
 /// RX queues the map has an entry for (the XSKMAP's size).
 pub const MAX_QUEUES: usize = 64;
+
+/// How long a frame the XDP program counted may take to reach the RX ring (one NAPI poll):
+/// a note of the steered totals older than this, with the ring found empty, is all taken or
+/// dropped.
+pub const SETTLE_NS: u64 = 1_000_000;
 
 /// One RX queue's counters; mirrors `struct ingress_queue` in the XDP program (256 bytes).
 #[repr(C)]
@@ -224,6 +236,8 @@ pub struct IngressTracker {
     start: [u64; PRIORITIES],
     seen_bytes: [u64; PRIORITIES],
     seen_frames: u64,
+    /// Steered totals (frames, bytes) noted when the ring was found empty, and when.
+    empty_note: Option<(u64, [u64; PRIORITIES], u64)>,
 }
 
 impl IngressTracker {
@@ -240,7 +254,28 @@ impl IngressTracker {
             start: seen_bytes,
             seen_bytes,
             seen_frames,
+            empty_note: None,
         })
+    }
+
+    /// The worker found the ring empty at `now` (a receive returned fewer frames than asked
+    /// for): frames noted at an earlier empty ring, at least [`SETTLE_NS`] ago, are gone.
+    pub fn on_ring_empty(&mut self, now: u64) {
+        match self.empty_note {
+            Some((_, _, at)) if now.saturating_sub(at) < SETTLE_NS => {}
+            note => {
+                if let Some((frames, bytes, _)) = note {
+                    self.seen_frames = self.seen_frames.max(frames);
+                    for p in 0..PRIORITIES {
+                        self.seen_bytes[p] = self.seen_bytes[p].max(bytes[p]);
+                    }
+                    self.publish();
+                }
+                let e = self.entry();
+                let bytes = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
+                self.empty_note = Some((e.frames.load(Relaxed), bytes, now));
+            }
+        }
     }
 
     fn entry(&self) -> &IngressQueue {
@@ -330,6 +365,28 @@ mod tests {
         map.steer(3, 6, 500);
         let d = map.steer(3, 1, 100);
         t.on_taken(d);
+        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        assert_eq!(t.backlog().1, 0);
+    }
+
+    #[test]
+    fn frames_dropped_with_nothing_after_them_stop_counting_once_settled() {
+        let (map, mut t) = tracker();
+        let a = map.steer(3, 3, 1000);
+        t.on_taken(a);
+        // Two more steered, both dropped by the kernel; the source is paused, nothing follows.
+        map.steer(3, 3, 1000);
+        map.steer(3, 3, 1000);
+        t.on_ring_empty(0);
+        assert_eq!(t.backlog().1, 2, "not settled yet");
+        t.on_ring_empty(SETTLE_NS - 1);
+        assert_eq!(t.backlog().1, 2);
+        // A frame steered after the note is not written off with it.
+        map.steer(3, 5, 64);
+        t.on_ring_empty(SETTLE_NS);
+        let (bytes, frames, _) = t.backlog();
+        assert_eq!((bytes[3], bytes[5], frames), (0, 64, 1));
+        t.on_ring_empty(2 * SETTLE_NS);
         assert_eq!(t.backlog().0, [0; PRIORITIES]);
         assert_eq!(t.backlog().1, 0);
     }
