@@ -266,8 +266,8 @@ impl IngressTracker {
             note => {
                 if let Some((frames, bytes, _)) = note {
                     self.seen_frames = self.seen_frames.max(frames);
-                    for p in 0..PRIORITIES {
-                        self.seen_bytes[p] = self.seen_bytes[p].max(bytes[p]);
+                    for (seen, noted) in self.seen_bytes.iter_mut().zip(bytes) {
+                        *seen = (*seen).max(noted);
                     }
                     self.publish();
                 }
