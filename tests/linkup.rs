@@ -533,6 +533,14 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
     (gen, sink, dut, st)
 }
 
+/// The largest overshoot after an XOFF of priority 3 in a port's report: the lower bound of
+/// the highest non-empty power-of-two bucket (`None`: no episode was measured).
+fn peak_overshoot(port: &Value) -> Option<u64> {
+    let buckets = port["overshoot"][3]["buckets"].as_array()?;
+    let top = buckets.iter().rposition(|c| c.as_u64() > Some(0))?;
+    Some(if top == 0 { 0 } else { 1 << (top - 1) })
+}
+
 /// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link when it is held
 /// fixed; with link-up and the adaptive headroom (the defaults: no hand-set peer response), the
 /// same 128 KiB buffer stays lossless, and the headroom in force covers every overshoot seen.
@@ -576,15 +584,7 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
     // The headroom in force at the end covers the largest overshoot seen (the lower bound of
     // its power-of-two bucket), and XOFF + headroom is still the buffer.
     let headroom = n(&d0["headroom_in_force"][3]);
-    let buckets: Vec<u64> = d0["overshoot"][3]["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(n)
-        .collect();
-    let top = buckets.iter().rposition(|&c| c > 0);
-    let peak = top.map_or(0, |b| if b == 0 { 0 } else { 1u64 << (b - 1) });
-    assert!(top.is_some(), "no XOFF episode was measured: {d0}");
+    let peak = peak_overshoot(d0).unwrap_or_else(|| panic!("no XOFF episode was measured: {d0}"));
     assert!(
         headroom >= peak,
         "headroom {headroom} below an overshoot of {peak}: {d0}"
@@ -679,17 +679,7 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
     for (reason, count) in d0["drops"].as_object().unwrap() {
         assert_eq!(n(count), 0, "drops {reason}: {d0}");
     }
-    let buckets: Vec<u64> = d0["overshoot"][3]["buckets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(n)
-        .collect();
-    let peak =
-        buckets
-            .iter()
-            .rposition(|&c| c > 0)
-            .map_or(0, |b| if b == 0 { 0 } else { 1u64 << (b - 1) });
+    let peak = peak_overshoot(d0).unwrap_or(0);
     assert!(n(&d0["headroom_in_force"][3]) >= peak, "{d0}");
     println!(
         "link partner, 200 Mbit/s into 100 Mbit/s: link-up measured {measured} B, headroom in force {} B ({}), peak overshoot {peak}..{} B",

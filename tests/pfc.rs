@@ -7,34 +7,12 @@ use std::{process::Command, time::Duration};
 
 use common::{
     capture, control_section, has_xdp, http_get, json_u64 as u, metric, report_port as port,
-    status_of, traffic_lock, unique, veth, Netns, Proc, TempFile,
+    status_of, traffic_lock, unique, Proc, TempFile, Wire,
 };
 use serde_json::Value;
 
-struct Wire {
-    gen_ns: Netns,
-    dut_ns: Netns,
-    sink_ns: Netns,
-    g: String,
-    d0: String,
-    d1: String,
-    s: String,
-}
-
 fn wire() -> Wire {
-    let (gen_ns, dut_ns, sink_ns) = (Netns::new("lg"), Netns::new("ld"), Netns::new("ls"));
-    let (g, d0, d1, s) = (unique("g"), unique("d"), unique("d"), unique("s"));
-    veth(&gen_ns, &g, &dut_ns, &d0);
-    veth(&dut_ns, &d1, &sink_ns, &s);
-    Wire {
-        gen_ns,
-        dut_ns,
-        sink_ns,
-        g,
-        d0,
-        d1,
-        s,
-    }
+    Wire::new("l")
 }
 
 /// Port d0 faces the generator at 10 Gbit/s; d1 egress is shaped to 1 Gbit/s.

@@ -8,35 +8,13 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    control_section, json_u64 as u, report_port as port, start_sink, traffic_lock, unique, veth,
-    Hogs, Netns, Proc, TempFile,
+    control_section, json_u64 as u, report_port as port, start_sink, start_sink_with, traffic_lock,
+    unique, veth, Hogs, Netns, Proc, TempFile, Wire,
 };
 use serde_json::Value;
 
-struct Wire {
-    gen_ns: Netns,
-    dut_ns: Netns,
-    sink_ns: Netns,
-    g: String,
-    d0: String,
-    d1: String,
-    s: String,
-}
-
 fn wire() -> Wire {
-    let (gen_ns, dut_ns, sink_ns) = (Netns::new("ug"), Netns::new("ud"), Netns::new("us"));
-    let (g, d0, d1, s) = (unique("g"), unique("d"), unique("d"), unique("s"));
-    veth(&gen_ns, &g, &dut_ns, &d0);
-    veth(&dut_ns, &d1, &sink_ns, &s);
-    Wire {
-        gen_ns,
-        dut_ns,
-        sink_ns,
-        g,
-        d0,
-        d1,
-        s,
-    }
+    Wire::new("u")
 }
 
 /// Starts a daemon in `ns` with `config` (a control socket of its own added) and waits for it.
@@ -206,21 +184,8 @@ fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
         let w = wire();
         let config =
             daemon_bound_config(&w, PFC_2MIB).replace("realtime = \"off\"", "realtime = \"on\"");
-        let mut args = vec![
-            "sink",
-            "--iface",
-            &w.s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "60s",
-            "--json",
-        ];
-        if realtime {
-            args.push("--realtime");
-        }
-        let mut sink = Proc::spawn(&w.sink_ns, &args);
-        sink.wait_ready(Duration::from_secs(10));
+        let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
+        let sink = start_sink_with(&w.sink_ns, &w.s, extra);
         let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
         let gen = Proc::spawn(
             &w.gen_ns,
@@ -346,21 +311,7 @@ fn pfc_propagates_hop_by_hop_through_two_daemons() {
         format!("[[port]]\niface = \"{i}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{e}\"\nspeed = \"{speed}\"\n\n{pfc}")
     };
     // Two real-time daemons would starve a sink at normal priority: it is a fair peer.
-    let mut sink = Proc::spawn(
-        &ns,
-        &[
-            "sink",
-            "--iface",
-            &s,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "60s",
-            "--json",
-            "--realtime",
-        ],
-    );
-    sink.wait_ready(Duration::from_secs(10));
+    let sink = start_sink_with(&ns, &s, &["--realtime"]);
     let (d2, _c2) = start_daemon(&n2, &cfg(&b0, &b1, "1Gbit"));
     let (d1, _c1) = start_daemon(&n1, &cfg(&a0, &a1, "10Gbit"));
     let gen = Proc::spawn(

@@ -401,21 +401,60 @@ pub fn control_section() -> (String, SocketPath) {
 /// Starts `lossless sink` on `iface` in `ns` (JSON report, stops 1 s after the traffic) and
 /// waits until it is ready.
 pub fn start_sink(ns: &Netns, iface: &str) -> Proc {
-    let mut sink = Proc::spawn(
-        ns,
-        &[
-            "sink",
-            "--iface",
-            iface,
-            "--idle-timeout",
-            "1s",
-            "--duration",
-            "60s",
-            "--json",
-        ],
-    );
+    start_sink_with(ns, iface, &[])
+}
+
+/// [`start_sink`] with `extra` flags (e.g. `--realtime`).
+pub fn start_sink_with(ns: &Netns, iface: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "sink",
+        "--iface",
+        iface,
+        "--idle-timeout",
+        "1s",
+        "--duration",
+        "60s",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let mut sink = Proc::spawn(ns, &args);
     sink.wait_ready(Duration::from_secs(10));
     sink
+}
+
+/// gen —veth— daemon —veth— sink, each in its own namespace: `g` faces `d0`, `d1` faces `s`.
+pub struct Wire {
+    pub gen_ns: Netns,
+    pub dut_ns: Netns,
+    pub sink_ns: Netns,
+    pub g: String,
+    pub d0: String,
+    pub d1: String,
+    pub s: String,
+}
+
+impl Wire {
+    /// Namespaces and interfaces named after `tag`.
+    pub fn new(tag: &str) -> Self {
+        let n = |part: &str| format!("{tag}{part}");
+        let (gen_ns, dut_ns, sink_ns) = (
+            Netns::new(&n("g")),
+            Netns::new(&n("d")),
+            Netns::new(&n("s")),
+        );
+        let (g, d0, d1, s) = (unique("g"), unique("d"), unique("d"), unique("s"));
+        veth(&gen_ns, &g, &dut_ns, &d0);
+        veth(&dut_ns, &d1, &sink_ns, &s);
+        Wire {
+            gen_ns,
+            dut_ns,
+            sink_ns,
+            g,
+            d0,
+            d1,
+            s,
+        }
+    }
 }
 
 /// gen —veth— [cable] —veth— daemon —veth— sink, each in its own namespace, with
