@@ -475,7 +475,7 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
         s0,
         cable,
         ..
-    } = common::CableLine::new("lh", &["--delay", "1ms"]);
+    } = common::CableLine::new("lh", &["--delay", "1ms", "--realtime"]);
     // The generator answers peer-delay requests before it sends (it starts idle).
     let mut partner = Proc::spawn(&ng, &["measure", "--iface", &g0, "--respond-for", "30s"]);
     partner.wait_ready(T);
