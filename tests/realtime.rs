@@ -114,11 +114,11 @@ fn busy_poll_with_realtime_warns_of_throttling() {
     }
 }
 
-/// `realtime = "auto"` (the default) where SCHED_FIFO is not permitted: the daemon runs with
-/// normal workers and says why in one warning.
+/// `realtime = "auto"` where SCHED_FIFO is not permitted: the daemon runs with normal workers
+/// and says why in one warning.
 #[test]
 fn auto_without_permission_runs_normal_and_says_why() {
-    let (dut, d) = running("", &without_permission());
+    let (dut, d) = running("realtime = \"auto\"", &without_permission());
     assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
     let log = d.stderr();
     let line = log

@@ -117,15 +117,15 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
     );
 }
 
-/// The daemon gets AF_XDP, and SCHED_FIFO workers (the default `realtime = "auto"` at the
-/// default priority), with exactly the unit's capability bounding set (as root, which the unit
+/// The daemon gets AF_XDP, and SCHED_FIFO workers (`realtime = "auto"` at the default
+/// priority), with exactly the unit's capability bounding set (as root, which the unit
 /// runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not the unit's
 /// LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
 #[test]
 fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
     let mut wrapper = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
     wrapper.extend(unit_capabilities_except(&[]));
-    let dut = Dut::new("ly", "");
+    let dut = Dut::new("ly", "[daemon]\nrealtime = \"auto\"");
     let mut d = dut.start(&wrapper);
     d.wait_ready(Duration::from_secs(10));
     let workers = threads_named(d.pid(), "lossless-w");

@@ -308,7 +308,7 @@ fn pfc_propagates_hop_by_hop_through_two_daemons() {
     let pfc =
         "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n";
     let cfg = |i: &str, e: &str, speed: &str| {
-        format!("[[port]]\niface = \"{i}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{e}\"\nspeed = \"{speed}\"\n\n{pfc}")
+        format!("[daemon]\nrealtime = \"auto\"\n\n[[port]]\niface = \"{i}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{e}\"\nspeed = \"{speed}\"\n\n{pfc}")
     };
     // Two real-time daemons would starve a sink at normal priority: it is a fair peer.
     let sink = start_sink_with(&ns, &s, &["--realtime"]);

@@ -17,11 +17,13 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "lowercase")]
 pub enum RealtimeMode {
     /// When permitted; otherwise normal scheduling and a warning that names what is missing.
-    #[default]
     Auto,
     /// Always: not being permitted is an error at start.
     On,
-    /// Never: normal (`SCHED_OTHER`) scheduling.
+    /// Never: normal (`SCHED_OTHER`) scheduling. The default: on the 2-vCPU development VM a
+    /// real-time worker met stalls of 50-90 ms in runs without other load (suspected RT
+    /// throttling), where a normal one did not; see the README's "Real-time workers".
+    #[default]
     Off,
 }
 
