@@ -1344,7 +1344,7 @@ limit = "1MB"
         let p = Plan::parse(GOOD, "x").unwrap();
         assert_eq!(p.daemon.realtime, RealtimeMode::Off);
         assert_eq!(p.daemon.realtime_priority, DEFAULT_PRIORITY);
-        for (text, mode) in [("on", RealtimeMode::On), ("off", RealtimeMode::Off)] {
+        for (text, mode) in [("on", RealtimeMode::On), ("auto", RealtimeMode::Auto)] {
             let q = Plan::parse(
                 &GOOD.replace(
                     "workers = 1",
