@@ -16,6 +16,7 @@ pub mod pfc_headroom;
 pub mod pool;
 pub mod port;
 pub mod queue;
+pub mod rt_duty;
 pub mod sched;
 pub mod settings;
 pub mod shaper;

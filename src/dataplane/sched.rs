@@ -12,6 +12,8 @@ use std::{fmt, io};
 
 use serde::{Deserialize, Serialize};
 
+use super::rt_duty;
+
 /// Whether the threads that move frames run `SCHED_FIFO` (`[daemon] realtime`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -293,15 +295,17 @@ pub fn lock_memory() -> bool {
     false
 }
 
-/// Makes the calling thread `SCHED_FIFO` at `priority`.
+/// Makes the calling thread `SCHED_FIFO` at `priority`, under the process's duty cycle
+/// ([`rt_duty`]: a short `SCHED_OTHER` slice in every window, so that the kernel never stops
+/// it for tens of milliseconds).
 pub fn enter_fifo(priority: u8) -> io::Result<()> {
-    let param = libc::sched_param {
-        sched_priority: i32::from(priority),
-    };
-    // SAFETY: pid 0 is the calling thread; param is a valid sched_param.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    rt_duty::set_policy(0, libc::SCHED_FIFO, priority)?;
+    rt_duty::enroll(
+        this_thread_id(),
+        priority,
+        priority.saturating_add(1).min(MAX_PRIORITY),
+        rt_duty::Duty::for_kernel(rt_throttle()),
+    );
     Ok(())
 }
 
@@ -604,10 +608,24 @@ mod tests {
             match enter_fifo(3) {
                 Ok(()) => {
                     assert!(allowed);
-                    let s = WorkerSched::read(0, this_thread_id());
+                    // Under the duty cycle: SCHED_FIFO 3, and SCHED_OTHER in each window's
+                    // slice; three windows show both.
+                    let tid = this_thread_id();
+                    let (mut fifo, mut other) = (false, false);
+                    let end = std::time::Instant::now()
+                        + std::time::Duration::from_nanos(3 * rt_duty::WINDOW_NS);
+                    while std::time::Instant::now() < end {
+                        let s = WorkerSched::read(0, tid);
+                        match s.policy.as_str() {
+                            "SCHED_FIFO" => fifo |= s.realtime && s.priority == 3,
+                            "SCHED_OTHER" => other = true,
+                            _ => panic!("{s:?}"),
+                        }
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                    }
                     assert!(
-                        s.realtime && s.policy == "SCHED_FIFO" && s.priority == 3,
-                        "{s:?}"
+                        fifo && other,
+                        "SCHED_FIFO 3 seen: {fifo}, SCHED_OTHER: {other}"
                     );
                 }
                 Err(e) => assert!(!allowed && e.raw_os_error() == Some(libc::EPERM), "{e}"),
