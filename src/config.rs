@@ -95,7 +95,7 @@ pub struct DaemonSection {
     #[serde(default)]
     pub log: Option<String>,
     /// Run the workers `SCHED_FIFO` with memory locked: `auto` (when permitted), `on` (an
-    /// error at start when not permitted) or `off` (the default).
+    /// error at start when not permitted) or `off`.
     #[serde(default)]
     pub realtime: RealtimeMode,
     /// `SCHED_FIFO` priority of the workers, 1..=99.
@@ -126,7 +126,7 @@ impl Default for DaemonSection {
             busy_poll: false,
             stats_interval_s: 0,
             log: None,
-            realtime: RealtimeMode::Off,
+            realtime: RealtimeMode::Auto,
             realtime_priority: DEFAULT_PRIORITY,
         }
     }
@@ -1342,9 +1342,9 @@ limit = "1MB"
     #[test]
     fn realtime_settings() {
         let p = Plan::parse(GOOD, "x").unwrap();
-        assert_eq!(p.daemon.realtime, RealtimeMode::Off);
+        assert_eq!(p.daemon.realtime, RealtimeMode::Auto);
         assert_eq!(p.daemon.realtime_priority, DEFAULT_PRIORITY);
-        for (text, mode) in [("on", RealtimeMode::On), ("auto", RealtimeMode::Auto)] {
+        for (text, mode) in [("on", RealtimeMode::On), ("off", RealtimeMode::Off)] {
             let q = Plan::parse(
                 &GOOD.replace(
                     "workers = 1",

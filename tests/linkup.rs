@@ -475,18 +475,15 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
         s0,
         cable,
         ..
-    } = common::CableLine::new("lh", &["--delay", "1ms"]);
+    } = common::CableLine::new("lh", &["--delay", "1ms", "--realtime"]);
     // The generator answers peer-delay requests before it sends (it starts idle).
     let mut partner = Proc::spawn(&ng, &["measure", "--iface", &g0, "--respond-for", "30s"]);
     partner.wait_ready(T);
     let (control, socket) = common::control_section();
-    // The worker runs SCHED_OTHER: after tests/faults.rs, a real-time worker here met stalls
-    // of ~90 ms (suspected RT throttling, see the README's "Real-time workers") that a
-    // headroom test cannot tell from a slow peer.
     let cfg = common::TempFile::new(
         "cfg",
         &format!(
-            "[daemon]\nrealtime = \"off\"\n[[port]]\niface = \"{d0}\"\nspeed = \"100Mbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"50Mbit\"\n\
+            "[[port]]\niface = \"{d0}\"\nspeed = \"100Mbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"50Mbit\"\n\
              [priority.3]\nmode = \"pfc\"\nxoff = \"120KiB\"\nxon = \"100KiB\"\nheadroom = \"8KiB\"\n\
              [watchdog]\nenabled = false\n{linkup}\n{control}"
         ),
@@ -621,8 +618,7 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
     let cfg = common::TempFile::new(
         "cfg",
         &format!(
-            // SCHED_OTHER worker, as in long_link_run.
-            "[daemon]\nrealtime = \"off\"\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"100Mbit\"\n\
+            "[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"100Mbit\"\n\
              [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"1MiB\"\n{control}"
         ),
     );

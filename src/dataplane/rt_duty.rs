@@ -111,6 +111,13 @@ fn enrolled() -> MutexGuard<'static, Vec<(i32, u8)>> {
     ENROLLED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The `SCHED_FIFO` priority of thread `tid` if it is under the duty cycle.
+pub fn priority_of(tid: i32) -> Option<u8> {
+    enrolled()
+        .iter()
+        .find_map(|&(t, priority)| (t == tid).then_some(priority))
+}
+
 /// Puts the calling thread `tid`, just made `SCHED_FIFO` at `priority`, under the duty
 /// cycle, and starts the process's duty thread (`SCHED_FIFO` at `own_priority`, schedule
 /// `duty`) if this is the first.
@@ -153,9 +160,16 @@ fn run(duty: Duty, own: u8, workers: u8) {
         };
         enrolled().retain(|&(tid, prio)| {
             let prio = if for_fifo { prio } else { 0 };
-            // A thread that is gone (ESRCH) leaves the list; its Enrollment drop also does.
-            set_policy(tid, policy, prio)
-                .map_or_else(|e| e.raw_os_error() != Some(libc::ESRCH), |()| true)
+            match set_policy(tid, policy, prio) {
+                Ok(()) => true,
+                // Gone: its Enrollment drop removes it too.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => false,
+                Err(e) => {
+                    tracing::warn!(tid, error = %e, "duty cycle: cannot switch a real-time \
+                        thread's policy, so it leaves the cycle (status reads its policy as is)");
+                    false
+                }
+            }
         });
         sleep_until(until);
     }

@@ -19,13 +19,13 @@ use super::rt_duty;
 #[serde(rename_all = "lowercase")]
 pub enum RealtimeMode {
     /// When permitted; otherwise normal scheduling and a warning that names what is missing.
+    /// The default: with the duty cycle ([`rt_duty`]) a real-time worker is never stopped by
+    /// the kernel, so it only gains over a normal one.
+    #[default]
     Auto,
     /// Always: not being permitted is an error at start.
     On,
-    /// Never: normal (`SCHED_OTHER`) scheduling. The default: on the 2-vCPU development VM a
-    /// real-time worker met stalls of 50-90 ms in runs without other load (suspected RT
-    /// throttling), where a normal one did not; see the README's "Real-time workers".
-    #[default]
+    /// Never: normal (`SCHED_OTHER`) scheduling.
     Off,
 }
 
@@ -446,9 +446,20 @@ pub struct WorkerSched {
 }
 
 impl WorkerSched {
-    /// Worker `worker`'s thread `tid` as the kernel reports it now.
+    /// Worker `worker`'s thread `tid` as the kernel reports it now, except that a thread
+    /// under the duty cycle ([`rt_duty`]) read in its `SCHED_OTHER` slice shows the
+    /// `SCHED_FIFO` priority it returns to at the window's end.
     pub fn read(worker: usize, tid: i32) -> Self {
-        let sched = ThreadSched::of(tid).ok();
+        let sched =
+            ThreadSched::of(tid)
+                .ok()
+                .map(|s| match (s.policy, rt_duty::priority_of(tid)) {
+                    (Policy::Other, Some(priority)) => ThreadSched {
+                        policy: Policy::Fifo,
+                        priority,
+                    },
+                    _ => s,
+                });
         WorkerSched {
             worker,
             tid,
@@ -608,19 +619,25 @@ mod tests {
             match enter_fifo(3) {
                 Ok(()) => {
                     assert!(allowed);
-                    // Under the duty cycle: SCHED_FIFO 3, and SCHED_OTHER in each window's
-                    // slice; three windows show both.
+                    // Under the duty cycle the kernel shows SCHED_FIFO 3, and SCHED_OTHER in
+                    // each window's slice (three windows show both); the worker's report
+                    // shows SCHED_FIFO 3 throughout.
                     let tid = this_thread_id();
                     let (mut fifo, mut other) = (false, false);
                     let end = std::time::Instant::now()
                         + std::time::Duration::from_nanos(3 * rt_duty::WINDOW_NS);
                     while std::time::Instant::now() < end {
-                        let s = WorkerSched::read(0, tid);
-                        match s.policy.as_str() {
-                            "SCHED_FIFO" => fifo |= s.realtime && s.priority == 3,
-                            "SCHED_OTHER" => other = true,
+                        let s = ThreadSched::of(tid).unwrap();
+                        match s.policy {
+                            Policy::Fifo => fifo |= s.priority == 3,
+                            Policy::Other => other = true,
                             _ => panic!("{s:?}"),
                         }
+                        let w = WorkerSched::read(0, tid);
+                        assert!(
+                            w.realtime && w.policy == "SCHED_FIFO" && w.priority == 3,
+                            "{w:?}"
+                        );
                         std::thread::sleep(std::time::Duration::from_micros(100));
                     }
                     assert!(

@@ -685,8 +685,23 @@ pub fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
     found.into_iter().map(|(_, tid)| tid).collect()
 }
 
-/// A thread's scheduling policy and priority as `chrt -p` reports them ("SCHED_FIFO", 50).
+/// A thread's scheduling policy and priority as `chrt -p` reports them ("SCHED_FIFO", 50),
+/// outside the duty cycle's slices where possible.
 pub fn chrt(tid: u32) -> (String, u32) {
+    // A real-time thread of ours runs SCHED_OTHER for the last 1 ms of every 10 ms window
+    // (the duty cycle, src/dataplane/rt_duty.rs): a reading in that slice is retried.
+    let mut reading = chrt_once(tid);
+    for _ in 0..20 {
+        if reading.0 != "SCHED_OTHER" {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        reading = chrt_once(tid);
+    }
+    reading
+}
+
+fn chrt_once(tid: u32) -> (String, u32) {
     let out = Command::new("chrt")
         .args(["-p", &tid.to_string()])
         .output()
