@@ -392,13 +392,25 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let w = wire();
     let (control, socket) = control_section();
     // The thresholds as configured: no overshoot evidence moving XOFF under this test.
-    let fixed = "\n[headroom]\nadaptive = false\n";
+    let fixed = "\n[headroom]\nadaptive = false\n[metrics]\nlisten = \"127.0.0.1:9464\"\n";
+    let reload_gauge = || {
+        let (_, m) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
+        (
+            metric(&m, "lossless_reload_success"),
+            metric(&m, "lossless_reload_timestamp_seconds"),
+        )
+    };
     let cfg = TempFile::new("cfg", &format!("{}{fixed}{control}", config(&w, PFC)));
     let (sink, dut) = start(&w, &cfg);
     let gen = start_gen(&w, "2Gbit", "af-xdp");
     std::thread::sleep(Duration::from_millis(500));
     let xoff = |s: &Value| s["ports"][0]["priorities"][3]["xoff_bytes"].clone();
     assert_eq!(xoff(&status_of(&socket)), 65536);
+    let (ok, started) = reload_gauge();
+    assert_eq!(
+        ok, 1.0,
+        "the configuration loaded at start counts as a success"
+    );
     let changed = PFC
         .replace("xoff = \"64KiB\"", "xoff = \"96KiB\"")
         .replace("xon = \"32KiB\"", "xon = \"48KiB\"");
@@ -412,11 +424,32 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let st = status_of(&socket);
     assert_eq!(xoff(&st), 98304, "{st}");
     assert_eq!(st["ports"][0]["priorities"][3]["xon_bytes"], 49152);
-    // A broken file: refused, the running configuration stays.
+    assert_eq!(st["last_reload"]["ok"], true, "{st}");
+    let (ok, reloaded) = reload_gauge();
+    assert!(
+        ok == 1.0 && reloaded >= started,
+        "{ok} {reloaded} {started}"
+    );
+    // A broken file: refused, the running configuration stays, and the refusal is seen in
+    // status and the metrics, not only in the log.
     std::fs::write(&cfg.path, "[[port]]\niface = 3\n").unwrap();
     dut.hangup();
     std::thread::sleep(Duration::from_millis(300));
-    assert_eq!(xoff(&status_of(&socket)), 98304);
+    let st = status_of(&socket);
+    assert_eq!(xoff(&st), 98304);
+    assert_eq!(st["last_reload"]["ok"], false, "{st}");
+    assert!(
+        st["last_reload"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("iface"),
+        "{st}"
+    );
+    let (ok, refused) = reload_gauge();
+    assert!(
+        ok == 0.0 && refused >= reloaded,
+        "{ok} {refused} {reloaded}"
+    );
     let gen = gen.json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
     let log = dut.stderr();
@@ -424,6 +457,10 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let report = dut.json(Duration::from_secs(10));
     assert!(log.contains("configuration reloaded"), "{log}");
     assert!(log.contains("reload refused"), "{log}");
+    assert!(
+        !log.contains('\x1b'),
+        "colour codes in a log to a pipe: {log:?}"
+    );
     // No loss across the reload, and the congestion was real throughout.
     let sent = u(&gen, &["frames_sent"]);
     assert_eq!(u(&sink, &["unique"]), sent, "{sink}");

@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::{
     carrier, logging,
     metrics::{self, DaemonCollector, Liveness},
+    reload::ReloadLog,
     status::{self, StatusSource},
     systemd::Notifier,
 };
@@ -122,13 +123,19 @@ fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan) {
     }
 }
 
-/// Reads the configuration again and publishes its reloadable part; refuses an invalid file.
-fn reload_config(running: &Plan, path: &Path, live: &SettingsCell, attached: Option<&Attached>) {
+/// Reads the configuration again and publishes its reloadable part; refuses an invalid file
+/// (the error says why).
+fn reload_config(
+    running: &Plan,
+    path: &Path,
+    live: &SettingsCell,
+    attached: Option<&Attached>,
+) -> Result<(), String> {
     let new = match Plan::load(path) {
         Ok(p) => p,
         Err(e) => {
             tracing::error!(error = %e, "reload refused; keeping the running configuration");
-            return;
+            return Err(e.to_string());
         }
     };
     for field in running.restart_only_changes(&new) {
@@ -148,10 +155,11 @@ fn reload_config(running: &Plan, path: &Path, live: &SettingsCell, attached: Opt
     settings.rtt_ns = running.rtt_ns;
     if settings == live.get() {
         tracing::info!("configuration reloaded: no live setting changed");
-        return;
+        return Ok(());
     }
     live.publish(settings);
     tracing::info!(priorities = ?new.prios, watchdog = ?new.watchdog, "configuration reloaded");
+    Ok(())
 }
 
 /// Watches each port's carrier and drives link-up measurements: at start, on every link-up,
@@ -484,11 +492,13 @@ pub fn run(
             Some(l)
         }
     };
+    let reloads = Arc::new(ReloadLog::started());
     let registry = Arc::new(metrics::registry(DaemonCollector::new(
         ifaces.clone(),
         live.clone(),
         all_stats.clone(),
         tids.clone(),
+        reloads.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {
@@ -504,6 +514,7 @@ pub fn run(
         started_ns: now_ns(),
         links: links.clone(),
         worker_tids: tids,
+        reloads: reloads.clone(),
     });
     let scheduling: Vec<String> = worker_threads.iter().map(|t| t.to_string()).collect();
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, scheduling = ?scheduling, memory_locked, "ready");
@@ -551,7 +562,7 @@ pub fn run(
                 break;
             }
             if reload.swap(false, Ordering::SeqCst) {
-                reload_config(plan, config_path, &live, attached.as_ref());
+                reloads.record(reload_config(plan, config_path, &live, attached.as_ref()));
             }
             if let Some(m) = monitor.as_mut() {
                 m.tick(&live);

@@ -1,8 +1,9 @@
-//! Logging through `tracing` to stderr: human text, or one JSON object per line for journald
-//! pipelines (`LOSSLESS_LOG_FORMAT=json`). The filter (`LOSSLESS_LOG`, else the config's
+//! Logging through `tracing` to stderr: human text (coloured only when stderr is a terminal
+//! and `NO_COLOR` is unset), or one JSON object per line for journald pipelines
+//! (`LOSSLESS_LOG_FORMAT=json`). The filter (`LOSSLESS_LOG`, else the config's
 //! `[daemon] log`, else `info`) can be replaced while running (SIGHUP reload).
 
-use std::sync::OnceLock;
+use std::{io::IsTerminal, sync::OnceLock};
 
 use tracing_subscriber::{
     fmt, layer::SubscriberExt, reload, util::SubscriberInitExt, EnvFilter, Registry,
@@ -18,7 +19,8 @@ pub fn init() {
     let filter = EnvFilter::try_from_env(LOG_ENV).unwrap_or_else(|_| EnvFilter::new("info"));
     let (filter, handle) = reload::Layer::new(filter);
     let json = std::env::var("LOSSLESS_LOG_FORMAT").is_ok_and(|v| v == "json");
-    let color = std::env::var_os("NO_COLOR").is_none();
+    // Colour only for a person at a terminal: journald, pipes and files get plain text.
+    let color = std::env::var_os("NO_COLOR").is_none() && std::io::stderr().is_terminal();
     tracing_subscriber::registry()
         .with(filter)
         .with(json.then(|| fmt::layer().json().with_writer(std::io::stderr)))

@@ -22,6 +22,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
+use super::reload::ReloadLog;
 use crate::{
     config::PfcPlan,
     dataplane::{
@@ -77,22 +78,26 @@ pub struct DaemonCollector {
     live: Arc<SettingsCell>,
     workers: Vec<Arc<WorkerStats>>,
     worker_tids: Vec<i32>,
+    reloads: Arc<ReloadLog>,
 }
 
 impl DaemonCollector {
     /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`, and
-    /// the scheduling of the worker threads `worker_tids` (in worker order).
+    /// the scheduling of the worker threads `worker_tids` (in worker order), and the outcome
+    /// of the last configuration load from `reloads`.
     pub fn new(
         ifaces: Vec<String>,
         live: Arc<SettingsCell>,
         workers: Vec<Arc<WorkerStats>>,
         worker_tids: Vec<i32>,
+        reloads: Arc<ReloadLog>,
     ) -> Self {
         DaemonCollector {
             ifaces,
             live,
             workers,
             worker_tids,
+            reloads,
         }
     }
 
@@ -582,6 +587,20 @@ impl Collector for DaemonCollector {
                 .iter()
                 .map(|t| (worker(t), ConstGauge::new(i64::from(t.priority)))),
         )?;
+        let reload = self.reloads.last();
+        ConstGauge::new(i64::from(reload.ok)).encode(enc.encode_descriptor(
+            "reload_success",
+            "1 if the last configuration load (start or SIGHUP reload) succeeded, 0 if the last \
+             reload was refused (the previous configuration still runs).",
+            None,
+            Gauge,
+        )?)?;
+        ConstGauge::new(reload.at_unix_s).encode(enc.encode_descriptor(
+            "reload_timestamp",
+            "When the configuration was last loaded or a reload refused, Unix time.",
+            Some(&Unit::Seconds),
+            Gauge,
+        )?)?;
         Ok(())
     }
 }
@@ -805,6 +824,7 @@ mod tests {
             live,
             vec![a, b],
             vec![crate::dataplane::sched::this_thread_id()],
+            Arc::new(ReloadLog::started()),
         ));
         let text = render(&r);
         for line in [
@@ -817,6 +837,8 @@ mod tests {
             // The test's own thread stands in for worker 0: normal scheduling.
             "lossless_worker_realtime{worker=\"0\"} 0",
             "lossless_worker_realtime_priority{worker=\"0\"} 0",
+            "lossless_reload_success 1",
+            "lossless_reload_timestamp_seconds 1",
             "lossless_build_info{version=",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
@@ -832,6 +854,47 @@ mod tests {
             to_prometheus_text(om),
             "# HELP x_frames_total Frames.\n# TYPE x_frames_total counter\nx_frames_total{a=\"b\"} 3\n\
              # HELP x_depth Depth.\n# TYPE x_depth gauge\nx_depth 1\n"
+        );
+    }
+
+    /// The README's metrics reference names every family the daemon exposes, and nothing
+    /// else.
+    #[test]
+    fn readme_metrics_reference_matches_the_exposition() {
+        let live = Arc::new(SettingsCell::new(LiveSettings {
+            prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
+            watchdog: None,
+            pause_quanta: vec![1],
+            sfc: Default::default(),
+            measured: vec![None; 1],
+            rtt_ns: vec![None; 1],
+            headroom: Default::default(),
+        }));
+        let text = to_prometheus_text(&render(&registry(DaemonCollector::new(
+            vec!["x".into()],
+            live,
+            vec![Arc::new(WorkerStats::new(1))],
+            vec![crate::dataplane::sched::this_thread_id()],
+            Arc::new(ReloadLog::started()),
+        ))));
+        let exposed: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        let readme = include_str!("../../README.md");
+        let documented: std::collections::BTreeSet<&str> = readme
+            .lines()
+            .filter(|l| l.starts_with("| `lossless_"))
+            .filter_map(|l| l.split('|').nth(1))
+            .flat_map(|cell| cell.split('`').filter(|w| w.starts_with("lossless_")))
+            .collect();
+        assert!(exposed.len() > 30 && exposed.contains("lossless_reload_success"));
+        let undocumented: Vec<_> = exposed.difference(&documented).collect();
+        let stale: Vec<_> = documented.difference(&exposed).collect();
+        assert!(
+            undocumented.is_empty() && stale.is_empty(),
+            "README metrics reference: missing {undocumented:?}, not exposed {stale:?}"
         );
     }
 
@@ -854,6 +917,7 @@ mod tests {
             live,
             vec![Arc::new(WorkerStats::new(1))],
             vec![crate::dataplane::sched::this_thread_id()],
+            Arc::new(ReloadLog::started()),
         )));
         let exposed: std::collections::HashSet<&str> = text
             .lines()

@@ -5,6 +5,7 @@ pub mod carrier;
 pub mod daemon;
 pub mod logging;
 pub mod metrics;
+pub mod reload;
 pub mod signals;
 pub mod status;
 pub mod systemd;

@@ -18,6 +18,7 @@ use tokio::{
     net::UnixListener,
 };
 
+use super::reload::{unix_now_s, ReloadLog, ReloadOutcome};
 use crate::{
     config::PortPlan,
     dataplane::{
@@ -113,6 +114,9 @@ pub struct Status {
     pub worker_threads: Vec<WorkerSched>,
     /// Seconds since start.
     pub uptime_s: f64,
+    /// The last configuration load: at start, or the last SIGHUP reload (refused or not).
+    #[serde(default)]
+    pub last_reload: Option<ReloadOutcome>,
     /// Ports.
     pub ports: Vec<PortStatus>,
 }
@@ -135,6 +139,8 @@ pub struct StatusSource {
     pub links: Vec<Arc<LinkShared>>,
     /// Thread id of each worker.
     pub worker_tids: Vec<i32>,
+    /// The last configuration load (start or SIGHUP reload).
+    pub reloads: Arc<ReloadLog>,
 }
 
 fn operstate(iface: &str) -> String {
@@ -221,6 +227,7 @@ impl StatusSource {
                 .map(|(w, &tid)| WorkerSched::read(w, tid))
                 .collect(),
             uptime_s: now.saturating_sub(self.started_ns) as f64 / 1e9,
+            last_reload: Some(self.reloads.last()),
             ports,
         }
     }
@@ -328,6 +335,20 @@ pub fn text(s: &Status) -> String {
     );
     for t in &s.worker_threads {
         let _ = writeln!(out, "worker {} (thread {}): {}", t.worker, t.tid, t);
+    }
+    if let Some(r) = &s.last_reload {
+        let ago = format!("{:.0} s", (unix_now_s() - r.at_unix_s).max(0.0));
+        match &r.error {
+            None => {
+                let _ = writeln!(out, "configuration: loaded {ago} ago");
+            }
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "configuration: last reload REFUSED {ago} ago, the previous one runs: {e}"
+                );
+            }
+        }
     }
     for p in &s.ports {
         let _ = writeln!(
