@@ -22,7 +22,7 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use super::reload::ReloadLog;
+use super::{carrier, reload::ReloadLog};
 use crate::{
     config::PfcPlan,
     dataplane::{
@@ -171,6 +171,19 @@ impl Collector for DaemonCollector {
                 vec![("version", env!("CARGO_PKG_VERSION").to_string())],
                 ConstGauge::new(1i64),
             )],
+        )?;
+        family(
+            &mut enc,
+            "link_up",
+            "1 while the port's link is operational (sysfs operstate up), else 0.",
+            None,
+            Gauge,
+            s.iter().map(|p| {
+                (
+                    device(p),
+                    ConstGauge::new(i64::from(carrier::is_up(&p.iface))),
+                )
+            }),
         )?;
         let bytes = || Some(Unit::Bytes);
         family(
@@ -857,10 +870,8 @@ mod tests {
         );
     }
 
-    /// The README's metrics reference names every family the daemon exposes, and nothing
-    /// else.
-    #[test]
-    fn readme_metrics_reference_matches_the_exposition() {
+    /// The classic-format exposition of a one-port daemon with every priority lossless.
+    fn sample_exposition() -> String {
         let live = Arc::new(SettingsCell::new(LiveSettings {
             prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
             watchdog: None,
@@ -870,18 +881,48 @@ mod tests {
             rtt_ns: vec![None; 1],
             headroom: Default::default(),
         }));
-        let text = to_prometheus_text(&render(&registry(DaemonCollector::new(
+        to_prometheus_text(&render(&registry(DaemonCollector::new(
             vec!["x".into()],
             live,
             vec![Arc::new(WorkerStats::new(1))],
             vec![crate::dataplane::sched::this_thread_id()],
             Arc::new(ReloadLog::started()),
-        ))));
+        ))))
+    }
+
+    /// Every `lossless_` series named in `text` (a dashboard, alert rules) is exposed;
+    /// returns how many names were checked.
+    fn names_only_exposed_series(what: &str, text: &str) -> usize {
+        let exposition = sample_exposition();
+        // Sample names, and the families (some have no series in this sample).
+        let exposed: std::collections::HashSet<&str> = exposition
+            .lines()
+            .filter_map(|l| match l.strip_prefix("# TYPE ") {
+                Some(family) => family.split(' ').next(),
+                None => (!l.starts_with('#')).then(|| l.split(['{', ' ']).next())?,
+            })
+            .collect();
+        let mut checked = 0;
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+            if word.starts_with("lossless_") {
+                assert!(exposed.contains(word), "{what} names unknown series {word}");
+                checked += 1;
+            }
+        }
+        checked
+    }
+
+    /// The README's metrics reference names every family the daemon exposes, and nothing
+    /// else.
+    #[test]
+    fn readme_metrics_reference_matches_the_exposition() {
+        let text = sample_exposition();
         let exposed: std::collections::BTreeSet<&str> = text
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
             .filter_map(|l| l.split(' ').next())
             .collect();
+        assert!(exposed.len() > 30 && exposed.contains("lossless_reload_success"));
         let readme = include_str!("../../README.md");
         let documented: std::collections::BTreeSet<&str> = readme
             .lines()
@@ -889,7 +930,6 @@ mod tests {
             .filter_map(|l| l.split('|').nth(1))
             .flat_map(|cell| cell.split('`').filter(|w| w.starts_with("lossless_")))
             .collect();
-        assert!(exposed.len() > 30 && exposed.contains("lossless_reload_success"));
         let undocumented: Vec<_> = exposed.difference(&documented).collect();
         let stale: Vec<_> = documented.difference(&exposed).collect();
         assert!(
@@ -903,40 +943,23 @@ mod tests {
     fn grafana_dashboard_queries_exposed_series() {
         let dash: serde_json::Value =
             serde_json::from_str(include_str!("../../grafana/lossless.json")).unwrap();
-        let live = Arc::new(SettingsCell::new(LiveSettings {
-            prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
-            watchdog: None,
-            pause_quanta: vec![1],
-            sfc: Default::default(),
-            measured: vec![None; 2],
-            rtt_ns: vec![None; 2],
-            headroom: Default::default(),
-        }));
-        let text = render(&registry(DaemonCollector::new(
-            vec!["x".into()],
-            live,
-            vec![Arc::new(WorkerStats::new(1))],
-            vec![crate::dataplane::sched::this_thread_id()],
-            Arc::new(ReloadLog::started()),
-        )));
-        let exposed: std::collections::HashSet<&str> = text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split(['{', ' ']).next())
-            .collect();
         let mut checked = 0;
         for panel in dash["panels"].as_array().unwrap() {
             for target in panel["targets"].as_array().unwrap() {
                 let expr = target["expr"].as_str().unwrap();
-                for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                    if word.starts_with("lossless_") {
-                        assert!(exposed.contains(word), "dashboard queries unknown {word}");
-                        checked += 1;
-                    }
-                }
+                checked += names_only_exposed_series("the Grafana dashboard", expr);
             }
         }
         assert!(checked > 15, "{checked}");
+    }
+
+    /// Every series the alert rules query exists in the exposition (tests/alerts.rs runs
+    /// their promtool unit tests).
+    #[test]
+    fn alert_rules_query_exposed_series() {
+        let rules = include_str!("../../prometheus/lossless.rules.yml");
+        let checked = names_only_exposed_series("prometheus/lossless.rules.yml", rules);
+        assert!(checked >= 9, "{checked}");
     }
 
     #[test]
