@@ -499,6 +499,7 @@ pub fn run(
         all_stats.clone(),
         tids.clone(),
         reloads.clone(),
+        shared.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {

@@ -22,12 +22,14 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use super::{carrier, reload::ReloadLog};
+use super::reload::ReloadLog;
 use crate::{
     config::PfcPlan,
     dataplane::{
+        clock::now_ns,
         sched::WorkerSched,
         settings::SettingsCell,
+        shared::SharedPort,
         stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
     },
     fc::PRIORITIES,
@@ -79,18 +81,21 @@ pub struct DaemonCollector {
     workers: Vec<Arc<WorkerStats>>,
     worker_tids: Vec<i32>,
     reloads: Arc<ReloadLog>,
+    shared: Vec<Arc<SharedPort>>,
 }
 
 impl DaemonCollector {
     /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`, and
     /// the scheduling of the worker threads `worker_tids` (in worker order), and the outcome
-    /// of the last configuration load from `reloads`.
+    /// of the last configuration load from `reloads`, and each port's `shared` state (ingress
+    /// occupancy, pauses), in port order.
     pub fn new(
         ifaces: Vec<String>,
         live: Arc<SettingsCell>,
         workers: Vec<Arc<WorkerStats>>,
         worker_tids: Vec<i32>,
         reloads: Arc<ReloadLog>,
+        shared: Vec<Arc<SharedPort>>,
     ) -> Self {
         DaemonCollector {
             ifaces,
@@ -98,6 +103,7 @@ impl DaemonCollector {
             workers,
             worker_tids,
             reloads,
+            shared,
         }
     }
 
@@ -175,15 +181,12 @@ impl Collector for DaemonCollector {
         family(
             &mut enc,
             "link_up",
-            "1 while the port's link is operational (sysfs operstate up), else 0.",
+            "1 while the port's link is operational (carrier watch), else 0.",
             None,
             Gauge,
-            s.iter().map(|p| {
-                (
-                    device(p),
-                    ConstGauge::new(i64::from(carrier::is_up(&p.iface))),
-                )
-            }),
+            s.iter()
+                .zip(&self.shared)
+                .map(|(p, sh)| (device(p), ConstGauge::new(i64::from(sh.link_up())))),
         )?;
         let bytes = || Some(Unit::Bytes);
         family(
@@ -391,6 +394,41 @@ impl Collector for DaemonCollector {
             bytes(),
             Gauge,
             gauges(|p| &p.rx_backlog_bytes),
+        )?;
+        let now = now_ns();
+        let shared = || s.iter().zip(&self.shared);
+        family(
+            &mut enc,
+            "ingress",
+            "Bytes that arrived on this port and are queued for egress now (charged to it as \
+             ingress); PFC compares this plus rx_backlog_bytes with the port's thresholds.",
+            bytes(),
+            Gauge,
+            shared().flat_map(|(p, sh)| {
+                (0..PRIORITIES).map(move |prio| {
+                    (
+                        device_prio(p, prio),
+                        ConstGauge::new(sh.occupancy(prio) as i64),
+                    )
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "paused",
+            "1 while this egress port and priority is paused by a received PFC/PAUSE or SFC \
+             message, else 0.",
+            None,
+            Gauge,
+            shared().flat_map(move |(p, sh)| {
+                let mask = sh.paused(now).0;
+                (0..PRIORITIES).map(move |prio| {
+                    (
+                        device_prio(p, prio),
+                        ConstGauge::new(i64::from(mask >> prio & 1)),
+                    )
+                })
+            }),
         )?;
         family(
             &mut enc,
@@ -832,12 +870,16 @@ mod tests {
             rtt_ns: vec![None; 2],
             headroom: Default::default(),
         }));
+        let shared: Vec<Arc<SharedPort>> = (0..2).map(|_| Arc::default()).collect();
+        shared[0].charge(3, 1500);
+        shared[1].sfc_pause(3, u64::MAX);
         let r = registry(DaemonCollector::new(
             vec!["a0".into(), "b0".into()],
             live,
             vec![a, b],
             vec![crate::dataplane::sched::this_thread_id()],
             Arc::new(ReloadLog::started()),
+            shared.clone(),
         ));
         let text = render(&r);
         for line in [
@@ -851,6 +893,10 @@ mod tests {
             "lossless_worker_realtime{worker=\"0\"} 0",
             "lossless_worker_realtime_priority{worker=\"0\"} 0",
             "lossless_reload_success 1",
+            "lossless_ingress_bytes{device=\"a0\",priority=\"3\"} 1500",
+            "lossless_ingress_bytes{device=\"b0\",priority=\"3\"} 0",
+            "lossless_paused{device=\"b0\",priority=\"3\"} 1",
+            "lossless_paused{device=\"a0\",priority=\"3\"} 0",
             "lossless_reload_timestamp_seconds 1",
             "lossless_build_info{version=",
         ] {
@@ -887,6 +933,7 @@ mod tests {
             vec![Arc::new(WorkerStats::new(1))],
             vec![crate::dataplane::sched::this_thread_id()],
             Arc::new(ReloadLog::started()),
+            vec![Arc::new(SharedPort::default())],
         ))))
     }
 
@@ -905,7 +952,15 @@ mod tests {
         let mut checked = 0;
         for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
             if word.starts_with("lossless_") {
-                assert!(exposed.contains(word), "{what} names unknown series {word}");
+                // A histogram's series are its family name plus a suffix.
+                let family = ["_bucket", "_sum", "_count"]
+                    .iter()
+                    .find_map(|s| word.strip_suffix(s))
+                    .unwrap_or(word);
+                assert!(
+                    exposed.contains(word) || exposed.contains(family),
+                    "{what} names unknown series {word}"
+                );
                 checked += 1;
             }
         }
