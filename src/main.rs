@@ -1,6 +1,6 @@
 //! `lossless`: the daemon and its tools.
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use lossless::cli;
 
 /// Lossless Ethernet in software: an AF_XDP dataplane with PFC, a traffic generator and sink
@@ -40,6 +40,10 @@ enum Command {
     /// Send every frame class the daemon speaks each way between two ports wired to each
     /// other, and report which arrived intact.
     Selftest(cli::selftest::SelftestArgs),
+    /// Print the shell completion script for bash, zsh, fish, elvish or powershell.
+    Completions(cli::docs::CompletionsArgs),
+    /// Print the man page, or write one page per command into a directory.
+    Man(cli::docs::ManArgs),
 }
 
 fn main() {
@@ -65,6 +69,14 @@ fn main() {
             Ok(false) => Err(("some frames did not get through intact".into(), 1)),
             Err(e) => Err((e, 2)),
         },
+        Command::Completions(a) => cli::docs::completions(a, Cli::command()).map_err(|e| (e, 1)),
+        Command::Man(a) => cli::docs::man(a, Cli::command())
+            .map(|written| {
+                for path in written {
+                    println!("{path}");
+                }
+            })
+            .map_err(|e| (e, 1)),
     };
     if let Err((msg, code)) = result {
         eprintln!("lossless: error: {msg}");

@@ -2,6 +2,7 @@
 
 pub mod cable;
 pub mod common;
+pub mod docs;
 pub mod doctor;
 pub mod gen;
 pub mod headroom;
