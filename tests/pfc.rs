@@ -469,3 +469,61 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     let d0 = port(&report, &w.d0);
     assert_eq!(u(d0, &["drops", "headroom_overflow"]), 0, "{d0}");
 }
+
+/// `lossless status` for an operator: per-priority PFC counters and drops by reason in the
+/// table, `--watch` printing again with rates while traffic flows, and `--json` without a
+/// daemon answering with a JSON error.
+#[test]
+fn status_shows_pfc_per_priority_and_watches_with_rates() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let (control, socket) = control_section();
+    let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, PFC)));
+    let (sink, dut) = start(&w, &cfg);
+    let gen = start_gen(&w, "2Gbit", "af-xdp");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut watch = Command::new(common::BIN)
+        .args(["status", "--socket", &socket, "--watch", "300ms"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    watch.kill().unwrap();
+    let out = watch.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let pages = text.matches("per second over the last 0.3 s:").count();
+    assert!(pages >= 2, "{pages} pages with rates:\n{text}");
+    // The ingress port sends PFC for priority 3 while the 1 Gbit/s egress is congested.
+    let rates = text
+        .lines()
+        .rfind(|l| l.starts_with(&format!("{}: rx ", w.d0)))
+        .unwrap_or_else(|| panic!("no rates of {}:\n{text}", w.d0));
+    let pfc_tx: f64 = rates
+        .split("PFC tx ")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no PFC rate in {rates:?}"));
+    assert!(pfc_tx > 0.0, "{rates}");
+    let once = String::from_utf8(common::stdout_of(
+        Command::new(common::BIN).args(["status", "--socket", &socket]),
+    ))
+    .unwrap();
+    assert!(once.contains("pfc tx    pfc rx"), "{once}");
+    assert!(once.contains("  drops "), "{once}");
+    gen.json(Duration::from_secs(20));
+    sink.json(Duration::from_secs(20));
+    dut.interrupt();
+    dut.json(Duration::from_secs(10));
+    // No daemon: a JSON error on stdout, exit 1.
+    let out = Command::new(common::BIN)
+        .args(["status", "--socket", &socket, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err: Value = serde_json::from_slice(&out.stdout).expect("a JSON error");
+    assert!(
+        err["error"].as_str().unwrap().contains("cannot reach the daemon"),
+        "{err}"
+    );
+}

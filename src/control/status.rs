@@ -324,6 +324,47 @@ pub fn query(path: &Path) -> Result<Status, ControlError> {
     serde_json::from_str(&line).map_err(|e| ControlError::Answer(format!("{e}: {line}")))
 }
 
+/// `0`, or the total and the non-zero reasons: `5851 (headroom_overflow 5851)`.
+fn by_reason<'a>(reasons: impl IntoIterator<Item = (&'a str, u64)>) -> String {
+    let nonzero: Vec<(&str, u64)> = reasons.into_iter().filter(|&(_, n)| n > 0).collect();
+    if nonzero.is_empty() {
+        return "0".to_string();
+    }
+    let total: u64 = nonzero.iter().map(|&(_, n)| n).sum();
+    let each: Vec<String> = nonzero.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    format!("{total} ({})", each.join(", "))
+}
+
+/// One line per port of what changed between two statuses of the same daemon, per second:
+/// frames and bits received and sent, PFC frames sent and received, drops.
+pub fn rates(before: &Status, now: &Status) -> String {
+    use std::fmt::Write as _;
+    let dt = now.uptime_s - before.uptime_s;
+    let mut out = String::new();
+    if dt <= 0.0 {
+        return out;
+    }
+    for (b, n) in before.ports.iter().zip(&now.ports) {
+        let per_s = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
+        let (bc, nc) = (&b.counters, &n.counters);
+        let sum = |a: &[u64]| a.iter().sum::<u64>();
+        let drops = |c: &PortSnapshot| c.drops.values().sum::<u64>() + c.kernel_drops.rx_lost();
+        let _ = writeln!(
+            out,
+            "{}: rx {:.0} frames/s {}, tx {:.0} frames/s {}, PFC tx {:.0}/s rx {:.0}/s, drops {:.0}/s",
+            n.iface,
+            per_s(bc.rx_frames, nc.rx_frames),
+            crate::units::format_rate(8.0 * per_s(bc.rx_bytes, nc.rx_bytes)),
+            per_s(bc.tx_frames, nc.tx_frames),
+            crate::units::format_rate(8.0 * per_s(bc.tx_bytes, nc.tx_bytes)),
+            per_s(sum(&bc.pfc_tx), sum(&nc.pfc_tx)),
+            per_s(sum(&bc.pfc_rx), sum(&nc.pfc_rx)),
+            per_s(drops(bc), drops(nc)),
+        );
+    }
+    out
+}
+
 /// Human-readable rendering of a status.
 pub fn text(s: &Status) -> String {
     use std::fmt::Write as _;
@@ -362,24 +403,33 @@ pub fn text(s: &Status) -> String {
             p.round_trip_ns
                 .map_or("-".to_string(), |ns| format!("{:.1} us", ns as f64 / 1e3))
         );
+        let c = &p.counters;
+        let k = &c.kernel_drops;
         let _ = writeln!(
             out,
-            "  rx {} frames, tx {} frames, drops {}, RX ring peak {} frames, fill ring starved {} times",
-            p.counters.rx_frames,
-            p.counters.tx_frames,
-            p.counters.drops.values().sum::<u64>(),
-            p.counters.rx_backlog_frames_peak,
-            p.counters.fill_starved_events,
+            "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring starved {} times",
+            c.rx_frames, c.tx_frames, c.rx_backlog_frames_peak, c.fill_starved_events,
         );
         let _ = writeln!(
             out,
-            "  prio mode   xoff      xon       headroom  limit     source  rx ring   ingress   queue     paused watchdog"
+            "  drops {}, kernel drops {}",
+            by_reason(c.drops.iter().map(|(r, n)| (r.as_str(), *n))),
+            by_reason([
+                ("rx_dropped", k.rx_dropped),
+                ("rx_ring_full", k.rx_ring_full),
+                ("fill_ring_empty", k.fill_ring_empty),
+                ("tx_invalid", k.tx_invalid),
+            ]),
+        );
+        let _ = writeln!(
+            out,
+            "  prio mode   xoff      xon       headroom  limit     source  rx ring   ingress   queue     paused watchdog pfc tx    pfc rx"
         );
         for q in &p.priorities {
             let o = |v: Option<u64>| v.map_or("-".to_string(), |b| b.to_string());
             let _ = writeln!(
                 out,
-                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<9} {:<6} {}",
+                "  {:<4} {:<6} {:<9} {:<9} {:<9} {:<9} {:<7} {:<9} {:<9} {:<9} {:<6} {:<8} {:<9} {}",
                 q.priority,
                 q.mode,
                 o(q.xoff_bytes),
@@ -391,7 +441,9 @@ pub fn text(s: &Status) -> String {
                 q.ingress_bytes,
                 q.queue_bytes,
                 if q.paused { "yes" } else { "no" },
-                q.watchdog
+                q.watchdog,
+                c.pfc_tx[q.priority],
+                c.pfc_rx[q.priority],
             );
             if let (Some(src), Some([floor, measured, observed])) =
                 (&q.headroom_source, q.headroom_terms)
