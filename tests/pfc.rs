@@ -523,7 +523,10 @@ fn status_shows_pfc_per_priority_and_watches_with_rates() {
     assert_eq!(out.status.code(), Some(1));
     let err: Value = serde_json::from_slice(&out.stdout).expect("a JSON error");
     assert!(
-        err["error"].as_str().unwrap().contains("cannot reach the daemon"),
+        err["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot reach the daemon"),
         "{err}"
     );
 }

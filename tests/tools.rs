@@ -108,6 +108,57 @@ fn config_errors_name_the_field_and_exit_78() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(text.contains("priority 3: lossless (PFC)"), "{text}");
+    assert!(text.contains("port a: 1.000 Gbit/s, trust pcp,"), "{text}");
+    // --json: the plan and the warnings (neither interface exists here), or the error.
+    let out = Command::new(BIN)
+        .args(["check-config", good.path(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ok"], true);
+    assert_eq!(r["ports"][1]["speed_bps"], 10_000_000_000u64);
+    assert_eq!(r["priorities"][3]["mode"], "pfc");
+    assert!(
+        r["priorities"][3]["xoff_bytes"].as_u64().unwrap() > 0,
+        "{r}"
+    );
+    let warnings = r["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("port a: interface not found")),
+        "{r}"
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", cfg.path(), "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ok"], false);
+    assert!(
+        r["error"].as_str().unwrap().contains("priority.3.xon"),
+        "{r}"
+    );
+}
+
+/// `run` with a port whose interface does not exist: one clear error naming the field, before
+/// anything is attached or probed.
+#[test]
+fn a_missing_interface_is_one_clear_error() {
+    let good = TempFile::new("noif", "[[port]]\niface = \"lo\"\nspeed = \"1G\"\n[[port]]\niface = \"nosuch0\"\nspeed = \"10G\"\n");
+    let out = Command::new(BIN)
+        .args(["run", "--config", good.path()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err.trim(),
+        "lossless: error: port[1].iface: no interface \"nosuch0\" in this network namespace \
+         (`ip link` lists what exists; under systemd the service is restarted until it appears)"
+    );
 }
 
 /// Runs a scapy script (Python) in `ns`; fails the test if it fails.

@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use serde::Serialize;
 
 use super::common;
 use crate::{
     config::Plan,
     control::{daemon, signals},
-    dataplane::sched::RealtimeMode,
     nic::needs::startup_warnings,
     units::format_rate,
 };
@@ -29,6 +29,9 @@ pub struct RunArgs {
 pub struct CheckArgs {
     /// Configuration file (TOML).
     pub file: PathBuf,
+    /// Print the result as JSON: the plan, the warnings, or `ok: false` and the error.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Exit code for a configuration error (sysexits EX_CONFIG; systemd does not restart on it).
@@ -58,6 +61,8 @@ impl RunError {
 /// Runs the daemon.
 pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let plan = Plan::load(&args.config)?;
+    // A missing interface is one clear error, not a warning followed by failures.
+    daemon::check_interfaces(&plan)?;
     // The same probe as `lossless doctor`: say now, naming the fix, when a port cannot send or
     // receive what its priorities' modes need, instead of failing silently under load.
     for w in startup_warnings(&plan) {
@@ -82,54 +87,146 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     Ok(())
 }
 
-/// Validates a configuration file and explains what it will do.
-pub fn check(args: &CheckArgs) -> Result<(), RunError> {
-    let plan = Plan::load(&args.file)?;
-    println!("{}: OK", args.file.display());
-    let d = &plan.daemon;
-    println!(
-        "workers: {}, real-time {} (SCHED_FIFO priority {}{})",
-        d.workers,
-        d.realtime.name(),
-        d.realtime_priority,
-        match d.realtime {
-            RealtimeMode::Auto => " when permitted",
-            RealtimeMode::On => ", required",
-            RealtimeMode::Off => " not used",
+/// What `check-config` found: the plan explained, and the warnings of the start-up probe.
+#[derive(Debug, Serialize)]
+struct CheckReport {
+    file: String,
+    ok: bool,
+    workers: usize,
+    realtime: &'static str,
+    realtime_priority: u8,
+    ports: Vec<PortCheck>,
+    priorities: Vec<PrioCheck>,
+    warnings: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PortCheck {
+    iface: String,
+    speed_bps: u64,
+    trust: String,
+    pause_quanta: u16,
+}
+
+#[derive(Debug, Serialize)]
+struct PrioCheck {
+    priority: usize,
+    mode: String,
+    xoff_bytes: Option<u64>,
+    xon_bytes: Option<u64>,
+    headroom_bytes: Option<u64>,
+    /// Tail-drop limit (lossy) or buffer (credit), bytes.
+    limit_bytes: u64,
+    sfc_threshold_bytes: Option<u64>,
+}
+
+impl CheckReport {
+    fn of(file: &std::path::Path, plan: &Plan) -> Self {
+        CheckReport {
+            file: file.display().to_string(),
+            ok: true,
+            workers: plan.daemon.workers,
+            realtime: plan.daemon.realtime.name(),
+            realtime_priority: plan.daemon.realtime_priority,
+            ports: plan
+                .ports
+                .iter()
+                .map(|p| PortCheck {
+                    iface: p.iface.clone(),
+                    speed_bps: p.speed_bps,
+                    trust: p.trust.name().to_string(),
+                    pause_quanta: p.pause_quanta,
+                })
+                .collect(),
+            priorities: plan
+                .prios
+                .iter()
+                .enumerate()
+                .map(|(priority, p)| PrioCheck {
+                    priority,
+                    mode: p.mode().to_string(),
+                    xoff_bytes: p.pfc.map(|f| f.xoff),
+                    xon_bytes: p.pfc.map(|f| f.xon),
+                    headroom_bytes: p.pfc.map(|f| f.headroom),
+                    limit_bytes: p.limit,
+                    sfc_threshold_bytes: p.sfc.map(|f| f.threshold),
+                })
+                .collect(),
+            warnings: startup_warnings(plan),
         }
-    );
-    for p in &plan.ports {
-        println!(
-            "port {}: {} , trust {:?}, PFC pause {} quanta",
-            p.iface,
-            format_rate(p.speed_bps as f64),
-            p.trust,
-            p.pause_quanta
+    }
+
+    fn text(&self) -> String {
+        let mut out = format!("{}: OK\n", self.file);
+        out += &format!(
+            "workers: {}, real-time {} (SCHED_FIFO priority {}{})\n",
+            self.workers,
+            self.realtime,
+            self.realtime_priority,
+            match self.realtime {
+                "auto" => " when permitted",
+                "on" => ", required",
+                _ => " not used",
+            }
         );
-    }
-    for (prio, p) in plan.prios.iter().enumerate() {
-        let mut line = match (p.pfc, p.lossless()) {
-            (_, false) => format!("priority {prio}: lossy, tail-drop above {} bytes", p.limit),
-            (Some(f), true) => format!(
-                "priority {prio}: lossless ({}), XOFF {} B, XON {} B, headroom {} B",
-                p.mode().to_uppercase(),
-                f.xoff,
-                f.xon,
-                f.headroom
-            ),
-            (None, true) => format!(
-                "priority {prio}: lossless ({}), buffer {} B",
-                p.mode().to_uppercase(),
-                p.limit
-            ),
-        };
-        if let Some(f) = p.sfc {
-            line += &format!(", SFC above {} B queued", f.threshold);
+        for p in &self.ports {
+            out += &format!(
+                "port {}: {}, trust {}, PFC pause {} quanta\n",
+                p.iface,
+                format_rate(p.speed_bps as f64),
+                p.trust,
+                p.pause_quanta
+            );
         }
-        println!("{line}");
+        for q in &self.priorities {
+            let prio = q.priority;
+            out += &match (q.xoff_bytes, q.xon_bytes, q.headroom_bytes) {
+                _ if q.mode == "lossy" => {
+                    format!("priority {prio}: lossy, tail-drop above {} bytes", q.limit_bytes)
+                }
+                (Some(xoff), Some(xon), Some(headroom)) => format!(
+                    "priority {prio}: lossless ({}), XOFF {xoff} B, XON {xon} B, headroom {headroom} B",
+                    q.mode.to_uppercase(),
+                ),
+                _ => format!(
+                    "priority {prio}: lossless ({}), buffer {} B",
+                    q.mode.to_uppercase(),
+                    q.limit_bytes
+                ),
+            };
+            if let Some(t) = q.sfc_threshold_bytes {
+                out += &format!(", SFC above {t} B queued");
+            }
+            out += "\n";
+        }
+        for w in &self.warnings {
+            out += &format!("warning: {w}\n");
+        }
+        out
     }
-    for w in startup_warnings(&plan) {
-        println!("warning: {w}");
-    }
+}
+
+/// Validates a configuration file and explains what it will do; with `--json`, as one
+/// object (`ok: false` and `error` when the file is invalid).
+pub fn check(args: &CheckArgs) -> Result<(), RunError> {
+    let plan = match Plan::load(&args.file) {
+        Ok(p) => p,
+        Err(e) => {
+            if args.json {
+                let file = args.file.display().to_string();
+                let error = e.to_string();
+                println!(
+                    "{}",
+                    serde_json::json!({ "file": file, "ok": false, "error": error })
+                );
+            }
+            return Err(e.into());
+        }
+    };
+    common::print_report(
+        &CheckReport::of(&args.file, &plan),
+        args.json,
+        CheckReport::text,
+    );
     Ok(())
 }

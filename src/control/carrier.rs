@@ -12,7 +12,7 @@ use std::{
     thread::JoinHandle,
 };
 
-use crate::dataplane::shared::SharedPort;
+use crate::dataplane::{shared::SharedPort, xdp_prog::ifindex};
 
 /// Bytes of `struct nlmsghdr`.
 const NLMSG_HDR: usize = 16;
@@ -73,11 +73,7 @@ pub struct Watched {
 pub fn spawn(ports: Vec<Watched>, stop: &'static AtomicBool) -> io::Result<JoinHandle<()>> {
     let indexes: Vec<u32> = ports
         .iter()
-        .map(|p| {
-            let name = std::ffi::CString::new(p.iface.as_str()).unwrap_or_default();
-            // SAFETY: `name` is a valid NUL-terminated string.
-            unsafe { libc::if_nametoindex(name.as_ptr()) }
-        })
+        .map(|p| ifindex(&p.iface).map_or(0, |i| i as u32))
         .collect();
     let fd = open_socket()?;
     let refresh = |ports: &[Watched]| {

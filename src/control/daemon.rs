@@ -30,7 +30,7 @@ use crate::{
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
-        xdp_prog::Steering,
+        xdp_prog::{ifindex, Steering},
     },
     fc::{
         credit::{CreditWindow, BLOCK_BYTES},
@@ -65,6 +65,18 @@ pub enum DaemonError {
     /// The control socket could not be bound.
     #[error(transparent)]
     Control(#[from] status::ControlError),
+    /// A configured port's interface does not exist (yet): one clear error, before anything
+    /// is attached.
+    #[error(
+        "port[{port}].iface: no interface {iface:?} in this network namespace (`ip link` lists \
+         what exists; under systemd the service is restarted until it appears)"
+    )]
+    NoInterface {
+        /// Index of the port in the configuration.
+        port: usize,
+        /// The interface name.
+        iface: String,
+    },
     /// The metrics address could not be bound.
     #[error("metrics.listen {addr}: {source}")]
     Metrics {
@@ -109,6 +121,22 @@ fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::R
         }
     }
     realtime.map_or(Ok(()), sched::enter_fifo)
+}
+
+/// Fails with one clear error naming the field when a port's interface does not exist.
+pub fn check_interfaces(plan: &Plan) -> Result<(), DaemonError> {
+    match plan
+        .ports
+        .iter()
+        .enumerate()
+        .find(|(_, p)| ifindex(&p.iface).is_none())
+    {
+        Some((port, p)) => Err(DaemonError::NoInterface {
+            port,
+            iface: p.iface.clone(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Tells each port's XDP program how to classify its ingress and which priorities it may
@@ -343,6 +371,7 @@ pub fn run(
         priority: d.realtime_priority,
         setting: "daemon.realtime",
     };
+    check_interfaces(plan)?;
     // Decided before anything is attached: `on` without permission stops here.
     let realtime = sched::prepare(&realtime_request)?;
     if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())

@@ -208,7 +208,7 @@ impl StatusSource {
                     iface: p.iface.clone(),
                     link: operstate(&p.iface),
                     speed_bps: p.speed_bps,
-                    trust: format!("{:?}", p.trust).to_lowercase(),
+                    trust: p.trust.name().to_string(),
                     peer: self.links.get(i).and_then(|l| l.peer()),
                     round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
                     priorities,

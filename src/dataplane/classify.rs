@@ -15,6 +15,16 @@ pub enum Trust {
     Dscp,
 }
 
+impl Trust {
+    /// The mode as the configuration spells it (`pcp`, `dscp`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Trust::Pcp => "pcp",
+            Trust::Dscp => "dscp",
+        }
+    }
+}
+
 /// The priority of `frame` under `trust`.
 #[inline]
 pub fn priority<T: AsRef<[u8]>>(frame: &EthernetFrame<T>, trust: Trust) -> usize {
