@@ -1,5 +1,7 @@
-//! Human-friendly quantities used by the CLI and the config file: bit rates ("2Gbit", "10G",
-//! "100Mbit"), byte sizes ("64KiB", "1MB", "1500") and durations ("5s", "200ms", "1.5us").
+//! The one grammar for quantities, shared by every command and the config file: bit rates
+//! ("2Gbit", "10G", "10Gb", "25Gbps", "100Mbit"; decimal prefixes), byte sizes ("64KiB",
+//! "1MB", "1500"; decimal and binary prefixes explicit) and durations ("5s", "200ms", "1.5us",
+//! "1m30s"). The headroom calculator parses through the same functions.
 
 use std::time::Duration;
 
@@ -15,54 +17,102 @@ pub struct UnitError {
     pub reason: &'static str,
 }
 
-fn split_number(s: &str) -> Option<(f64, &str)> {
+/// The number at the start of `s` (digits and one decimal point, optionally an exponent such
+/// as `1e-6`) and the rest, trimmed.
+pub(crate) fn split_number(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
+    let bytes = s.as_bytes();
+    let mut end = 0;
+    while end < s.len() && (bytes[end].is_ascii_digit() || bytes[end] == b'.') {
+        end += 1;
+    }
+    // An exponent only when digits follow (so "1e" is not one, and "2ms" is not "2m" + "s").
+    if end > 0 && end < s.len() && (bytes[end] == b'e' || bytes[end] == b'E') {
+        let exp = &s[end + 1..];
+        let digits = exp.strip_prefix(['-', '+']).unwrap_or(exp);
+        let n = digits.bytes().take_while(u8::is_ascii_digit).count();
+        if n > 0 {
+            end += 1 + (exp.len() - digits.len()) + n;
+        }
+    }
     let n: f64 = s[..end].parse().ok()?;
-    Some((n, s[end..].trim()))
+    Some((n, s[end..].trim_start()))
 }
 
+/// The value of `s` (a number and a unit from `units`, matched without regard to case
+/// unless `exact_case`), checked to be a finite non-negative number within `u64`.
 fn scaled(what: &'static str, s: &str, units: &[(&str, f64)]) -> Result<f64, UnitError> {
     let err = |reason| UnitError {
         what,
         input: s.to_string(),
         reason,
     };
-    let (n, unit) = split_number(s).ok_or_else(|| err("expected a number"))?;
+    let (n, unit) = split_number(s).ok_or_else(|| err("expected a number and a unit"))?;
     let factor = units
         .iter()
-        .find(|(u, _)| u.eq_ignore_ascii_case(unit))
+        .find(|(u, _)| u.eq_ignore_ascii_case(unit.trim()))
         .map(|(_, f)| *f)
-        .ok_or_else(|| err("unknown unit"))?;
+        .ok_or_else(|| err(units_hint(what)))?;
     let v = n * factor;
-    if !v.is_finite() || v < 0.0 || v > u64::MAX as f64 {
+    if !v.is_finite() || v > u64::MAX as f64 {
         return Err(err("out of range"));
     }
     Ok(v)
 }
 
-/// Parses a bit rate into bits per second ("1Gbit", "2.5G", "100Mbit", "1e9" is not accepted).
+/// What `what` accepts, for the error when the unit is unknown.
+fn units_hint(what: &'static str) -> &'static str {
+    match what {
+        "rate" => {
+            "unknown or missing unit: use bit/s with a decimal prefix, e.g. 100Mbit, 10G, 10Gb, \
+             25Gbps, 400Gb/s, 1.6T"
+        }
+        "size" => {
+            "unknown unit: use B, decimal kB/MB/GB (10^3) or binary KiB/MiB/GiB (2^10); a bare \
+             k, M or G is refused because tools disagree on it (tc reads 1024, SI 1000)"
+        }
+        _ => "unknown or missing unit: use ps, ns, us, ms, s, m (minutes) or h, e.g. 1.5us, 1m30s",
+    }
+}
+
+/// Bit rates: decimal prefixes (k, M, G, T: 10^3 to 10^12), each alone or followed by `bit`,
+/// `b`, `bps`, `b/s` or `bit/s`, in any case: "100Mbit", "10G", "10Gb", "25Gbps", "1.6T".
+/// A unit is required (a bare "10" could mean anything).
+const RATE_UNITS: &[(&str, f64)] = &[
+    ("bit", 1.0),
+    ("b", 1.0),
+    ("bps", 1.0),
+    ("b/s", 1.0),
+    ("bit/s", 1.0),
+    ("k", 1e3),
+    ("kbit", 1e3),
+    ("kb", 1e3),
+    ("kbps", 1e3),
+    ("kb/s", 1e3),
+    ("kbit/s", 1e3),
+    ("m", 1e6),
+    ("mbit", 1e6),
+    ("mb", 1e6),
+    ("mbps", 1e6),
+    ("mb/s", 1e6),
+    ("mbit/s", 1e6),
+    ("g", 1e9),
+    ("gbit", 1e9),
+    ("gb", 1e9),
+    ("gbps", 1e9),
+    ("gb/s", 1e9),
+    ("gbit/s", 1e9),
+    ("t", 1e12),
+    ("tbit", 1e12),
+    ("tb", 1e12),
+    ("tbps", 1e12),
+    ("tb/s", 1e12),
+    ("tbit/s", 1e12),
+];
+
+/// Parses a bit rate into bits per second (see [`RATE_UNITS`]); at least 1 bit/s.
 pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
-    const U: &[(&str, f64)] = &[
-        ("", 1.0),
-        ("bit", 1.0),
-        ("bps", 1.0),
-        ("k", 1e3),
-        ("kbit", 1e3),
-        ("kbps", 1e3),
-        ("m", 1e6),
-        ("mbit", 1e6),
-        ("mbps", 1e6),
-        ("g", 1e9),
-        ("gbit", 1e9),
-        ("gbps", 1e9),
-        ("gb/s", 1e9),
-        ("t", 1e12),
-        ("tbit", 1e12),
-    ];
-    let v = scaled("rate", s, U)?;
+    let v = scaled("rate", s, RATE_UNITS)?;
     if v < 1.0 {
         return Err(UnitError {
             what: "rate",
@@ -73,37 +123,77 @@ pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     Ok(v.round() as u64)
 }
 
-/// Parses a byte size ("1500", "64KiB", "1MB", "2MiB").
+/// Parses a byte size: a bare number or `B`, decimal `kB`/`MB`/`GB` (10^3, 10^6, 10^9) or
+/// binary `KiB`/`MiB`/`GiB` (2^10, 2^20, 2^30), in any case ("1500", "64KiB", "1MB"). A bare
+/// `k`, `M` or `G` is refused: tc reads `64k` as 65,536 bytes, SI as 64,000.
 pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     const U: &[(&str, f64)] = &[
         ("", 1.0),
         ("b", 1.0),
-        ("k", 1e3),
         ("kb", 1e3),
         ("kib", 1024.0),
-        ("m", 1e6),
         ("mb", 1e6),
         ("mib", 1048576.0),
-        ("g", 1e9),
         ("gb", 1e9),
         ("gib", 1073741824.0),
     ];
     Ok(scaled("size", s, U)?.round() as u64)
 }
 
-/// Parses a duration ("5s", "200ms", "50us", "1.5µs", "100ns", "2m").
-pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
+/// Parses a duration into seconds, exactly enough for picoseconds: one or more terms of a
+/// number and a unit (`ps`, `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`/`min`, `h`), largest first or
+/// not, with or without spaces ("1.5us", "200ms", "1m30s", "1h 2m"). A unit is required
+/// except for a plain "0".
+pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
     const U: &[(&str, f64)] = &[
-        ("ns", 1.0),
-        ("us", 1e3),
-        ("µs", 1e3),
-        ("ms", 1e6),
-        ("s", 1e9),
-        ("m", 60e9),
-        ("min", 60e9),
+        ("ps", 1e-12),
+        ("ns", 1e-9),
+        ("us", 1e-6),
+        ("µs", 1e-6),
+        ("μs", 1e-6),
+        ("ms", 1e-3),
+        ("s", 1.0),
+        ("m", 60.0),
+        ("min", 60.0),
+        ("h", 3600.0),
     ];
+    let err = |reason| UnitError {
+        what: "duration",
+        input: s.to_string(),
+        reason,
+    };
+    if s.trim() == "0" {
+        return Ok(0.0);
+    }
+    let mut rest = s.trim();
+    let mut total = 0.0;
+    if rest.is_empty() {
+        return Err(err("expected a number and a unit"));
+    }
+    while !rest.is_empty() {
+        let (n, after) = split_number(rest).ok_or_else(|| err("expected a number and a unit"))?;
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
+            .unwrap_or(after.len());
+        let (unit, tail) = after.split_at(unit_len);
+        let factor = U
+            .iter()
+            .find(|(u, _)| *u == unit)
+            .map(|(_, f)| *f)
+            .ok_or_else(|| err(units_hint("duration")))?;
+        total += n * factor;
+        rest = tail.trim_start();
+    }
+    if !total.is_finite() || total * 1e9 > u64::MAX as f64 {
+        return Err(err("out of range"));
+    }
+    Ok(total)
+}
+
+/// Parses a duration (see [`parse_duration_secs`]), to the nearest nanosecond.
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_nanos(
-        scaled("duration", s, U)?.round() as u64
+        (parse_duration_secs(s)? * 1e9).round() as u64,
     ))
 }
 
@@ -126,22 +216,53 @@ mod tests {
     fn rates() {
         assert_eq!(parse_rate("2Gbit").unwrap(), 2_000_000_000);
         assert_eq!(parse_rate("10G").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("10Gb").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("25Gbps").unwrap(), 25_000_000_000);
+        assert_eq!(parse_rate("400Gb/s").unwrap(), 400_000_000_000);
+        assert_eq!(parse_rate("40gbit/s").unwrap(), 40_000_000_000);
         assert_eq!(parse_rate("2.5gbit").unwrap(), 2_500_000_000);
         assert_eq!(parse_rate("100Mbit").unwrap(), 100_000_000);
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("0").is_err());
-        assert!(parse_rate("1Qbit").is_err());
+        assert_eq!(parse_rate("1.6T").unwrap(), 1_600_000_000_000);
+        assert_eq!(parse_rate("9600bit").unwrap(), 9600);
+        for bad in ["fast", "0G", "10", "1Qbit", "", "G", "-10G"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+        assert!(parse_rate("10")
+            .unwrap_err()
+            .to_string()
+            .contains("missing unit"));
     }
 
     #[test]
-    fn sizes_and_durations() {
+    fn sizes() {
         assert_eq!(parse_size("64KiB").unwrap(), 65536);
         assert_eq!(parse_size("1500").unwrap(), 1500);
+        assert_eq!(parse_size("1500B").unwrap(), 1500);
         assert_eq!(parse_size("1MB").unwrap(), 1_000_000);
+        assert_eq!(parse_size("512kB").unwrap(), 512_000);
+        assert_eq!(parse_size("2MiB").unwrap(), 2_097_152);
+        assert_eq!(parse_size("1.5GB").unwrap(), 1_500_000_000);
         assert!(parse_size("-1").is_err());
+        for ambiguous in ["64k", "1M", "2G"] {
+            let e = parse_size(ambiguous).unwrap_err().to_string();
+            assert!(e.contains("tc reads 1024"), "{e}");
+        }
+    }
+
+    #[test]
+    fn durations() {
         assert_eq!(parse_duration("5s").unwrap(), Duration::from_secs(5));
         assert_eq!(parse_duration("1.5us").unwrap(), Duration::from_nanos(1500));
+        assert_eq!(parse_duration("1.5µs").unwrap(), Duration::from_nanos(1500));
         assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
-        assert!(parse_duration("5").is_err());
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("1h 2m").unwrap(), Duration::from_secs(3720));
+        assert_eq!(parse_duration("1s500ms").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert!((parse_duration_secs("250ps").unwrap() - 250e-12).abs() < 1e-24);
+        for bad in ["5", "", "1m30", "-1s", "1x", "s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -11,35 +11,6 @@ use std::str::FromStr;
 /// with the rounded value 3·10⁸ m/s; the exact 299,792,458 m/s would give 5,560 BT.
 pub const SPEED_OF_LIGHT_M_PER_S: f64 = 3.0e8;
 
-/// Splits `"1.5us"` into `(1.5, "us")`. Leading sign is kept in the number.
-fn split_number(s: &str) -> (&str, &str) {
-    let s = s.trim();
-    let end = s
-        .char_indices()
-        .find(|&(i, c)| {
-            !(c.is_ascii_digit()
-                || c == '.'
-                || ((c == '-' || c == '+') && i == 0)
-                || ((c == 'e' || c == 'E')
-                    && s[i + 1..]
-                        .starts_with(|d: char| d.is_ascii_digit() || d == '-' || d == '+')
-                    && i > 0))
-        })
-        .map(|(i, _)| i)
-        .unwrap_or(s.len());
-    (&s[..end], s[end..].trim())
-}
-
-fn parse_number(q: Quantity, text: &str, num: &str) -> Result<f64, HeadroomError> {
-    let v: f64 = num.parse().map_err(|_| {
-        HeadroomError::invalid(q, format!("cannot parse {text:?} as a number with a unit"))
-    })?;
-    if !v.is_finite() {
-        return Err(HeadroomError::invalid(q, format!("{text:?} is not finite")));
-    }
-    Ok(v)
-}
-
 /// A link speed in bits per second. Always greater than zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
@@ -96,44 +67,12 @@ impl Speed {
 impl FromStr for Speed {
     type Err = HeadroomError;
 
-    /// Parses `"10G"`, `"25Gbit"`, `"400G"`, `"100Gb/s"`, `"1.6T"`, `"100M"`, `"2500Mbps"`.
-    /// A unit is required (a bare `"10"` is ambiguous).
+    /// Parses a rate in the shared grammar ([`crate::units::parse_rate`]): `"10G"`,
+    /// `"25Gbit"`, `"100Gb/s"`, `"1.6T"`, `"2500Mbps"`. A unit is required.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let q = Quantity::Speed;
-        let (num, unit) = split_number(s);
-        let v = parse_number(q, s, num)?;
-        let lower = unit.to_ascii_lowercase();
-        let rest = lower
-            .strip_suffix("bit/s")
-            .or_else(|| lower.strip_suffix("bps"))
-            .or_else(|| lower.strip_suffix("b/s"))
-            .or_else(|| lower.strip_suffix("bit"))
-            .or_else(|| lower.strip_suffix("b"))
-            .unwrap_or(&lower);
-        let mult = match rest {
-            "" if !lower.is_empty() => 1.0,
-            "k" => 1e3,
-            "m" => 1e6,
-            "g" => 1e9,
-            "t" => 1e12,
-            _ => {
-                return Err(HeadroomError::invalid(
-                    q,
-                    format!("{s:?} needs a unit such as 10G, 25Gbit, 400G or 100M"),
-                ))
-            }
-        };
-        if v <= 0.0 {
-            return Err(HeadroomError::invalid(
-                q,
-                format!("{s:?}: must be greater than zero"),
-            ));
-        }
-        let bps = (v * mult).round();
-        if bps < 1.0 || bps > u64::MAX as f64 {
-            return Err(HeadroomError::invalid(q, format!("{s:?} is out of range")));
-        }
-        Speed::from_bps(bps as u64)
+        let bps = crate::units::parse_rate(s)
+            .map_err(|e| HeadroomError::invalid(Quantity::Speed, e.to_string()))?;
+        Speed::from_bps(bps)
     }
 }
 
@@ -196,8 +135,15 @@ impl FromStr for Distance {
     /// Parses `"100m"`, `"2km"`, `"50cm"`, `"3mm"`, `"1.5 km"`; a bare number is metres.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let q = Quantity::CableLength;
-        let (num, unit) = split_number(s);
-        let v = parse_number(q, s, num)?;
+        if s.trim_start().starts_with('-') {
+            return Err(HeadroomError::invalid(
+                q,
+                format!("{s:?}: length must not be negative"),
+            ));
+        }
+        let (v, unit) = crate::units::split_number(s).ok_or_else(|| {
+            HeadroomError::invalid(q, format!("cannot parse {s:?} as a number with a unit"))
+        })?;
         let mult = match unit.to_ascii_lowercase().as_str() {
             "" | "m" => 1.0,
             "km" => 1e3,
@@ -210,12 +156,6 @@ impl FromStr for Distance {
                 ))
             }
         };
-        if v < 0.0 {
-            return Err(HeadroomError::invalid(
-                q,
-                format!("{s:?}: length must not be negative"),
-            ));
-        }
         Distance::from_meters(v * mult)
     }
 }
@@ -274,31 +214,12 @@ impl Duration {
 impl FromStr for Duration {
     type Err = HeadroomError;
 
-    /// Parses `"1.5us"`, `"1.5µs"`, `"500ns"`, `"250ps"`, `"10ms"`, `"1s"`. A unit is required.
+    /// Parses a duration in the shared grammar ([`crate::units::parse_duration_secs`]):
+    /// `"1.5us"`, `"1.5µs"`, `"500ns"`, `"250ps"`, `"10ms"`, `"1s"`. A unit is required.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let q = Quantity::Duration;
-        let (num, unit) = split_number(s);
-        let v = parse_number(q, s, num)?;
-        let mult = match unit {
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" | "μs" => 1e-6,
-            "ns" => 1e-9,
-            "ps" => 1e-12,
-            _ => {
-                return Err(HeadroomError::invalid(
-                    q,
-                    format!("{s:?} needs a unit: s, ms, us, ns or ps (for example 1.5us)"),
-                ))
-            }
-        };
-        if v < 0.0 {
-            return Err(HeadroomError::invalid(
-                q,
-                format!("{s:?}: must not be negative"),
-            ));
-        }
-        Duration::from_secs(v * mult)
+        let secs = crate::units::parse_duration_secs(s)
+            .map_err(|e| HeadroomError::invalid(Quantity::Duration, e.to_string()))?;
+        Duration::from_secs(secs)
     }
 }
 
@@ -327,36 +248,11 @@ pub struct ByteSize(pub u64);
 impl FromStr for ByteSize {
     type Err = HeadroomError;
 
+    /// Parses a size in the shared grammar ([`crate::units::parse_size`]).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let q = Quantity::Buffer;
-        let (num, unit) = split_number(s);
-        let v = parse_number(q, s, num)?;
-        let mult = match unit.to_ascii_lowercase().as_str() {
-            "" | "b" => 1.0,
-            "kb" | "k" => 1e3,
-            "mb" | "m" => 1e6,
-            "gb" | "g" => 1e9,
-            "kib" => 1024.0,
-            "mib" => 1024.0 * 1024.0,
-            "gib" => 1024.0 * 1024.0 * 1024.0,
-            _ => {
-                return Err(HeadroomError::invalid(
-                    q,
-                    format!("{s:?}: unknown unit (use B, KB, MB, GB, KiB, MiB or GiB)"),
-                ))
-            }
-        };
-        if v < 0.0 {
-            return Err(HeadroomError::invalid(
-                q,
-                format!("{s:?}: must not be negative"),
-            ));
-        }
-        let b = (v * mult).round();
-        if b > u64::MAX as f64 {
-            return Err(HeadroomError::invalid(q, format!("{s:?} is out of range")));
-        }
-        Ok(ByteSize(b as u64))
+        crate::units::parse_size(s)
+            .map(ByteSize)
+            .map_err(|e| HeadroomError::invalid(Quantity::Buffer, e.to_string()))
     }
 }
 
