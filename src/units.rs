@@ -258,7 +258,10 @@ mod tests {
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1h 2m").unwrap(), Duration::from_secs(3720));
-        assert_eq!(parse_duration("1s500ms").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_duration("1s500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
         assert!((parse_duration_secs("250ps").unwrap() - 250e-12).abs() < 1e-24);
         for bad in ["5", "", "1m30", "-1s", "1x", "s"] {

@@ -372,7 +372,8 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         &format!(
             "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
              [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n\
-             [linkup]\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\n{control}"
+             [linkup]\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\n\
+             [metrics]\nlisten = \"127.0.0.1:9464\"\n{control}"
         ),
     );
     let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
@@ -425,6 +426,15 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         peer.contains(&b0),
         "peer {peer} should name the responder's port {b0}"
     );
+    // The metrics say the same: the neighbour, the thresholds' source, the round trip.
+    let (_, m) = common::http_get(&nd, "127.0.0.1:9464", "/metrics");
+    let neighbor = format!("lossless_lldp_neighbor_info{{device=\"{d0}\",neighbor=\"{peer}\"}}");
+    assert_eq!(common::metric(&m, &neighbor), 1.0, "{m}");
+    let measured_source =
+        format!("lossless_threshold_source{{device=\"{d0}\",priority=\"3\",source=\"measured\"}}");
+    assert_eq!(common::metric(&m, &measured_source), 1.0);
+    let rtt = format!("lossless_link_round_trip_seconds{{device=\"{d0}\"}}");
+    assert!(common::metric(&m, &rtt) >= 0.002, "{m}");
     // The port without a measuring peer keeps the configured thresholds.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while !dut.stderr().contains("link measurement failed") {

@@ -529,6 +529,7 @@ pub fn run(
         tids.clone(),
         reloads.clone(),
         shared.clone(),
+        links.clone(),
     )));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {

@@ -27,6 +27,7 @@ use crate::{
     config::PfcPlan,
     dataplane::{
         clock::now_ns,
+        linkstate::LinkShared,
         sched::WorkerSched,
         settings::SettingsCell,
         shared::SharedPort,
@@ -82,13 +83,15 @@ pub struct DaemonCollector {
     worker_tids: Vec<i32>,
     reloads: Arc<ReloadLog>,
     shared: Vec<Arc<SharedPort>>,
+    links: Vec<Arc<LinkShared>>,
 }
 
 impl DaemonCollector {
     /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`, and
     /// the scheduling of the worker threads `worker_tids` (in worker order), and the outcome
     /// of the last configuration load from `reloads`, and each port's `shared` state (ingress
-    /// occupancy, pauses), in port order.
+    /// occupancy, pauses) and link-up state (LLDP neighbour; empty when link-up is off), in
+    /// port order.
     pub fn new(
         ifaces: Vec<String>,
         live: Arc<SettingsCell>,
@@ -96,6 +99,7 @@ impl DaemonCollector {
         worker_tids: Vec<i32>,
         reloads: Arc<ReloadLog>,
         shared: Vec<Arc<SharedPort>>,
+        links: Vec<Arc<LinkShared>>,
     ) -> Self {
         DaemonCollector {
             ifaces,
@@ -104,6 +108,7 @@ impl DaemonCollector {
             worker_tids,
             reloads,
             shared,
+            links,
         }
     }
 
@@ -269,7 +274,7 @@ impl Collector for DaemonCollector {
         };
         family(
             &mut enc,
-            "sfcm_tx",
+            "sfc_messages_tx",
             "SFC messages sent on this port to sources behind it.",
             None,
             Counter,
@@ -277,7 +282,7 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
-            "sfcm_rx",
+            "sfc_messages_rx",
             "SFC messages received on this port.",
             None,
             Counter,
@@ -586,6 +591,39 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "threshold_source",
+            "1 for where the PFC thresholds of this ingress port and lossless priority come \
+             from: source=\"config\", or \"measured\" at link-up.",
+            None,
+            Gauge,
+            s.iter().enumerate().flat_map(move |(i, port)| {
+                (0..PRIORITIES).filter_map(move |p| {
+                    let (prio_plan, source) = live.plan_for(i, p);
+                    prio_plan.pfc.map(|_| {
+                        let mut l = device_prio(port, p);
+                        l.push(("source", source.to_string()));
+                        (l, ConstGauge::new(1i64))
+                    })
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "lldp_neighbor_info",
+            "1 with the link partner LLDP announced on this port (\"chassis / port\"), once \
+             link-up has heard it.",
+            None,
+            Gauge,
+            s.iter().zip(&self.links).filter_map(|(port, link)| {
+                link.peer().map(|peer| {
+                    let mut l = device(port);
+                    l.push(("neighbor", peer));
+                    (l, ConstGauge::new(1i64))
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
             "link_round_trip",
             "Round trip of the link measured at link-up (IEEE 1588 peer delay).",
             Some(Unit::Seconds),
@@ -880,6 +918,7 @@ mod tests {
             vec![crate::dataplane::sched::this_thread_id()],
             Arc::new(ReloadLog::started()),
             shared.clone(),
+            Vec::new(),
         ));
         let text = render(&r);
         for line in [
@@ -893,6 +932,7 @@ mod tests {
             "lossless_worker_realtime{worker=\"0\"} 0",
             "lossless_worker_realtime_priority{worker=\"0\"} 0",
             "lossless_reload_success 1",
+            "lossless_threshold_source{device=\"a0\",priority=\"3\",source=\"config\"} 1",
             "lossless_ingress_bytes{device=\"a0\",priority=\"3\"} 1500",
             "lossless_ingress_bytes{device=\"b0\",priority=\"3\"} 0",
             "lossless_paused{device=\"b0\",priority=\"3\"} 1",
@@ -934,6 +974,7 @@ mod tests {
             vec![crate::dataplane::sched::this_thread_id()],
             Arc::new(ReloadLog::started()),
             vec![Arc::new(SharedPort::default())],
+            Vec::new(),
         ))))
     }
 
