@@ -4,7 +4,9 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{capture, control_section, has_xdp, unique, veth, Netns, Proc, TempFile, BIN};
+use common::{
+    capture, control_section, has_xdp, run_scapy, unique, veth, Netns, Proc, TempFile, BIN,
+};
 
 fn fields(pcap: &str, fields: &[&str]) -> Vec<String> {
     let mut c = Command::new("tshark");
@@ -108,20 +110,6 @@ fn config_errors_name_the_field_and_exit_78() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     assert!(text.contains("priority 3: lossless (PFC)"), "{text}");
-}
-
-/// Runs a scapy script (Python) in `ns`; fails the test if it fails.
-fn run_scapy(ns: &Netns, script: &str) {
-    let out = ns
-        .cmd("/usr/bin/python3")
-        .args(["-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scapy: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 fn dut_config(d0: &str, d1: &str) -> (TempFile, common::SocketPath) {

@@ -343,10 +343,11 @@ pub fn text(s: &Status) -> String {
         );
         let _ = writeln!(
             out,
-            "  rx {} frames, tx {} frames, drops {}, RX ring peak {} frames, fill ring starved {} times",
+            "  rx {} frames, tx {} frames, drops {} (oversize {}), RX ring peak {} frames, fill ring starved {} times",
             p.counters.rx_frames,
             p.counters.tx_frames,
             p.counters.drops.values().sum::<u64>(),
+            p.counters.drops.get("oversize").copied().unwrap_or(0),
             p.counters.rx_backlog_frames_peak,
             p.counters.fill_starved_events,
         );
