@@ -177,7 +177,15 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
 #define STAMP_PRIO_SHIFT 60
 #define STAMP_BYTES_MASK ((1ULL << STAMP_PRIO_SHIFT) - 1)
 
-SEC("xdp")
+/*
+ * Fragment-aware ("xdp.frags"): a driver may hand the program a frame in several buffers, so
+ * it attaches natively where the MTU is larger than a page (veth refuses a plain XDP program
+ * at MTU 9000: "Peer MTU is too large to set XDP"). The headers are parsed from the first
+ * buffer (data .. data_end); the frame's length is the whole frame's, bpf_xdp_get_buff_len().
+ * A frame the program redirects is never longer than max_frame, which fits one UMEM frame: the
+ * kernel copies a fragmented one into a single descriptor for our (non-XDP_USE_SG) sockets.
+ */
+SEC("xdp.frags")
 int lossless_xdp(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
@@ -192,9 +200,13 @@ int lossless_xdp(struct xdp_md *ctx)
 		count(1);
 		return XDP_PASS;
 	}
-	__u32 len = data_end - data;
+	__u32 len = bpf_xdp_get_buff_len(ctx);
 	__u32 queue = ctx->rx_queue_index;
-	__u32 prio = f.prio & 7;
+	/* The mask after a compiler barrier: the compiler knows f.prio < 8 and would drop a plain
+	 * mask, leaving the verifier an index it cannot bound. */
+	__u32 prio = f.prio;
+	asm volatile("" : "+r"(prio));
+	prio &= 7;
 	struct ingress_queue *q = bpf_map_lookup_elem(&ingress, &queue);
 	/* Without an entry for the queue there is no socket either: the kernel gets the frame. */
 	if (q && s->max_frame && len > s->max_frame) {

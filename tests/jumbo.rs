@@ -9,8 +9,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    control_section, http_get, json_u64 as u, metric, report_port as port, run_scapy, set_mtu,
-    status_of, traffic_lock, Proc, TempFile, Wire,
+    control_section, has_native_xdp, http_get, json_u64 as u, metric, report_port as port,
+    run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire,
 };
 
 /// Normal frames offered (1,000 bytes, priority 3).
@@ -70,6 +70,14 @@ fn oversize_is_counted_and_normal_frames_pass(backend: &str) {
     );
     let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
+    if backend == "af-xdp" {
+        // The fragment-aware program attaches natively at MTU 9000 (a plain one cannot).
+        assert!(
+            has_native_xdp(&w.dut_ns, &w.d0) && has_native_xdp(&w.dut_ns, &w.d1),
+            "{}",
+            w.dut_ns.run(&["ip", "link", "show"])
+        );
+    }
     let sink_before = rx_packets(&w);
     let script = format!(
         r#"

@@ -328,6 +328,11 @@ pub fn has_xdp(ns: &Netns, iface: &str) -> bool {
     ns.run(&["ip", "link", "show", iface]).contains("xdp")
 }
 
+/// Whether an XDP program is attached to `iface` in `ns` in native (driver) mode, not generic.
+pub fn has_native_xdp(ns: &Netns, iface: &str) -> bool {
+    ns.run(&["ip", "link", "show", iface]).contains(" xdp ")
+}
+
 /// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.
 pub fn capture(ns: &Netns, iface: &str, pcap: &str, count: u32) -> std::process::Child {
     let mut t = ns
