@@ -227,8 +227,12 @@ impl XdpProgram {
         v[8] = u8::from(i.trust == Trust::Dscp);
         v[9] = i.lossy_mask;
         v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
-        // Never above what a socket receives: the kernel would drop it there, uncounted.
-        let max_frame = i.max_frame.min(XSK_MAX_FRAME as u32);
+        // Never above what a socket receives (nor unlimited): the kernel would drop a longer
+        // frame at the socket, uncounted.
+        let max_frame = match i.max_frame {
+            0 => XSK_MAX_FRAME as u32,
+            m => m.min(XSK_MAX_FRAME as u32),
+        };
         v[16..20].copy_from_slice(&max_frame.to_ne_bytes());
         self.map_update("settings", &0u32.to_ne_bytes(), &v)
     }
