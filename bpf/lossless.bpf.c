@@ -32,6 +32,11 @@
  * priorities) once it exceeds `lossy_backlog_frames`, counted per priority,
  * so a lossy flood cannot take the buffers the lossless priorities' headroom
  * needs.
+ *
+ * A frame longer than `max_frame` (the port's configured maximum, never more
+ * than an AF_XDP buffer holds) is dropped here and counted per priority in
+ * `oversize`: redirected, the kernel would drop it at the socket with nothing
+ * but a per-socket `rx_dropped` to show for it.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -57,6 +62,7 @@ struct port_settings {
 	__u8 lossy_mask;     /* priorities this program may drop when the backlog is deep */
 	__u16 reserved;
 	__u32 lossy_backlog_frames; /* backlog (frames) from which lossy frames drop; 0 = never */
+	__u32 max_frame;            /* largest frame (bytes) the port takes; 0 = no limit */
 };
 
 struct {
@@ -73,7 +79,7 @@ struct {
 	__type(value, struct port_settings);
 } settings SEC(".maps");
 
-/* Mirrors `dataplane::ingress::IngressQueue`: one per RX queue, 256 bytes. */
+/* Mirrors `dataplane::ingress::IngressQueue`: one per RX queue, 320 bytes. */
 struct ingress_queue {
 	__u64 bytes[8];       /* steered per priority, ever (this program) */
 	__u64 frames;         /* steered, ever (this program) */
@@ -81,6 +87,7 @@ struct ingress_queue {
 	__u64 lossy_drops[8]; /* lossy frames dropped for a deep backlog (this program) */
 	__u64 seen_frames;    /* frames stamp of the last frame the worker took (the worker) */
 	__u64 reserved2[7];
+	__u64 oversize[8];    /* frames over max_frame dropped, per priority (this program) */
 };
 
 struct {
@@ -170,7 +177,15 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
 #define STAMP_PRIO_SHIFT 60
 #define STAMP_BYTES_MASK ((1ULL << STAMP_PRIO_SHIFT) - 1)
 
-SEC("xdp")
+/*
+ * Fragment-aware ("xdp.frags"): a driver may hand the program a frame in several buffers, so
+ * it attaches natively where the MTU is larger than a page (veth refuses a plain XDP program
+ * at MTU 9000: "Peer MTU is too large to set XDP"). The headers are parsed from the first
+ * buffer (data .. data_end); the frame's length is the whole frame's, bpf_xdp_get_buff_len().
+ * A frame the program redirects is never longer than max_frame, which fits one UMEM frame: the
+ * kernel copies a fragmented one into a single descriptor for our (non-XDP_USE_SG) sockets.
+ */
+SEC("xdp.frags")
 int lossless_xdp(struct xdp_md *ctx)
 {
 	__u32 zero = 0;
@@ -185,10 +200,19 @@ int lossless_xdp(struct xdp_md *ctx)
 		count(1);
 		return XDP_PASS;
 	}
-	__u32 len = data_end - data;
+	__u32 len = bpf_xdp_get_buff_len(ctx);
 	__u32 queue = ctx->rx_queue_index;
-	__u32 prio = f.prio & 7;
+	/* The mask after a compiler barrier: the compiler knows f.prio < 8 and would drop a plain
+	 * mask, leaving the verifier an index it cannot bound. */
+	__u32 prio = f.prio;
+	asm volatile("" : "+r"(prio));
+	prio &= 7;
 	struct ingress_queue *q = bpf_map_lookup_elem(&ingress, &queue);
+	/* Without an entry for the queue there is no socket either: the kernel gets the frame. */
+	if (q && s->max_frame && len > s->max_frame) {
+		__sync_fetch_and_add(&q->oversize[prio], 1);
+		return XDP_DROP;
+	}
 	if (q && s->lossy_backlog_frames && (s->lossy_mask & (1 << prio)) && !is_control(f.proto)) {
 		__u64 backlog = READ_ONCE_U64(q->frames) - READ_ONCE_U64(q->seen_frames);
 		if (backlog >= s->lossy_backlog_frames) {

@@ -145,6 +145,39 @@ pub enum Backend {
     AfPacket,
 }
 
+/// Bytes a frame has beyond its MTU: the Ethernet header and one 802.1Q tag (the FCS never
+/// reaches software).
+pub const FRAME_OVERHEAD: u32 = 18;
+
+/// Smallest MTU a port may be configured with (IPv4's minimum).
+pub const MIN_MTU: u32 = 68;
+
+impl Backend {
+    /// Longest frame (bytes, without FCS) this backend receives whole. `auto` may end up on
+    /// either, so it carries what both carry.
+    pub fn max_frame(self) -> u32 {
+        let xsk = crate::dataplane::pool::XSK_MAX_FRAME as u32;
+        let packet = crate::dataplane::pool::PACKET_MAX_FRAME as u32;
+        match self {
+            Backend::AfPacket => packet,
+            Backend::AfXdp | Backend::Auto => xsk.min(packet),
+        }
+    }
+
+    /// The largest MTU whose frames this backend carries.
+    pub fn max_mtu(self) -> u32 {
+        self.max_frame() - FRAME_OVERHEAD
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto (AF_XDP)",
+            Backend::AfXdp => "af-xdp",
+            Backend::AfPacket => "af-packet",
+        }
+    }
+}
+
 /// `[[port]]`: one interface.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,6 +197,11 @@ pub struct PortSection {
     /// their limit on this port and send without credit).
     #[serde(default = "yes")]
     pub credit: bool,
+    /// Largest MTU the port takes: frames longer than `mtu` + 18 bytes (Ethernet header and
+    /// one 802.1Q tag) are dropped on arrival and counted as `oversize`. Default: the
+    /// interface's MTU when the daemon starts.
+    #[serde(default)]
+    pub mtu: Option<u32>,
 }
 
 fn max_quanta() -> u16 {
@@ -726,6 +764,51 @@ pub struct PortPlan {
     pub pause_quanta: u16,
     /// Credit-based flow control runs on this port (for the `credit` priorities).
     pub credit: bool,
+    /// MTU as configured (`None`: the interface's MTU at start, see [`PortPlan::max_frame`]).
+    pub mtu: Option<u32>,
+}
+
+impl PortPlan {
+    /// The longest frame (bytes, without FCS) port `index` takes: its configured MTU, else
+    /// `iface_mtu` (the interface's, read at start), plus [`FRAME_OVERHEAD`]; an error naming
+    /// `port[index].mtu` when `backend` cannot carry frames that long (`None`: the
+    /// interface's MTU is unknown, so the backend's largest is taken).
+    pub fn max_frame(
+        &self,
+        index: usize,
+        iface_mtu: Option<u32>,
+        backend: Backend,
+        file: &str,
+    ) -> Result<u32, ConfigError> {
+        let Some(mtu) = self.mtu.or(iface_mtu) else {
+            return Ok(backend.max_frame());
+        };
+        let frame = mtu.saturating_add(FRAME_OVERHEAD);
+        if frame <= backend.max_frame() {
+            return Ok(frame);
+        }
+        let (whose, or) = if self.mtu.is_some() {
+            (format!("{mtu}"), "")
+        } else {
+            (
+                format!("not set, so {}'s MTU {mtu} applies, which", self.iface),
+                " or lower the interface's MTU",
+            )
+        };
+        Err(ConfigError::Invalid {
+            file: file.to_string(),
+            field: format!("port[{index}].mtu"),
+            reason: format!(
+                "{whose} means frames of up to {frame} bytes; the {} backend carries frames of \
+                 at most {} bytes (mtu <= {}): set port[{index}].mtu to at most {} (longer \
+                 frames are then dropped and counted as oversize){or}",
+                backend.name(),
+                backend.max_frame(),
+                backend.max_mtu(),
+                backend.max_mtu(),
+            ),
+        })
+    }
 }
 
 /// The validated configuration the daemon runs.
@@ -775,10 +858,13 @@ impl Plan {
             ("metrics.listen", self.metrics_listen != new.metrics_listen),
             ("control.socket", self.control_socket != new.control_socket),
             (
-                "port (iface, speed, trust)",
+                "port (iface, speed, trust, mtu)",
                 self.ports.len() != new.ports.len()
                     || self.ports.iter().zip(&new.ports).any(|(x, y)| {
-                        x.iface != y.iface || x.speed_bps != y.speed_bps || x.trust != y.trust
+                        x.iface != y.iface
+                            || x.speed_bps != y.speed_bps
+                            || x.trust != y.trust
+                            || x.mtu != y.mtu
                     }),
             ),
             (
@@ -972,13 +1058,25 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
                 "must be at least 1".into(),
             ));
         }
-        ports.push(PortPlan {
+        let port = PortPlan {
             iface: p.iface.clone(),
             speed_bps,
             trust: p.trust,
             pause_quanta: p.pause_quanta,
             credit: p.credit,
-        });
+            mtu: p.mtu,
+        };
+        if let Some(mtu) = p.mtu {
+            if mtu < MIN_MTU {
+                return Err(invalid(
+                    format!("port[{i}].mtu"),
+                    format!("{mtu} is below the minimum MTU, {MIN_MTU}"),
+                ));
+            }
+            // The configured MTU is checked now; the interface's (the default) at start.
+            port.max_frame(i, None, d.backend, file)?;
+        }
+        ports.push(port);
     }
     let mut prios = [PrioPlan::lossy(DEFAULT_LOSSY_LIMIT); PRIORITIES];
     for (key, s) in &raw.priority {
@@ -1337,6 +1435,67 @@ limit = "1MB"
         assert_eq!(p.prios[5], PrioPlan::lossy(DEFAULT_LOSSY_LIMIT));
         assert_eq!(p.prios[3].admit_limit(), 65536 + 131072);
         assert_eq!(p.prios[3].mode(), "pfc");
+    }
+
+    #[test]
+    fn port_mtu_is_checked_against_what_the_backend_carries() {
+        let with_mtu = |mtu: &str, backend: &str| {
+            GOOD.replace(
+                "workers = 1",
+                &format!("workers = 1\nbackend = \"{backend}\""),
+            )
+            .replace(
+                "iface = \"veth1\"",
+                &format!("iface = \"veth1\"\nmtu = {mtu}"),
+            )
+        };
+        let p = Plan::parse(GOOD, "x").unwrap();
+        assert_eq!(p.ports[1].mtu, None);
+        let q = Plan::parse(&with_mtu("1500", "af-xdp"), "x").unwrap();
+        assert_eq!(q.ports[1].mtu, Some(1500));
+        assert_eq!(
+            q.ports[1]
+                .max_frame(1, Some(9000), Backend::AfXdp, "x")
+                .unwrap(),
+            1518,
+            "the configured MTU wins over the interface's"
+        );
+        assert_eq!(
+            p.restart_only_changes(&q),
+            ["daemon.backend", "port (iface, speed, trust, mtu)"]
+        );
+        // 2 KiB UMEM frames less the kernel's 256 bytes of headroom.
+        assert_eq!(Backend::AfXdp.max_frame(), 1792);
+        assert_eq!(Backend::Auto.max_frame(), 1792);
+        assert_eq!(Backend::AfPacket.max_frame(), 2044);
+        Plan::parse(&with_mtu("1774", "af-xdp"), "x").unwrap();
+        let e = err(&with_mtu("1775", "af-xdp"));
+        assert!(e.contains("port[1].mtu"), "{e}");
+        assert!(e.contains("1793 bytes") && e.contains("mtu <= 1774"), "{e}");
+        Plan::parse(&with_mtu("2026", "af-packet"), "x").unwrap();
+        assert!(err(&with_mtu("2027", "af-packet")).contains("port[1].mtu"));
+        assert!(err(&with_mtu("9000", "auto")).contains("port[1].mtu"));
+        assert!(err(&with_mtu("67", "auto")).contains("below the minimum MTU"));
+        // Unset, the interface's MTU applies, checked at start.
+        assert_eq!(
+            p.ports[0]
+                .max_frame(0, Some(1500), Backend::Auto, "x")
+                .unwrap(),
+            1518
+        );
+        let e = p.ports[0]
+            .max_frame(0, Some(9000), Backend::Auto, "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("port[0].mtu") && e.contains("veth0's MTU 9000") && e.contains("9018"),
+            "{e}"
+        );
+        assert_eq!(
+            p.ports[0].max_frame(0, None, Backend::AfXdp, "x").unwrap(),
+            1792,
+            "interface unknown: what the backend carries"
+        );
     }
 
     #[test]

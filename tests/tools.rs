@@ -4,7 +4,9 @@ mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{capture, control_section, has_xdp, unique, veth, Netns, Proc, TempFile, BIN};
+use common::{
+    capture, control_section, has_xdp, run_scapy, unique, veth, Netns, Proc, TempFile, BIN,
+};
 
 fn fields(pcap: &str, fields: &[&str]) -> Vec<String> {
     let mut c = Command::new("tshark");
@@ -158,20 +160,6 @@ fn a_missing_interface_is_one_clear_error() {
         err.trim(),
         "lossless: error: port[1].iface: no interface \"nosuch0\" in this network namespace \
          (`ip link` lists what exists; under systemd the service is restarted until it appears)"
-    );
-}
-
-/// Runs a scapy script (Python) in `ns`; fails the test if it fails.
-fn run_scapy(ns: &Netns, script: &str) {
-    let out = ns
-        .cmd("/usr/bin/python3")
-        .args(["-c", script])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "scapy: {}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

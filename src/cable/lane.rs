@@ -268,6 +268,8 @@ impl Lane {
             dropped_loss: c.lost,
             dropped_loss_by_class: ClassCounts::from(c.lost_by_class),
             dropped_fifo_overflow: c.overflow,
+            // Counted by the worker, which sees the ports (see `cable::worker`).
+            dropped_oversize: 0,
             corrupted: c.corrupted,
             reordered: c.reordered,
             flushed_at_stop: c.flushed,

@@ -106,6 +106,9 @@ pub struct LaneReport {
     pub dropped_loss_by_class: ClassCounts,
     /// Frames dropped because the FIFO was full (a real cable never does this).
     pub dropped_fifo_overflow: u64,
+    /// Frames longer than the cable receives whole, dropped on arrival (by the XDP program
+    /// before the socket, or truncated by AF_PACKET); not in `rx_frames`.
+    pub dropped_oversize: u64,
     /// Frames with one bit flipped.
     pub corrupted: u64,
     /// Frames swapped with the frame behind them.

@@ -94,6 +94,7 @@ fn forward(
         mut pool,
         mut ports,
         backend,
+        max_frame,
     } = wp;
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
@@ -107,6 +108,8 @@ fn forward(
     let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
     let mut idler = Idler::new(ports.iter().map(|p| p.poll_fd()), setup.busy_poll);
     let mut warned = [0u64; 2];
+    // Frames longer than the cable receives whole (truncated by AF_PACKET), per direction.
+    let mut oversize = [0u64; 2];
     let mut last_warn = 0u64;
     let result: Result<(), CableError> = (|| {
         loop {
@@ -120,6 +123,11 @@ fn forward(
                 rx.clear();
                 let n = ports[p].recv(&mut pool, &mut rx, BATCH, now)?;
                 for r in &rx[..n] {
+                    if r.frame.len > max_frame {
+                        oversize[p] += 1;
+                        pool.release(r.frame.idx);
+                        continue;
+                    }
                     let len = r.frame.len as usize;
                     let buf = pool.buf_mut(r.frame.idx);
                     let len = len.min(buf.len());
@@ -199,12 +207,20 @@ fn forward(
         std::thread::sleep(Duration::from_millis(1));
     }
     result?;
-    let directions = vec![
+    let mut directions = vec![
         lanes[0].report(names[0], &setup.a, &setup.b),
         lanes[1].report(names[1], &setup.b, &setup.a),
     ];
     let mut warnings = Vec::new();
-    for d in &directions {
+    for (p, d) in directions.iter_mut().enumerate() {
+        d.dropped_oversize = oversize[p] + ports[p].oversize_drops().iter().sum::<u64>();
+        if d.dropped_oversize > 0 {
+            warnings.push(format!(
+                "{}: {} frames longer than the cable receives whole ({max_frame} bytes over \
+                 {backend}) were dropped",
+                d.direction, d.dropped_oversize
+            ));
+        }
         if d.dropped_fifo_overflow > 0 {
             warnings.push(format!(
                 "{}: {} frames dropped by FIFO overflow (limit {} bytes = delay x rate + margin); \

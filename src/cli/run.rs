@@ -52,7 +52,8 @@ impl RunError {
     /// Process exit code.
     pub fn exit_code(&self) -> i32 {
         match self {
-            RunError::Config(_) => EXIT_CONFIG,
+            // The interfaces as found at start do not fit the configuration (port[N].mtu).
+            RunError::Config(_) | RunError::Daemon(daemon::DaemonError::Config(_)) => EXIT_CONFIG,
             RunError::Daemon(_) => 1,
         }
     }

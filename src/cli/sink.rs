@@ -161,6 +161,12 @@ fn text(r: &SinkReport) -> String {
             r.pfc_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
         );
     }
+    if r.oversize > 0 {
+        s += &format!(
+            "oversize: {} frames longer than the sink receives were dropped\n",
+            r.oversize
+        );
+    }
     if let Some(c) = &r.credit {
         s += &common::credit_line(c, "");
     }

@@ -26,6 +26,7 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
+        port::iface_mtu,
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
@@ -45,6 +46,9 @@ pub enum DaemonError {
     /// Ports could not be opened.
     #[error(transparent)]
     Open(#[from] OpenError),
+    /// The configuration does not fit the interfaces as found at start.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// A worker failed.
     #[error("worker {worker}: {source}")]
     Worker {
@@ -139,25 +143,29 @@ pub fn check_interfaces(plan: &Plan) -> Result<(), DaemonError> {
     }
 }
 
-/// Tells each port's XDP program how to classify its ingress and which priorities it may
-/// drop when the RX backlog is deep (the lossy ones of `plan`).
-fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan) {
+/// Tells each port's XDP program how to classify its ingress, the longest frame it takes
+/// (`max_frames`, per port, resolved at start) and which priorities it may drop when the RX
+/// backlog is deep (the lossy ones of `plan`).
+fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan, max_frames: &[u32]) {
     let Some(att) = attached else { return };
     let fill = fill_target(plan.daemon.frames);
-    for (prog, port) in att.programs.iter().zip(&plan.ports) {
-        if let Err(e) = prog.set_ingress_policy(ingress_policy(port.trust, &plan.prios, fill)) {
+    for ((prog, port), &max_frame) in att.programs.iter().zip(&plan.ports).zip(max_frames) {
+        let policy = ingress_policy(port.trust, max_frame, &plan.prios, fill);
+        if let Err(e) = prog.set_ingress_policy(policy) {
             tracing::warn!(error = %e, "XDP ingress policy not applied");
         }
     }
 }
 
 /// Reads the configuration again and publishes its reloadable part; refuses an invalid file
-/// (the error says why).
+/// (the error says why). The ports' maximum frames stay those resolved at start
+/// (`max_frames`).
 fn reload_config(
     running: &Plan,
     path: &Path,
     live: &SettingsCell,
     attached: Option<&Attached>,
+    max_frames: &[u32],
 ) -> Result<(), String> {
     let new = match Plan::load(path) {
         Ok(p) => p,
@@ -175,7 +183,7 @@ fn reload_config(
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
-    apply_ingress_policy(attached, &new);
+    apply_ingress_policy(attached, &new, max_frames);
     let mut settings = LiveSettings::of(&new);
     // Thresholds and round trips measured at link-up stay until the next measurement.
     let running = live.get();
@@ -387,13 +395,25 @@ pub fn run(
     let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
+    // Each port's longest frame: its `mtu`, else the interface's MTU now, checked against
+    // what the backend carries before anything is attached.
+    let file = config_path.display().to_string();
+    let max_frames = plan
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| p.max_frame(i, iface_mtu(&p.iface), d.backend, &file))
+        .collect::<Result<Vec<u32>, _>>()?;
+    for (p, max_frame) in plan.ports.iter().zip(&max_frames) {
+        tracing::info!(iface = %p.iface, max_frame, "longer frames are dropped as oversize");
+    }
     let steering = Steering {
         forward_all: true,
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
     let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
-    apply_ingress_policy(attached.as_ref(), plan);
+    apply_ingress_policy(attached.as_ref(), plan, &max_frames);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
     let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
@@ -420,11 +440,13 @@ pub fn run(
             ports: plan
                 .ports
                 .iter()
-                .map(|p| PortSetup {
+                .zip(&max_frames)
+                .map(|(p, &max_frame)| PortSetup {
                     speed_bps: p.speed_bps,
                     trust: p.trust,
                     pause_quanta: p.pause_quanta,
                     credit: p.credit,
+                    max_frame,
                 })
                 .collect(),
             prios: plan.prios,
@@ -593,7 +615,13 @@ pub fn run(
                 break;
             }
             if reload.swap(false, Ordering::SeqCst) {
-                reloads.record(reload_config(plan, config_path, &live, attached.as_ref()));
+                reloads.record(reload_config(
+                    plan,
+                    config_path,
+                    &live,
+                    attached.as_ref(),
+                    &max_frames,
+                ));
             }
             if let Some(m) = monitor.as_mut() {
                 m.tick(&live);

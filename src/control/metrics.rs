@@ -464,6 +464,16 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "oversize_drops",
+            "Frames longer than the ingress port's maximum frame (mtu + 18 bytes, at most what \
+             the backend can receive) dropped on arrival, by priority; their sum is \
+             lossless_drops_total{reason=\"oversize\"}.",
+            None,
+            Counter,
+            counters(|p| &p.oversize),
+        )?;
+        family(
+            &mut enc,
             "pfc_overshoot",
             "Bytes of the priority that arrived after each XOFF this ingress port sent, until \
              the pause took effect: what the headroom had to hold.",
@@ -897,6 +907,7 @@ mod tests {
         b.ports[1].pfc_tx[3].add(2);
         a.ports[1].paused_ns[3].set(1_500_000_000);
         a.ports[0].drop(DropReason::TailDrop);
+        b.ports[1].drop_oversize(4, 2);
         let mut prios = [PrioPlan::lossy(1); PRIORITIES];
         prios[3] = PrioPlan::pfc(100, 50, 300);
         let live = Arc::new(SettingsCell::new(LiveSettings {
@@ -926,6 +937,8 @@ mod tests {
             "lossless_pfc_tx_frames_total{device=\"b0\",priority=\"3\"} 2",
             "lossless_paused_seconds_total{device=\"b0\",priority=\"3\"} 1.5",
             "lossless_drops_total{device=\"a0\",reason=\"tail_drop\"} 1",
+            "lossless_drops_total{device=\"b0\",reason=\"oversize\"} 2",
+            "lossless_oversize_drops_total{device=\"b0\",priority=\"4\"} 2",
             "lossless_xoff_threshold_bytes{device=\"a0\",priority=\"3\"} 100",
             "lossless_headroom_bytes{device=\"b0\",priority=\"3\"} 300",
             // The test's own thread stands in for worker 0: normal scheduling.

@@ -78,7 +78,9 @@ fn packet_socket() -> io::Result<RawFd> {
 }
 
 /// Receives one frame into `buf` without blocking, re-inserting a stripped 802.1Q tag.
-/// Returns `Ok(None)` when nothing is waiting.
+/// Returns `Ok(None)` when nothing is waiting. The length returned is the frame's real
+/// length: above `buf.len()` the frame was truncated, and the caller must drop it (counted
+/// as oversize), never use it.
 fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     const TAG: usize = 4;
     if buf.len() <= 12 + TAG {
@@ -107,7 +109,9 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
             _ => Err(e),
         };
     }
-    let len = (n as usize).min(buf.len() - TAG);
+    // With MSG_TRUNC, `n` is the frame's length even when `buf` held less of it.
+    let real = n as usize;
+    let len = real.min(buf.len() - TAG);
     let mut aux: Option<AuxData> = None;
     // SAFETY: walking the control messages recvmsg filled in, within msg_controllen.
     unsafe {
@@ -129,11 +133,11 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
             buf.copy_within(TAG..TAG + 12, 0);
             buf[12..14].copy_from_slice(&tpid.to_be_bytes());
             buf[14..16].copy_from_slice(&a.tp_vlan_tci.to_be_bytes());
-            Ok(Some(len + TAG))
+            Ok(Some(real + TAG))
         }
         _ => {
             buf.copy_within(TAG..TAG + len, 0);
-            Ok(Some(len))
+            Ok(Some(real))
         }
     }
 }

@@ -291,6 +291,12 @@ impl Port for AfXdpPort {
             .map_or([0; PRIORITIES], IngressTracker::lossy_drops)
     }
 
+    fn oversize_drops(&self) -> [u64; PRIORITIES] {
+        self.ingress
+            .as_ref()
+            .map_or([0; PRIORITIES], IngressTracker::oversize_drops)
+    }
+
     fn kernel_drops(&self) -> KernelDrops {
         match self.rx.fd().xdp_statistics() {
             Ok(s) => KernelDrops {

@@ -133,10 +133,12 @@ const KERNEL_STATS_EVERY: u32 = 1 << 14;
 /// the fill ring is short of buffers (half of it, see [`FillWatch`]).
 const LOSSY_BACKLOG_DIVISOR: u64 = 4;
 
-/// The XDP program's ingress policy for a port of `setup` with priorities `prios`, whose
-/// sockets keep `fill_target` buffers in their fill rings.
+/// The XDP program's ingress policy for a port classifying by `trust` and taking frames of
+/// at most `max_frame` bytes, with priorities `prios`, whose sockets keep `fill_target`
+/// buffers in their fill rings.
 pub fn ingress_policy(
     trust: Trust,
+    max_frame: u32,
     prios: &[PrioPlan; PRIORITIES],
     fill_target: usize,
 ) -> crate::dataplane::xdp_prog::IngressPolicy {
@@ -151,6 +153,7 @@ pub fn ingress_policy(
         } else {
             0
         },
+        max_frame,
     }
 }
 
@@ -165,6 +168,8 @@ pub struct PortSetup {
     pub pause_quanta: u16,
     /// Run credit lanes on this port for the credit priorities.
     pub credit: bool,
+    /// Longest frame (bytes, without FCS) this port takes; longer ones are `oversize` drops.
+    pub max_frame: u32,
 }
 
 /// Settings of one forwarding worker.
@@ -242,6 +247,9 @@ pub struct ForwardWorker {
     /// Whether this worker's fill ring of each port is short of buffers (published in
     /// [`SharedPort`]).
     fill_watch: Vec<FillWatch>,
+    /// The port's count of `oversize` drops before the socket (XDP), as last added to the
+    /// stats.
+    oversize_seen: Vec<[u64; PRIORITIES]>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
 }
@@ -371,6 +379,7 @@ impl ForwardWorker {
             arrived: vec![[0; PRIORITIES]; n],
             headroom,
             fill_watch: vec![FillWatch::default(); n],
+            oversize_seen: vec![[0; PRIORITIES]; n],
             neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -497,6 +506,10 @@ impl ForwardWorker {
         let n = self.ports[p].recv(&mut self.pool, &mut self.rx, BATCH, now)?;
         for i in 0..n {
             let mut rx = self.rx[i];
+            if rx.frame.len > self.setup.ports[p].max_frame {
+                self.oversize(p, rx.frame);
+                continue;
+            }
             if let Some(agent) = self.agents.get_mut(p) {
                 let malformed = agent.counters().rx_malformed;
                 match agent.handle_rx(&mut self.pool, rx, now) {
@@ -540,6 +553,15 @@ impl ForwardWorker {
             }
         }
         c.rx_backlog_frames_peak.max(b.frames);
+    }
+
+    /// Drops a frame longer than port `p` takes (a backend that cannot see it before the
+    /// worker: AF_PACKET reports a truncated frame's real length), counted per priority.
+    fn oversize(&mut self, p: usize, frame: Frame) {
+        let prio = EthernetFrame::new_checked(self.pool.data(frame))
+            .map_or(0, |eth| classify::priority(&eth, self.setup.ports[p].trust));
+        self.stats.ports[p].drop_oversize(prio, 1);
+        self.pool.release(frame.idx);
     }
 
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
@@ -1004,7 +1026,13 @@ impl ForwardWorker {
                 c.credit_reinits[p].set(r.reinits);
             }
             let backlog_drops = self.ports[e].backlog_drops();
+            let oversize = self.ports[e].oversize_drops();
             for p in 0..PRIORITIES {
+                let new = oversize[p].saturating_sub(self.oversize_seen[e][p]);
+                if new > 0 {
+                    c.drop_oversize(p, new);
+                    self.oversize_seen[e][p] = oversize[p];
+                }
                 c.rx_backlog_bytes[p].set(self.rx_backlog[e][p]);
                 c.rx_backlog_drops[p].set(backlog_drops[p]);
                 c.sfc_paused_ns[p].set(sfc_paused[p]);
@@ -1253,6 +1281,7 @@ mod tests {
             trust: Trust::Pcp,
             pause_quanta: 65535,
             credit: true,
+            max_frame: 1518,
         };
         let stats = Arc::new(WorkerStats::new(2));
         let w = ForwardWorker::new(
@@ -1442,6 +1471,52 @@ mod tests {
         let c = &stats.ports[1];
         assert_eq!(c.pause_rx.get(), 1);
         assert_eq!(c.drops[DropReason::Malformed as usize].get(), 2);
+    }
+
+    /// A frame longer than the port takes is dropped whole and counted as `oversize` for
+    /// its priority, whoever sees it first: the XDP program (its count is added once, however
+    /// often it is read) or the worker (a frame longer than the buffer, whose real length
+    /// the backend reports, or one that fits the buffer but not the port's maximum).
+    #[test]
+    fn oversize_frames_are_counted_never_forwarded() {
+        let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
+        let sized = |len: usize, seq: u64| {
+            let mut b = vec![0; len];
+            TestFrame {
+                seq,
+                ..TestFrame::sample(len)
+            }
+            .emit(&mut b)
+            .unwrap();
+            b
+        };
+        src.inject(&sized(1518, 0), 0); // the largest the port takes (max_frame 1518)
+        src.inject(&sized(1519, 1), 0);
+        src.inject(&sized(9000, 2), 0); // longer than a pool frame
+        src.inject(&sized(1000, 3), 0);
+        src.drop_oversize(3);
+        src.drop_oversize(5);
+        for now in (0..2_000_000).step_by(100_000) {
+            w.step(now).unwrap();
+        }
+        let seqs: Vec<u64> = dst
+            .take()
+            .iter()
+            .map(|f| TestFrameView::parse(f).unwrap().seq)
+            .collect();
+        assert_eq!(seqs, [0, 3], "the frames that fit, whole");
+        let c = &stats.ports[0];
+        assert_eq!(c.drops[DropReason::Oversize as usize].get(), 4);
+        assert_eq!(
+            std::array::from_fn::<u64, PRIORITIES, _>(|p| c.oversize[p].get()),
+            [0, 0, 0, 3, 0, 1, 0, 0]
+        );
+        assert_eq!(c.rx_frames.get(), 2, "an oversize frame is never received");
+        assert_eq!(
+            c.drops.iter().map(Counter::get).sum::<u64>(),
+            4,
+            "nothing else dropped"
+        );
     }
 
     /// Sends `update` from a simulated peer port as frame bytes.

@@ -30,6 +30,10 @@
 //! The worker also writes the frames stamp of the last frame it took into the map, so the
 //! program sees the ring's depth and can drop lossy frames once it is deep (counted per
 //! priority in `lossy_drops`) before they take the buffers the lossless priorities need.
+//!
+//! A frame longer than the port's maximum (never more than a UMEM frame holds) the program
+//! drops and counts per priority in `oversize`, instead of redirecting it for the kernel to
+//! drop at the socket, where only a per-socket `rx_dropped` would show it.
 
 use std::{
     os::fd::{AsRawFd, BorrowedFd},
@@ -49,7 +53,7 @@ pub const MAX_QUEUES: usize = 64;
 /// dropped.
 pub const SETTLE_NS: u64 = 1_000_000;
 
-/// One RX queue's counters; mirrors `struct ingress_queue` in the XDP program (256 bytes).
+/// One RX queue's counters; mirrors `struct ingress_queue` in the XDP program (320 bytes).
 #[repr(C)]
 #[derive(Debug, Default)]
 pub struct IngressQueue {
@@ -63,9 +67,11 @@ pub struct IngressQueue {
     /// Frames stamp of the last frame the worker took (written by the worker).
     seen_frames: AtomicU64,
     _reserved2: [u64; 7],
+    /// Frames over the port's maximum frame the program dropped, per priority.
+    oversize: [AtomicU64; PRIORITIES],
 }
 
-const _: () = assert!(std::mem::size_of::<IngressQueue>() == 256);
+const _: () = assert!(std::mem::size_of::<IngressQueue>() == 320);
 
 /// Where the counters live: the program's map, mapped into this process, or plain memory
 /// for tests that play the program's part.
@@ -129,6 +135,13 @@ impl IngressMap {
     pub fn queue(&self, q: u32) -> Option<&IngressQueue> {
         // SAFETY: the region holds MAX_QUEUES entries and outlives `&self`.
         ((q as usize) < MAX_QUEUES).then(|| unsafe { &*self.queues.add(q as usize) })
+    }
+
+    /// Plays the XDP program dropping a frame of priority `prio` on queue `q` for being over
+    /// the port's maximum frame (tests).
+    pub fn drop_oversize(&self, q: u32, prio: usize) {
+        let e = self.queue(q).expect("queue within the map");
+        e.oversize[prio].fetch_add(1, Relaxed);
     }
 
     /// Plays the XDP program for one frame of `len` bytes and priority `prio` steered to queue
@@ -316,6 +329,12 @@ impl IngressTracker {
         let e = self.entry();
         std::array::from_fn(|p| e.lossy_drops[p].load(Relaxed))
     }
+
+    /// Frames over the port's maximum the program dropped on this queue, per priority.
+    pub fn oversize_drops(&self) -> [u64; PRIORITIES] {
+        let e = self.entry();
+        std::array::from_fn(|p| e.oversize[p].load(Relaxed))
+    }
 }
 
 #[cfg(test)]
@@ -405,6 +424,11 @@ mod tests {
             "one frame still in the ring"
         );
         assert_eq!(t.lossy_drops(), [0; PRIORITIES]);
+        map.drop_oversize(3, 6);
+        map.drop_oversize(2, 6);
+        let mut want = [0; PRIORITIES];
+        want[6] = 1;
+        assert_eq!(t.oversize_drops(), want, "this queue's only");
     }
 
     #[test]

@@ -58,6 +58,11 @@ pub fn mem_link(name: &str, mac: MacAddr, tx_room: usize) -> (MemPort, MemPeer) 
 }
 
 impl MemPeer {
+    /// Plays the XDP program dropping a frame of priority `prio` longer than the port takes.
+    pub fn drop_oversize(&self, prio: usize) {
+        self.ingress.drop_oversize(0, prio);
+    }
+
     /// Delivers `frame` to the port, received at `rx_ns`.
     pub fn inject(&self, frame: &[u8], rx_ns: u64) {
         let prio =
@@ -109,12 +114,14 @@ impl Port for MemPort {
             };
             self.ingress.on_taken(stamps);
             let buf = pool.buf_mut(idx);
-            let len = bytes.len().min(buf.len());
-            buf[..len].copy_from_slice(&bytes[..len]);
+            let copied = bytes.len().min(buf.len());
+            buf[..copied].copy_from_slice(&bytes[..copied]);
             out.push(RxFrame {
+                // The frame's real length, as AF_PACKET reports it: a frame longer than the
+                // buffer is the worker's to drop as oversize, never to forward truncated.
                 frame: Frame {
                     idx,
-                    len: len as u32,
+                    len: bytes.len() as u32,
                 },
                 rx_ns,
             });
@@ -132,6 +139,10 @@ impl Port for MemPort {
             arrived,
             ..RxBacklog::default()
         }
+    }
+
+    fn oversize_drops(&self) -> [u64; crate::fc::PRIORITIES] {
+        self.ingress.oversize_drops()
     }
 
     fn tx_room(&mut self) -> usize {

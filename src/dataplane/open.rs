@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::{
     af_packet::AfPacketPort,
     af_xdp::{AfXdpOptions, AfXdpPort},
-    pool::{FramePool, PoolError},
+    pool::{FramePool, PoolError, PACKET_MAX_FRAME, XSK_MAX_FRAME},
     port::{Port, PortError},
     xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
 };
@@ -70,6 +70,11 @@ pub struct WorkerPorts {
     pub ports: Vec<Box<dyn Port>>,
     /// The backend actually used.
     pub backend: &'static str,
+    /// Longest frame (bytes) the ports receive whole. A received frame reported longer was
+    /// truncated (AF_PACKET reports the real length) and must be dropped as oversize; over
+    /// AF_XDP the XDP program drops longer frames before the socket
+    /// ([`Port::oversize_drops`]).
+    pub max_frame: u32,
 }
 
 /// Opens queue `queue` of each interface for one worker.
@@ -102,6 +107,7 @@ pub fn open_worker_ports(
         pool,
         ports,
         backend: "af_packet",
+        max_frame: PACKET_MAX_FRAME as u32,
     })
 }
 
@@ -116,5 +122,6 @@ fn open_af_xdp(att: &Attached, queue: u32, frames: u32) -> Result<WorkerPorts, O
         pool,
         ports,
         backend: "af_xdp",
+        max_frame: XSK_MAX_FRAME as u32,
     })
 }

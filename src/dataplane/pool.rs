@@ -11,6 +11,18 @@ use xsk_rs::{config::UmemConfig, FrameDesc, Umem};
 /// Bytes per frame.
 pub const FRAME_SIZE: usize = 2048;
 
+/// Room the kernel keeps in front of a received frame in an AF_XDP buffer
+/// (`XDP_PACKET_HEADROOM`; the XDP metadata lives there).
+const XDP_PACKET_HEADROOM: usize = 256;
+
+/// Longest frame (bytes, without FCS) an AF_XDP socket receives into one of our UMEM
+/// frames: the kernel drops anything longer at the socket (counted only in its `rx_dropped`).
+pub const XSK_MAX_FRAME: usize = FRAME_SIZE - XDP_PACKET_HEADROOM;
+
+/// Longest frame (bytes, without FCS) an AF_PACKET port receives whole into one heap frame:
+/// it receives 4 bytes in, to put back the 802.1Q tag the kernel strips.
+pub const PACKET_MAX_FRAME: usize = FRAME_SIZE - 4;
+
 /// Frames of a pool of `pool_frames` that a worker never hands to the kernel's fill rings, so
 /// the control frames it must send (PFC above all: it is what relieves a pool running short)
 /// always find a buffer: 512, or an eighth of a small pool.

@@ -98,6 +98,11 @@ pub trait Port: Send {
     fn backlog_drops(&self) -> [u64; crate::fc::PRIORITIES] {
         [0; crate::fc::PRIORITIES]
     }
+    /// Frames longer than the port's maximum dropped before the socket, per priority (the XDP
+    /// program's count for this port's queue; never reset, the caller takes differences).
+    fn oversize_drops(&self) -> [u64; crate::fc::PRIORITIES] {
+        [0; crate::fc::PRIORITIES]
+    }
     /// Frames the kernel dropped on this port's socket so far (a syscall: call rarely).
     fn kernel_drops(&self) -> KernelDrops {
         KernelDrops::default()
@@ -107,6 +112,15 @@ pub trait Port: Send {
 /// Reads an interface's MAC address from sysfs.
 pub fn iface_mac(iface: &str) -> Option<MacAddr> {
     std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Reads an interface's MTU from sysfs.
+pub fn iface_mtu(iface: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
         .ok()?
         .trim()
         .parse()

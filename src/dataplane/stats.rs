@@ -166,11 +166,14 @@ pub enum DropReason {
     SfcmNotAllowed = 9,
     /// An SFC message beyond its sender's `[sfc] max_rate` (not obeyed).
     SfcmRateLimited = 10,
+    /// A frame longer than the port's maximum frame (`[[port]] mtu` + 18), or than the
+    /// backend can receive: dropped whole on arrival, never truncated.
+    Oversize = 11,
 }
 
 impl DropReason {
     /// All reasons, in index order.
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::TailDrop,
         DropReason::HeadroomOverflow,
         DropReason::Malformed,
@@ -182,6 +185,7 @@ impl DropReason {
         DropReason::Shutdown,
         DropReason::SfcmNotAllowed,
         DropReason::SfcmRateLimited,
+        DropReason::Oversize,
     ];
 
     /// Label value used in reports and metrics.
@@ -198,6 +202,7 @@ impl DropReason {
             DropReason::Shutdown => "shutdown",
             DropReason::SfcmNotAllowed => "sfcm_not_allowed",
             DropReason::SfcmRateLimited => "sfcm_rate_limited",
+            DropReason::Oversize => "oversize",
         }
     }
 }
@@ -235,6 +240,9 @@ pub struct PortCounters {
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
     pub drops: [Counter; DropReason::ALL.len()],
+    /// `oversize` drops of this (ingress) port per priority (their sum is the `oversize`
+    /// entry of `drops`; both only through [`PortCounters::drop_oversize`]).
+    pub oversize: [Counter; PRIORITIES],
     /// Bytes of this (ingress) port's priorities waiting in its RX ring (gauge).
     pub rx_backlog_bytes: [Counter; PRIORITIES],
     /// Highest number of frames seen waiting in this port's RX ring (gauge).
@@ -302,7 +310,19 @@ impl PortCounters {
     /// Counts a drop (in the worker; for frames the kernel dropped see [`PortCounters::kernel`]).
     #[inline]
     pub fn drop(&self, reason: DropReason) {
+        debug_assert!(
+            reason != DropReason::Oversize,
+            "oversize drops are counted per priority: drop_oversize"
+        );
         self.drops[reason as usize].add(1);
+    }
+
+    /// Counts `n` frames of priority `prio` dropped for being longer than the port's maximum
+    /// frame (by the worker, or by the XDP program before the socket).
+    #[inline]
+    pub fn drop_oversize(&self, prio: usize, n: u64) {
+        self.drops[DropReason::Oversize as usize].add(n);
+        self.oversize[prio].add(n);
     }
 }
 
@@ -378,6 +398,10 @@ pub struct PortSnapshot {
     /// Lossy frames the XDP program dropped because the RX backlog was deep, per priority.
     #[serde(default)]
     pub rx_backlog_drops: [u64; PRIORITIES],
+    /// Frames longer than the port's maximum frame, dropped on arrival, per priority (the
+    /// `oversize` entry of `drops` is their sum).
+    #[serde(default)]
+    pub oversize: [u64; PRIORITIES],
     /// Bytes arrived after each XOFF until the pause took effect, per priority.
     #[serde(default)]
     pub overshoot: Vec<Log2Snapshot>,
@@ -523,6 +547,7 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
             .unwrap_or(0),
         fill_starved_events: sum(|p| &p.fill_starved_events),
         rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
+        oversize: arr(|p| &p.oversize),
         overshoot: (0..PRIORITIES)
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.overshoot[p])))
             .collect(),
@@ -560,7 +585,12 @@ mod tests {
         b.ports[0].queue_peak_bytes[3].set(10);
         a.ports[0].queue_peak_bytes[3].set(7);
         b.ports[0].drop(DropReason::HeadroomOverflow);
+        a.ports[0].drop_oversize(5, 2);
+        b.ports[0].drop_oversize(5, 1);
+        b.ports[0].drop_oversize(0, 1);
         let s = snapshot("x", 0, &[&a, &b]);
+        assert_eq!(s.drops["oversize"], 4);
+        assert_eq!(s.oversize, [1, 0, 0, 0, 0, 3, 0, 0]);
         assert_eq!(s.rx_frames, 7);
         assert_eq!(s.pfc_tx[3], 1);
         assert_eq!(s.queue_peak_bytes[3], 10);

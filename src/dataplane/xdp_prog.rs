@@ -9,7 +9,7 @@ use std::{
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use serde::Deserialize;
 
-use super::{classify::Trust, ingress::IngressMap};
+use super::{classify::Trust, ingress::IngressMap, pool::XSK_MAX_FRAME};
 
 /// The compiled XDP object, built by `build.rs`.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lossless.bpf.o"));
@@ -39,8 +39,9 @@ pub struct Steering {
 }
 
 /// How the program accounts and polices a forwarding port's ingress (see
-/// [`super::ingress`]). The default classifies by PCP and never drops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// [`super::ingress`]). The default classifies by PCP, never drops for backlog and drops
+/// (counted) only frames longer than an AF_XDP socket can receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IngressPolicy {
     /// The port's classification, the same rule as the worker's.
     pub trust: Trust,
@@ -48,6 +49,20 @@ pub struct IngressPolicy {
     pub lossy_mask: u8,
     /// RX backlog, in frames, from which those frames are dropped (0 = never).
     pub lossy_backlog_frames: u32,
+    /// Longest frame (bytes, without FCS) the port takes; longer ones are dropped and
+    /// counted as `oversize`. At most [`XSK_MAX_FRAME`].
+    pub max_frame: u32,
+}
+
+impl Default for IngressPolicy {
+    fn default() -> Self {
+        IngressPolicy {
+            trust: Trust::default(),
+            lossy_mask: 0,
+            lossy_backlog_frames: 0,
+            max_frame: XSK_MAX_FRAME as u32,
+        }
+    }
 }
 
 /// Why the program could not be loaded or attached.
@@ -205,13 +220,20 @@ impl XdpProgram {
 
     fn write_settings(&self, i: IngressPolicy) -> Result<(), XdpError> {
         let s = self.steering;
-        let mut v = [0u8; 16];
+        let mut v = [0u8; 20];
         v[0..4].copy_from_slice(&u32::from(s.forward_all).to_ne_bytes());
         v[4..6].copy_from_slice(&s.test_udp_port.to_ne_bytes());
         v[6..8].copy_from_slice(&s.sfc_udp_port.to_ne_bytes());
         v[8] = u8::from(i.trust == Trust::Dscp);
         v[9] = i.lossy_mask;
         v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
+        // Never above what a socket receives (nor unlimited): the kernel would drop a longer
+        // frame at the socket, uncounted.
+        let max_frame = match i.max_frame {
+            0 => XSK_MAX_FRAME as u32,
+            m => m.min(XSK_MAX_FRAME as u32),
+        };
+        v[16..20].copy_from_slice(&max_frame.to_ne_bytes());
         self.map_update("settings", &0u32.to_ne_bytes(), &v)
     }
 

@@ -101,6 +101,9 @@ pub struct GenReport {
     pub pause_rx: u64,
     /// Frames received that were neither (malformed or other control).
     pub other_rx: u64,
+    /// Frames longer than the generator receives whole (1,792 bytes over AF_XDP, 2,044 over
+    /// AF_PACKET), dropped on arrival: by the XDP program before the socket, or truncated.
+    pub oversize: u64,
     /// The credit lane, when sending under credit.
     pub credit: Option<CreditLaneReport>,
     /// Time the generator had frames to send but no credit, ns.
@@ -113,6 +116,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         mut pool,
         mut ports,
         backend,
+        max_frame,
     } = ports;
     let port = &mut ports[0];
     let flows = setup.flows.max(1);
@@ -147,7 +151,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
         .expect("the default reaction-point config is valid");
-    let mut sfcm_rx = 0u64;
+    let (mut sfcm_rx, mut oversize) = (0u64, 0u64);
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
     let mut tx: Vec<Frame> = Vec::with_capacity(64);
     let mut idler = Idler::new([port.poll_fd()], busy_poll);
@@ -187,6 +191,12 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         rx.clear();
         let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
         for r in &rx[..n] {
+            if r.frame.len > max_frame {
+                // Truncated on receipt (AF_PACKET): never read.
+                oversize += 1;
+                pool.release(r.frame.idx);
+                continue;
+            }
             let r = match link.as_mut() {
                 Some(l) => match l.handle_rx(&mut pool, *r, now) {
                     Some(r) => r,
@@ -334,6 +344,15 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     }
     let now = now_ns();
     let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
+    let oversize = oversize + port.oversize_drops().iter().sum::<u64>();
+    if oversize > 0 {
+        tracing::warn!(
+            iface = port.name(),
+            oversize,
+            max_frame,
+            "frames longer than the generator receives were dropped"
+        );
+    }
     GenReport {
         iface: port.name().to_string(),
         backend,
@@ -349,6 +368,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         pfc_rx_total,
         pause_rx,
         other_rx,
+        oversize,
         credit: credit.report(prio),
         credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
     }

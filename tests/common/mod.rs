@@ -111,6 +111,34 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) {
     }
 }
 
+/// Sets the MTU of `iface` in `ns`.
+pub fn set_mtu(ns: &Netns, iface: &str, mtu: u32) {
+    sh(&[
+        "ip",
+        "-n",
+        &ns.name,
+        "link",
+        "set",
+        iface,
+        "mtu",
+        &mtu.to_string(),
+    ]);
+}
+
+/// Runs a scapy script (Python) in `ns`; fails the test if it fails.
+pub fn run_scapy(ns: &Netns, script: &str) {
+    let out = ns
+        .cmd("/usr/bin/python3")
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "scapy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A running `lossless` process; killed on drop if still running.
 pub struct Proc {
     pub what: String,
@@ -298,6 +326,11 @@ impl Drop for TempFile {
 /// True if an XDP program is attached to `iface` in `ns`.
 pub fn has_xdp(ns: &Netns, iface: &str) -> bool {
     ns.run(&["ip", "link", "show", iface]).contains("xdp")
+}
+
+/// Whether an XDP program is attached to `iface` in `ns` in native (driver) mode, not generic.
+pub fn has_native_xdp(ns: &Netns, iface: &str) -> bool {
+    ns.run(&["ip", "link", "show", iface]).contains(" xdp ")
 }
 
 /// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.

@@ -111,6 +111,7 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
         trust: Trust::Pcp,
         pause_quanta: 65535,
         credit: true,
+        max_frame: lossless::dataplane::pool::XSK_MAX_FRAME as u32,
     };
     let stats = Arc::new(WorkerStats::new(2));
     let w = ForwardWorker::new(

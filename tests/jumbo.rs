@@ -1,0 +1,294 @@
+//! Frames longer than a port takes: every veth at MTU 9000, a daemon whose ports are
+//! configured at `mtu = 1500`, and a scapy sender offering 9,000-byte (and 1,600-byte) frames
+//! between normal ones. Each long frame is counted as `oversize` (report, status, metrics), none
+//! vanishes uncounted (offered = received + counted drops, and the kernel dropped nothing at
+//! the socket), and the normal frames of the same run are forwarded.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{
+    control_section, has_native_xdp, http_get, json_u64 as u, metric, report_port as port,
+    run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire,
+};
+
+/// Normal frames offered (1,000 bytes, priority 3).
+const NORMAL: u64 = 300;
+/// 9,000-byte frames offered (priority 3), one after every 10th normal frame.
+const JUMBO: u64 = 30;
+/// 1,600-byte frames offered (priority 5): over `mtu = 1500` + 18 but within a 2 KiB buffer,
+/// one after every 30th normal frame.
+const LONG: u64 = 10;
+
+fn wire_at_9000() -> Wire {
+    let w = Wire::new("j");
+    for (ns, iface) in [
+        (&w.gen_ns, &w.g),
+        (&w.dut_ns, &w.d0),
+        (&w.dut_ns, &w.d1),
+        (&w.sink_ns, &w.s),
+    ] {
+        set_mtu(ns, iface, 9000);
+    }
+    w
+}
+
+fn config(w: &Wire, extra: &str, port_extra: &str) -> String {
+    format!(
+        "{extra}\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n{port_extra}\n\
+         [[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n{port_extra}\n",
+        w.d0, w.d1
+    )
+}
+
+fn rx_packets(w: &Wire) -> u64 {
+    w.sink_ns
+        .run(&[
+            "cat",
+            &format!("/sys/class/net/{}/statistics/rx_packets", w.s),
+        ])
+        .trim()
+        .parse()
+        .expect("rx_packets")
+}
+
+fn oversize_is_counted_and_normal_frames_pass(backend: &str) {
+    let _serial = traffic_lock();
+    let w = wire_at_9000();
+    let (control, socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "{}{control}",
+            config(
+                &w,
+                &format!("[daemon]\nbackend = \"{backend}\""),
+                "mtu = 1500"
+            )
+        ),
+    );
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    if backend == "af-xdp" {
+        // The fragment-aware program attaches natively at MTU 9000 (a plain one cannot).
+        assert!(
+            has_native_xdp(&w.dut_ns, &w.d0) && has_native_xdp(&w.dut_ns, &w.d1),
+            "{}",
+            w.dut_ns.run(&["ip", "link", "show"])
+        );
+    }
+    let sink_before = rx_packets(&w);
+    let script = format!(
+        r#"
+from scapy.all import Ether, Dot1Q, IP, UDP, Raw, sendp
+def frame(length, pcp):
+    f = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / Dot1Q(prio=pcp) / \
+        IP(src="10.0.0.1", dst="10.0.0.2") / UDP(sport=40000, dport=9)
+    return f / Raw(b"\x00" * (length - len(f)))
+frames = []
+for i in range({NORMAL}):
+    frames.append(frame(1000, 3))
+    if i % 10 == 9:
+        frames.append(frame(9000, 3))
+    if i % 30 == 29:
+        frames.append(frame(1600, 5))
+assert sum(len(f) == 9000 for f in frames) == {JUMBO}
+assert sum(len(f) == 1600 for f in frames) == {LONG}
+sendp(frames, iface="{g}", verbose=False)
+"#,
+        g = w.g
+    );
+    run_scapy(&w.gen_ns, &script);
+    std::thread::sleep(Duration::from_millis(500));
+    let (head, metrics) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
+    assert!(head.contains("200"), "{head}");
+    let status = status_of(&socket);
+    dut.interrupt();
+    let (report, log) = dut.json_and_log(Duration::from_secs(10));
+    let d0 = port(&report, &w.d0);
+    let d1 = port(&report, &w.d1);
+
+    // Each long frame is counted, per priority, and nothing else is dropped.
+    assert_eq!(u(d0, &["drops", "oversize"]), JUMBO + LONG, "{d0}");
+    assert_eq!(d0["oversize"][3].as_u64(), Some(JUMBO), "{d0}");
+    assert_eq!(d0["oversize"][5].as_u64(), Some(LONG), "{d0}");
+    let drops: u64 = d0["drops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(drops, JUMBO + LONG, "only oversize drops: {d0}");
+    // None vanished uncounted: offered = received + counted drops, and the kernel dropped
+    // nothing at the socket.
+    assert_eq!(u(d0, &["rx_frames"]), NORMAL, "{d0}");
+    assert_eq!(u(d0, &["rx_frames"]) + drops, NORMAL + JUMBO + LONG);
+    assert_eq!(u(d0, &["kernel_drops", "rx_dropped"]), 0, "{d0}");
+    // The normal frames of the same run passed, whole.
+    assert_eq!(u(d1, &["tx_frames"]), NORMAL, "{d1}");
+    assert_eq!(u(d1, &["tx_bytes"]), NORMAL * 1000, "{d1}");
+    assert!(rx_packets(&w) - sink_before >= NORMAL);
+
+    // The same facts in `status` and the metrics.
+    let sp = status["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["iface"] == w.d0.as_str())
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(u(&sp["counters"], &["drops", "oversize"]), JUMBO + LONG);
+    let series = |s: &str| metric(&metrics, &s.replace("DEV", &w.d0));
+    assert_eq!(
+        series("lossless_drops_total{device=\"DEV\",reason=\"oversize\"}"),
+        (JUMBO + LONG) as f64
+    );
+    assert_eq!(
+        series("lossless_oversize_drops_total{device=\"DEV\",priority=\"3\"}"),
+        JUMBO as f64
+    );
+    assert_eq!(
+        series("lossless_oversize_drops_total{device=\"DEV\",priority=\"5\"}"),
+        LONG as f64
+    );
+    // Logged, at a bounded rate: a line per port and reason at most every few seconds.
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("frames dropped") && l.contains("oversize"))
+        .count();
+    assert!((1..=2).contains(&lines), "{lines} oversize lines in\n{log}");
+}
+
+#[test]
+fn oversize_frames_are_counted_over_af_xdp() {
+    oversize_is_counted_and_normal_frames_pass("af-xdp");
+}
+
+#[test]
+fn oversize_frames_are_counted_over_af_packet() {
+    oversize_is_counted_and_normal_frames_pass("af-packet");
+}
+
+/// Without `mtu`, the interface's MTU applies: at 9000 the daemon refuses to start, naming
+/// the field and what it can carry, instead of losing every long frame.
+#[test]
+fn an_interface_mtu_the_backend_cannot_carry_is_a_config_error() {
+    let w = wire_at_9000();
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, "", "")));
+    let dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path()]);
+    let (status, log) = dut.finish_and_log(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(78), "a configuration error: {log}");
+    assert!(
+        log.contains("port[0].mtu") && log.contains("MTU 9000") && log.contains("mtu <= 1774"),
+        "{log}"
+    );
+}
+
+/// scapy in `w.gen_ns` sends `JUMBO` 9,000-byte test-port frames on `w.g`, after which
+/// `lossless gen` sends `NORMAL` normal test frames.
+fn offer_jumbo_then_normal(w: &Wire) {
+    let script = format!(
+        r#"
+from scapy.all import Ether, Dot1Q, IP, UDP, Raw, sendp
+f = Ether(src="02:00:00:00:00:01", dst="ff:ff:ff:ff:ff:ff") / Dot1Q(prio=3) / \
+    IP(src="198.18.0.1", dst="198.18.0.2") / UDP(sport=40000, dport=48879)
+f = f / Raw(b"\x00" * (9000 - len(f)))
+sendp([f] * {JUMBO}, iface="{g}", verbose=False)
+"#,
+        g = w.g
+    );
+    run_scapy(&w.gen_ns, &script);
+    let gen = Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &w.g,
+            "--rate",
+            "100Mbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--count",
+            &NORMAL.to_string(),
+            "--json",
+        ],
+    )
+    .json(Duration::from_secs(20));
+    assert_eq!(u(&gen, &["frames_sent"]), NORMAL, "{gen}");
+}
+
+/// The sink receives jumbo frames it cannot carry: each is counted as `oversize` and the
+/// normal frames around them are received.
+fn sink_counts_oversize(backend: &str) {
+    let _serial = traffic_lock();
+    let w = wire_at_9000();
+    // The sink faces the generator directly here: d0 is its interface.
+    let sink = common::start_sink_with(&w.dut_ns, &w.d0, &["--backend", backend]);
+    offer_jumbo_then_normal(&w);
+    let (sink, log) = sink.json_and_log(Duration::from_secs(20));
+    assert_eq!(u(&sink, &["oversize"]), JUMBO, "{sink}");
+    assert_eq!(u(&sink, &["received"]), NORMAL, "{sink}");
+    assert_eq!(u(&sink, &["unique"]), NORMAL, "{sink}");
+    assert_eq!(u(&sink, &["kernel_drops", "rx_dropped"]), 0, "{sink}");
+    assert!(log.contains("longer than the sink receives"), "{log}");
+}
+
+#[test]
+fn the_sink_counts_oversize_frames_over_af_xdp() {
+    sink_counts_oversize("af-xdp");
+}
+
+#[test]
+fn the_sink_counts_oversize_frames_over_af_packet() {
+    sink_counts_oversize("af-packet");
+}
+
+/// The cable between the generator and the sink drops and counts the frames it cannot carry
+/// and carries the rest.
+fn cable_counts_oversize(backend: &str) {
+    let _serial = traffic_lock();
+    let w = wire_at_9000();
+    let sink = common::start_sink(&w.sink_ns, &w.s);
+    let mut cable = Proc::spawn(
+        &w.dut_ns,
+        &[
+            "cable",
+            "--a",
+            &w.d0,
+            "--b",
+            &w.d1,
+            "--backend",
+            backend,
+            "--json",
+        ],
+    );
+    cable.wait_ready(Duration::from_secs(10));
+    offer_jumbo_then_normal(&w);
+    let sink = sink.json(Duration::from_secs(20));
+    cable.interrupt();
+    let cable = cable.json(Duration::from_secs(10));
+    let ab = &cable["directions"][0];
+    assert_eq!(u(ab, &["dropped_oversize"]), JUMBO, "{cable}");
+    assert_eq!(u(&cable["directions"][1], &["dropped_oversize"]), 0);
+    assert!(
+        cable["warnings"]
+            .to_string()
+            .contains("longer than the cable"),
+        "{cable}"
+    );
+    assert_eq!(u(&sink, &["received"]), NORMAL, "{sink}");
+    assert_eq!(u(&sink, &["oversize"]), 0, "{sink}");
+}
+
+#[test]
+fn the_cable_counts_oversize_frames_over_af_xdp() {
+    cable_counts_oversize("af-xdp");
+}
+
+#[test]
+fn the_cable_counts_oversize_frames_over_af_packet() {
+    cable_counts_oversize("af-packet");
+}
