@@ -64,8 +64,8 @@ fn scaled(what: &'static str, s: &str, units: &[(&str, f64)]) -> Result<f64, Uni
 fn units_hint(what: &'static str) -> &'static str {
     match what {
         "rate" => {
-            "unknown or missing unit: use bit/s with a decimal prefix, e.g. 100Mbit, 10G, 10Gb, \
-             25Gbps, 400Gb/s, 1.6T"
+            "unknown unit: use bit/s with a decimal prefix, e.g. 100Mbit, 10G, 10Gb, 25Gbps, \
+             400Gb/s, 1.6T (a bare number is bit/s)"
         }
         "size" => {
             "unknown unit: use B, decimal kB/MB/GB (10^3) or binary KiB/MiB/GiB (2^10); a bare \
@@ -76,9 +76,10 @@ fn units_hint(what: &'static str) -> &'static str {
 }
 
 /// Bit rates: decimal prefixes (k, M, G, T: 10^3 to 10^12), each alone or followed by `bit`,
-/// `b`, `bps`, `b/s` or `bit/s`, in any case: "100Mbit", "10G", "10Gb", "25Gbps", "1.6T".
-/// A unit is required (a bare "10" could mean anything).
+/// `b`, `bps`, `b/s` or `bit/s`, in any case: "100Mbit", "10G", "10Gb", "25Gbps", "1.6T". A
+/// bare number is bit/s ("200000000"), as scripts that compute a rate write it.
 const RATE_UNITS: &[(&str, f64)] = &[
+    ("", 1.0),
     ("bit", 1.0),
     ("b", 1.0),
     ("bps", 1.0),
@@ -224,13 +225,14 @@ mod tests {
         assert_eq!(parse_rate("100Mbit").unwrap(), 100_000_000);
         assert_eq!(parse_rate("1.6T").unwrap(), 1_600_000_000_000);
         assert_eq!(parse_rate("9600bit").unwrap(), 9600);
-        for bad in ["fast", "0G", "10", "1Qbit", "", "G", "-10G"] {
+        assert_eq!(parse_rate("200000000").unwrap(), 200_000_000);
+        for bad in ["fast", "0G", "0", "1Qbit", "", "G", "-10G"] {
             assert!(parse_rate(bad).is_err(), "{bad}");
         }
-        assert!(parse_rate("10")
+        assert!(parse_rate("1Qbit")
             .unwrap_err()
             .to_string()
-            .contains("missing unit"));
+            .contains("unknown unit"));
     }
 
     #[test]
