@@ -255,6 +255,47 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "rx_data_frames",
+            "Data frames received on this port per priority (control frames excluded).",
+            None,
+            Counter,
+            counters(|p| &p.rx_data_frames),
+        )?;
+        family(
+            &mut enc,
+            "rx_data",
+            "Bytes of data frames received on this port per priority.",
+            bytes(),
+            Counter,
+            counters(|p| &p.rx_data_bytes),
+        )?;
+        family(
+            &mut enc,
+            "tx_data_frames",
+            "Data frames sent on this port per priority.",
+            None,
+            Counter,
+            counters(|p| &p.tx_data_frames),
+        )?;
+        family(
+            &mut enc,
+            "tx_data",
+            "Bytes of data frames sent on this port per priority.",
+            bytes(),
+            Counter,
+            counters(|p| &p.tx_data_bytes),
+        )?;
+        family(
+            &mut enc,
+            "xoff_held",
+            "Time this ingress port held the priority paused upstream (XOFF in force), like \
+             mlx5's tx_prioN_pause_duration.",
+            Some(Unit::Seconds),
+            Counter,
+            per_prio(s, |p| &p.xoff_held_ns).map(|(l, ns)| (l, ConstCounter::new(ns as f64 / 1e9))),
+        )?;
+        family(
+            &mut enc,
             "xoff_transitions",
             "XON to XOFF transitions of this ingress port and priority.",
             None,

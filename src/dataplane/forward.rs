@@ -252,6 +252,8 @@ pub struct ForwardWorker {
     oversize_seen: Vec<[u64; PRIORITIES]>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
+    /// The priority of each data frame in `tx` (per-priority TX counters).
+    tx_prios: [u8; BATCH],
 }
 
 /// Why a worker stopped early.
@@ -387,6 +389,7 @@ impl ForwardWorker {
             admission: admission_table(n, |_, prio| setup.prios[prio]),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
+            tx_prios: [0; BATCH],
             pool,
             ports,
             shared,
@@ -622,6 +625,8 @@ impl ForwardWorker {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
         }
         let prio = classify::priority(&eth, self.setup.ports[p].trust);
+        self.stats.ports[p].rx_data_frames[prio].add(1);
+        self.stats.ports[p].rx_data_bytes[prio].add(len);
         // Every data frame counts towards the blocks received, kept or not.
         if !self.credit[p].on_data(now, prio, rx.frame.len) {
             return self.discard(p, rx.frame, DropReason::CreditOverrun);
@@ -836,6 +841,9 @@ impl ForwardWorker {
         for (prio, n) in self.generators[p].xoff_transitions().iter().enumerate() {
             c.xoff_transitions[prio].set(*n);
         }
+        for (prio, ns) in self.generators[p].xoff_held_ns(now).iter().enumerate() {
+            c.xoff_held_ns[prio].set(*ns);
+        }
         self.send_pfc(p, &m);
     }
 
@@ -962,6 +970,7 @@ impl ForwardWorker {
                     cp.on_empty();
                 }
             }
+            self.tx_prios[self.tx.len()] = prio as u8;
             self.tx.push(head.frame());
         }
         if !self.tx.is_empty() {
@@ -970,6 +979,10 @@ impl ForwardWorker {
             let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
             c.tx_frames.add(n as u64);
             c.tx_bytes.add(bytes);
+            for (f, &prio) in self.tx[..n].iter().zip(&self.tx_prios) {
+                c.tx_data_frames[usize::from(prio)].add(1);
+                c.tx_data_bytes[usize::from(prio)].add(u64::from(f.len));
+            }
             // `tx_room` promised space; should the ring still refuse, the frames are dropped
             // and counted rather than leaked.
             for f in &self.tx[n..] {

@@ -218,6 +218,17 @@ pub struct PortCounters {
     pub tx_frames: Counter,
     /// Bytes transmitted.
     pub tx_bytes: Counter,
+    /// Data frames received per priority (after classification; control frames excluded).
+    pub rx_data_frames: [Counter; PRIORITIES],
+    /// Bytes of those.
+    pub rx_data_bytes: [Counter; PRIORITIES],
+    /// Data frames transmitted per priority.
+    pub tx_data_frames: [Counter; PRIORITIES],
+    /// Bytes of those.
+    pub tx_data_bytes: [Counter; PRIORITIES],
+    /// Time this (ingress) port held each priority paused upstream (XOFF in force), ns
+    /// (gauge of the leader's generator, updated at every PFC frame it sends).
+    pub xoff_held_ns: [Counter; PRIORITIES],
     /// PFC frames received with the priority's enable bit set.
     pub pfc_rx: [Counter; PRIORITIES],
     /// 802.3x PAUSE frames received.
@@ -370,6 +381,16 @@ pub struct PortSnapshot {
     pub sfcm_rx: [u64; PRIORITIES],
     /// Time paused by SFC per priority, ns.
     pub sfc_paused_ns: [u64; PRIORITIES],
+    /// Data frames received per priority.
+    pub rx_data_frames: [u64; PRIORITIES],
+    /// Data bytes received per priority.
+    pub rx_data_bytes: [u64; PRIORITIES],
+    /// Data frames transmitted per priority.
+    pub tx_data_frames: [u64; PRIORITIES],
+    /// Data bytes transmitted per priority.
+    pub tx_data_bytes: [u64; PRIORITIES],
+    /// Time held paused upstream per priority, ns.
+    pub xoff_held_ns: [u64; PRIORITIES],
     /// XOFF transitions per priority.
     pub xoff_transitions: [u64; PRIORITIES],
     /// Paused time per priority, ns.
@@ -504,6 +525,11 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         sfcm_rx: arr(|p| &p.sfcm_rx),
         sfc_paused_ns: arr(|p| &p.sfc_paused_ns),
         xoff_transitions: arr(|p| &p.xoff_transitions),
+        rx_data_frames: arr(|p| &p.rx_data_frames),
+        rx_data_bytes: arr(|p| &p.rx_data_bytes),
+        tx_data_frames: arr(|p| &p.tx_data_frames),
+        tx_data_bytes: arr(|p| &p.tx_data_bytes),
+        xoff_held_ns: arr(|p| &p.xoff_held_ns),
         paused_ns: arr(|p| &p.paused_ns),
         queue_bytes: arr(|p| &p.queue_bytes),
         queue_peak_bytes: std::array::from_fn(|p| {

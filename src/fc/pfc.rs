@@ -34,6 +34,10 @@ pub struct PfcGenerator {
     pause_quanta: u16,
     refresh_ns: u64,
     xoff_transitions: [u64; PRIORITIES],
+    /// Time each priority spent paused upstream in finished episodes, ns.
+    xoff_held_ns: [u64; PRIORITIES],
+    /// When the running episode of each priority paused upstream began.
+    xoff_since: [u64; PRIORITIES],
     /// Pausing every PFC priority whatever the occupancy (the daemon is stopping).
     holding: bool,
 }
@@ -53,6 +57,8 @@ impl PfcGenerator {
             pause_quanta,
             refresh_ns,
             xoff_transitions: [0; PRIORITIES],
+            xoff_held_ns: [0; PRIORITIES],
+            xoff_since: [0; PRIORITIES],
             holding: false,
         }
     }
@@ -66,6 +72,9 @@ impl PfcGenerator {
         for p in (0..PRIORITIES).filter(|&p| self.thresholds[p].is_some()) {
             enable |= 1 << p;
             quanta[p] = self.pause_quanta;
+            if self.state[p] == Signal::Xon {
+                self.xoff_since[p] = now;
+            }
             self.state[p] = Signal::Xoff {
                 refresh_at: now + self.refresh_ns,
             };
@@ -129,6 +138,13 @@ impl PfcGenerator {
             if let Some(q) = send {
                 enable |= 1 << p;
                 quanta[p] = q;
+                match (self.state[p], q) {
+                    (Signal::Xon, 1..) => self.xoff_since[p] = now,
+                    (Signal::Xoff { .. }, 0) => {
+                        self.xoff_held_ns[p] += now.saturating_sub(self.xoff_since[p]);
+                    }
+                    _ => {}
+                }
                 self.state[p] = if q == 0 {
                     Signal::Xon
                 } else {
@@ -162,6 +178,18 @@ impl PfcGenerator {
     /// XON→XOFF transitions per priority since creation.
     pub fn xoff_transitions(&self) -> &[u64; PRIORITIES] {
         &self.xoff_transitions
+    }
+
+    /// Time each priority has been held paused upstream since creation, up to `now` (the
+    /// running episode included), ns: what mlx5 calls `tx_prioN_pause_duration`.
+    pub fn xoff_held_ns(&self, now: u64) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| {
+            let running = match self.state[p] {
+                Signal::Xoff { .. } => now.saturating_sub(self.xoff_since[p]),
+                Signal::Xon => 0,
+            };
+            self.xoff_held_ns[p] + running
+        })
     }
 }
 
@@ -344,6 +372,27 @@ mod tests {
         let mut o = occ(0);
         o[0] = u64::MAX;
         assert_eq!(g.poll(7, &o, 0), None);
+    }
+
+    #[test]
+    fn time_held_paused_counts_each_episode_and_the_running_one() {
+        let mut g = gen();
+        assert_eq!(g.xoff_held_ns(1_000)[3], 0);
+        g.poll(1_000, &occ(10_000), 0); // XOFF
+        assert_eq!(g.xoff_held_ns(1_500)[3], 500, "the running episode counts");
+        g.poll(200_000, &occ(10_000), 0); // a refresh does not restart the episode
+        g.poll(301_000, &occ(5_000), 0); // XON after 300 us
+        assert_eq!(g.xoff_held_ns(900_000)[3], 300_000);
+        g.poll(1_000_000, &occ(20_000), 0); // XOFF again
+        assert_eq!(g.xoff_held_ns(1_000_100)[3], 300_100);
+        assert_eq!(
+            g.xoff_held_ns(1_000_100)[0],
+            0,
+            "priorities without PFC never"
+        );
+        // Holding at stop continues a running episode and starts the others.
+        g.hold(1_000_200);
+        assert_eq!(g.xoff_held_ns(1_000_300)[3], 300_300);
     }
 
     #[test]
