@@ -344,15 +344,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     }
     let now = now_ns();
     let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
-    let oversize = oversize + port.oversize_drops().iter().sum::<u64>();
-    if oversize > 0 {
-        tracing::warn!(
-            iface = port.name(),
-            oversize,
-            max_frame,
-            "frames longer than the generator receives were dropped"
-        );
-    }
+    let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "generator");
     GenReport {
         iface: port.name().to_string(),
         backend,

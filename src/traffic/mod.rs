@@ -18,6 +18,22 @@ use crate::{
     fc::credit_port::{emit_update, CreditPort},
 };
 
+/// The frames too long to receive a tool dropped on `port`: `counted` by the tool itself
+/// plus those its XDP program dropped; logged once when there were any (`tool`: "generator",
+/// "sink"), never per frame.
+pub fn oversize_total(counted: u64, port: &dyn Port, max_frame: u32, tool: &str) -> u64 {
+    let oversize = counted + port.oversize_drops().iter().sum::<u64>();
+    if oversize > 0 {
+        tracing::warn!(
+            iface = port.name(),
+            oversize,
+            max_frame,
+            "frames longer than the {tool} receives were dropped"
+        );
+    }
+    oversize
+}
+
 /// Sends the credit update `credit` has due at `now`, if any, as one frame on `port` (behind
 /// whatever data was sent before, which its blocks-sent count includes). A frame that cannot
 /// be had or sent is lost like an update lost on the wire: the next one carries the same

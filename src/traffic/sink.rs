@@ -388,15 +388,7 @@ pub fn run(
         pool.release(q.idx);
     });
     let kernel_drops = port.kernel_drops();
-    let oversize = oversize + port.oversize_drops().iter().sum::<u64>();
-    if oversize > 0 {
-        tracing::warn!(
-            iface = port.name(),
-            oversize,
-            max_frame,
-            "frames longer than the sink receives were dropped"
-        );
-    }
+    let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "sink");
     let flows = c.flows.report();
     let lost: u64 = flows.iter().map(|f| f.lost).sum();
     let lost_here = kernel_drops.rx_lost().min(lost);
