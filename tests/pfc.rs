@@ -233,6 +233,13 @@ fn without_pfc_the_same_run_loses_frames() {
         sent - u(&r.sink, &["received"]),
         "{d0}"
     );
+    // And all of them on priority 3, in the per-priority drops and their metric.
+    assert_eq!(d0["data_drops"][3], d0["drops"]["tail_drop"], "{d0}");
+    let series = format!(
+        "lossless_data_drops_total{{device=\"{}\",priority=\"3\"}}",
+        w.d0
+    );
+    assert!(metric(&r.metrics, &series) > 0.0, "{series}");
 }
 
 /// tshark, listening where the generator receives, decodes the daemon's PFC frames.

@@ -287,6 +287,15 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "data_drops",
+            "Data frames that arrived on this port and were dropped, per priority, whatever the \
+             reason (lossless_drops_total has the reasons).",
+            None,
+            Counter,
+            counters(|p| &p.data_drops),
+        )?;
+        family(
+            &mut enc,
             "xoff_held",
             "Time this ingress port held the priority paused upstream (XOFF in force), like \
              mlx5's tx_prioN_pause_duration.",

@@ -629,7 +629,7 @@ impl ForwardWorker {
         self.stats.ports[p].rx_data_bytes[prio].add(len);
         // Every data frame counts towards the blocks received, kept or not.
         if !self.credit[p].on_data(now, prio, rx.frame.len) {
-            return self.discard(p, rx.frame, DropReason::CreditOverrun);
+            return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
         }
         let admit = self.admission[p][prio];
         let before = self.shared[p].occupancy(prio);
@@ -641,12 +641,12 @@ impl ForwardWorker {
                 DropReason::TailDrop
             };
             self.credit[p].on_drain(prio, rx.frame.len);
-            return self.discard(p, rx.frame, reason);
+            return self.discard_data(p, rx.frame, reason, prio);
         }
         let e = 1 - p;
         if self.watchdog_dropping(e) & (1 << prio) != 0 {
             self.credit[p].on_drain(prio, rx.frame.len);
-            return self.discard(p, rx.frame, DropReason::Watchdog);
+            return self.discard_data(p, rx.frame, DropReason::Watchdog, prio);
         }
         let q = Queued {
             idx: rx.frame.idx,
@@ -661,7 +661,7 @@ impl ForwardWorker {
             }
             Err(_) => {
                 self.credit[p].on_drain(prio, rx.frame.len);
-                self.discard(p, rx.frame, DropReason::NoBuffer)
+                self.discard_data(p, rx.frame, DropReason::NoBuffer, prio)
             }
         }
     }
@@ -791,6 +791,13 @@ impl ForwardWorker {
 
     fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
         self.stats.ports[p].drop(reason);
+        self.pool.release(frame.idx);
+    }
+
+    /// Drops a data frame of priority `prio` that arrived on port `p`, counted per reason and
+    /// per priority.
+    fn discard_data(&mut self, p: usize, frame: Frame, reason: DropReason, prio: usize) {
+        self.stats.ports[p].drop_data(reason, prio);
         self.pool.release(frame.idx);
     }
 
@@ -950,10 +957,11 @@ impl ForwardWorker {
                 Gate::NeverFits => {
                     self.egress[e].pop(prio);
                     self.release_queued(prio, &head);
-                    self.discard(
+                    self.discard_data(
                         usize::from(head.ingress),
                         head.frame(),
                         DropReason::CreditTooLarge,
+                        prio,
                     );
                     continue;
                 }
@@ -1186,7 +1194,8 @@ impl ForwardWorker {
             if dropping & (1 << p) != 0 {
                 while let Some(q) = self.egress[e].pop(p) {
                     self.release_queued(p, &q);
-                    self.discard(usize::from(q.ingress), q.frame(), DropReason::Watchdog);
+                    let ingress = usize::from(q.ingress);
+                    self.discard_data(ingress, q.frame(), DropReason::Watchdog, p);
                 }
             }
         }
@@ -1264,7 +1273,8 @@ impl ForwardWorker {
             for prio in 0..PRIORITIES {
                 while let Some(q) = self.egress[e].pop(prio) {
                     self.release_queued(prio, &q);
-                    self.discard(usize::from(q.ingress), q.frame(), DropReason::Shutdown);
+                    let ingress = usize::from(q.ingress);
+                    self.discard_data(ingress, q.frame(), DropReason::Shutdown, prio);
                 }
             }
         }
@@ -1453,6 +1463,11 @@ mod tests {
         let (delivered, offered, stats) = simulate(PrioPlan::lossy(64 * 1024));
         let drops = stats.ports[0].drops[DropReason::TailDrop as usize].get();
         assert!(drops > 1000, "{drops}");
+        assert_eq!(
+            stats.ports[0].data_drops[3].get(),
+            drops,
+            "all on priority 3"
+        );
         assert_eq!(delivered.len() as u64 + drops, offered);
         assert!(
             delivered.windows(2).all(|w| w[0] < w[1]),

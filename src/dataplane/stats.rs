@@ -251,6 +251,10 @@ pub struct PortCounters {
     pub queue_peak_bytes: [Counter; PRIORITIES],
     /// Drops by [`DropReason`] index.
     pub drops: [Counter; DropReason::ALL.len()],
+    /// Data frames of this (ingress) port dropped per priority, whatever the reason (the
+    /// drops of frames classified before they were dropped: all but malformed and
+    /// link-local ones, and the SFC messages).
+    pub data_drops: [Counter; PRIORITIES],
     /// `oversize` drops of this (ingress) port per priority (their sum is the `oversize`
     /// entry of `drops`; both only through [`PortCounters::drop_oversize`]).
     pub oversize: [Counter; PRIORITIES],
@@ -328,12 +332,21 @@ impl PortCounters {
         self.drops[reason as usize].add(1);
     }
 
+    /// Counts a drop of a data frame of priority `prio` (classified): by reason, and in the
+    /// port's per-priority total.
+    #[inline]
+    pub fn drop_data(&self, reason: DropReason, prio: usize) {
+        self.drop(reason);
+        self.data_drops[prio].add(1);
+    }
+
     /// Counts `n` frames of priority `prio` dropped for being longer than the port's maximum
     /// frame (by the worker, or by the XDP program before the socket).
     #[inline]
     pub fn drop_oversize(&self, prio: usize, n: u64) {
         self.drops[DropReason::Oversize as usize].add(n);
         self.oversize[prio].add(n);
+        self.data_drops[prio].add(n);
     }
 }
 
@@ -389,6 +402,8 @@ pub struct PortSnapshot {
     pub tx_data_frames: [u64; PRIORITIES],
     /// Data bytes transmitted per priority.
     pub tx_data_bytes: [u64; PRIORITIES],
+    /// Data frames dropped per priority, any reason.
+    pub data_drops: [u64; PRIORITIES],
     /// Time held paused upstream per priority, ns.
     pub xoff_held_ns: [u64; PRIORITIES],
     /// XOFF transitions per priority.
@@ -530,6 +545,7 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         tx_data_frames: arr(|p| &p.tx_data_frames),
         tx_data_bytes: arr(|p| &p.tx_data_bytes),
         xoff_held_ns: arr(|p| &p.xoff_held_ns),
+        data_drops: arr(|p| &p.data_drops),
         paused_ns: arr(|p| &p.paused_ns),
         queue_bytes: arr(|p| &p.queue_bytes),
         queue_peak_bytes: std::array::from_fn(|p| {
