@@ -232,14 +232,16 @@ fn text(r: &MeasureReport) -> String {
         Some(m) => {
             let _ = writeln!(
                 s,
-                "measured {} ({}) against {}: {} samples from {} requests ({} lost, {} late)",
+                "measured {} ({}) against {}: {} samples from {} requests ({} lost, {} late, {} \
+                 rejected for an implausible turnaround)",
                 r.iface,
                 r.backend,
                 m.responder.map_or("?".into(), |p| p.to_string()),
                 m.samples.len(),
                 m.requests,
                 m.lost,
-                m.late
+                m.late,
+                m.rejected
             );
             let _ = writeln!(
                 s,

@@ -47,6 +47,9 @@ pub struct Measurement {
     pub lost: u32,
     /// Answers that arrived after their request timed out (ignored).
     pub late: u32,
+    /// Complete exchanges rejected because the responder's turnaround was implausible
+    /// (negative, longer than the exchange, or longer than the timeout).
+    pub rejected: u32,
     /// The responder's port identity (of the first sample).
     pub responder: Option<PortIdentity>,
     /// The smallest round trip X = (T4 − T1) − (T3 − T2).
@@ -92,6 +95,7 @@ impl Measurement {
             requests,
             lost,
             late,
+            rejected: 0,
             min_ns: x[0],
             max_ns: x[n - 1],
             median_ns: median,

@@ -85,7 +85,10 @@ pub enum MeasureError {
         timeout_ms: u64,
     },
     /// Fewer than half the wanted samples completed.
-    #[error("only {got} of {wanted} samples after {requests} Pdelay_Req ({lost} lost)")]
+    #[error(
+        "only {got} of {wanted} samples after {requests} Pdelay_Req ({lost} lost, {rejected} \
+         rejected for an implausible responder turnaround)"
+    )]
     TooFewSamples {
         /// Samples completed.
         got: u32,
@@ -95,6 +98,8 @@ pub enum MeasureError {
         requests: u32,
         /// Requests lost.
         lost: u32,
+        /// Complete exchanges rejected ([`Implausible`]).
+        rejected: u32,
     },
 }
 
@@ -129,6 +134,7 @@ struct Run {
     requests: u32,
     lost: u32,
     late: u32,
+    rejected: u32,
     samples: Vec<Sample>,
     outstanding: Option<Outstanding>,
 }
@@ -163,6 +169,7 @@ impl PdelayInitiator {
             requests: 0,
             lost: 0,
             late: 0,
+            rejected: 0,
             samples: Vec::with_capacity(self.cfg.samples as usize),
             outstanding: None,
         });
@@ -195,7 +202,7 @@ impl PdelayInitiator {
         if done {
             let run = self.run.take().expect("checked above");
             let got = run.samples.len() as u32;
-            self.result = Some(if got == 0 {
+            self.result = Some(if got == 0 && run.rejected == 0 {
                 Err(MeasureError::NoResponse {
                     requests: run.requests,
                     timeout_ms: self.cfg.timeout_ns / 1_000_000,
@@ -206,12 +213,15 @@ impl PdelayInitiator {
                     wanted: self.cfg.samples,
                     requests: run.requests,
                     lost: run.lost,
+                    rejected: run.rejected,
                 })
             } else {
-                Ok(
-                    Measurement::from_samples(run.samples, run.requests, run.lost, run.late)
-                        .expect("at least one sample"),
-                )
+                let m = Measurement::from_samples(run.samples, run.requests, run.lost, run.late)
+                    .expect("at least one sample");
+                Ok(Measurement {
+                    rejected: run.rejected,
+                    ..m
+                })
             });
         }
     }
@@ -319,11 +329,12 @@ impl PdelayInitiator {
         }
         let Some(sample) = complete(o) else { return };
         run.outstanding = None;
-        if sample.round_trip_ns >= 0 {
-            run.samples.push(sample);
-        } else {
-            // A negative loop is impossible: the timestamps are wrong. Drop the sample.
-            run.lost += 1;
+        match implausible(&sample, self.cfg.timeout_ns) {
+            None => run.samples.push(sample),
+            Some(why) => {
+                tracing::debug!(?why, ?sample, "peer-delay sample rejected");
+                run.rejected += 1;
+            }
         }
         self.poll(rx_ns);
     }
@@ -336,6 +347,33 @@ impl PdelayInitiator {
             Some(o) => o.deadline_ns,
             None => run.next_req_ns,
         })
+    }
+}
+
+/// Why a complete exchange cannot be a measurement of the link: the responder's turnaround
+/// (T3 − T2 plus corrections, on its clock) contradicts what the initiator saw. Such samples
+/// are rejected and counted, never averaged in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implausible {
+    /// The response left before the request arrived (T3 < T2).
+    NegativeTurnaround,
+    /// The responder says it held the request longer than the whole exchange took here
+    /// (X = (T4 − T1) − turnaround < 0).
+    TurnaroundExceedsExchange,
+    /// The responder says it held the request longer than the initiator waits for an answer.
+    TurnaroundExceedsTimeout,
+}
+
+/// Checks `s` against what a real link and responder can produce.
+pub fn implausible(s: &Sample, timeout_ns: u64) -> Option<Implausible> {
+    if s.turnaround_ns < 0 {
+        Some(Implausible::NegativeTurnaround)
+    } else if s.turnaround_ns as u64 > timeout_ns {
+        Some(Implausible::TurnaroundExceedsTimeout)
+    } else if s.round_trip_ns < 0 {
+        Some(Implausible::TurnaroundExceedsExchange)
+    } else {
+        None
     }
 }
 
@@ -505,6 +543,70 @@ mod tests {
     }
 
     #[test]
+    fn implausible_turnarounds_are_rejected_and_counted() {
+        let (a, b) = ids();
+        let mut ini = PdelayInitiator::new(InitiatorConfig::new(6, 10 * MS), a);
+        let mut rsp = PdelayResponder::new(b);
+        let (d, turn) = (50_000u64, 10_000u64);
+        let mut now = 5 * MS;
+        ini.start(now);
+        loop {
+            if let Some(req) = ini.poll_transmit(now) {
+                let t1 = now + 3;
+                ini.on_sent(req.sequence_id, t1);
+                let t2 = t1 + d;
+                let r = rsp.handle_request(t2, &req).unwrap();
+                let t4 = t2 + turn + d;
+                // The Follow_Up's T3, as the responder claims it.
+                let t3 = match req.sequence_id {
+                    0 => t2 - 1_000,            // left before the request arrived
+                    1 => t2 + 2 * d + 2 * turn, // held longer than the whole exchange
+                    2 => t2 + 200 * MS,         // held longer than the timeout
+                    _ => t2 + turn,
+                };
+                ini.handle(t4, &r.resp);
+                ini.handle(t4 + 50, &r.follow_up(t3));
+            }
+            if let Some(res) = ini.take_result() {
+                let m = res.unwrap();
+                assert_eq!(m.rejected, 3, "{m:?}");
+                assert_eq!((m.samples.len(), m.requests, m.lost), (6, 9, 0));
+                assert!(m.samples.iter().all(|s| s.round_trip_ns == 2 * d as i64));
+                return;
+            }
+            now = ini.next_deadline().expect("running");
+        }
+    }
+
+    #[test]
+    fn implausible_names_the_contradiction() {
+        let s = |turnaround_ns: i64, round_trip_ns: i64| Sample {
+            sequence_id: 0,
+            responder: ids().1,
+            t1_ns: 0,
+            t2: PtpTimestamp::from_ns(0),
+            t3: PtpTimestamp::from_ns(0),
+            t4_ns: 0,
+            correction_ns: 0,
+            turnaround_ns,
+            round_trip_ns,
+        };
+        assert_eq!(implausible(&s(10, 100), MS), None);
+        assert_eq!(
+            implausible(&s(-1, 100), MS),
+            Some(Implausible::NegativeTurnaround)
+        );
+        assert_eq!(
+            implausible(&s(10, -1), MS),
+            Some(Implausible::TurnaroundExceedsExchange)
+        );
+        assert_eq!(
+            implausible(&s(2 * MS as i64, 100), MS),
+            Some(Implausible::TurnaroundExceedsTimeout)
+        );
+    }
+
+    #[test]
     fn lost_answers_time_out_and_are_retried() {
         // Every third request is lost: 10 samples take 14 requests.
         let m = simulate(10, 1_000, 500, |seq| seq % 3 == 2);
@@ -557,7 +659,8 @@ mod tests {
                 got: 3,
                 wanted: 10,
                 requests: 30,
-                lost: 27
+                lost: 27,
+                rejected: 0
             }))
         ));
     }

@@ -364,16 +364,23 @@ mod tests {
         a.start_measurement(0);
         let mut now = 0;
         let mut result = None;
+        // Frames on the wires: (arrival, towards B, frame). They arrive `delay` after they
+        // left, stamped on arrival (never in the future of the receiver's clock).
+        let mut wire: Vec<(u64, bool, Vec<u8>)> = Vec::new();
         while now < 200_000_000 && result.is_none() {
             set_clock(now);
+            wire.retain(|(due, to_b, f)| {
+                let arrived = *due <= now;
+                if arrived {
+                    let peer = if *to_b { &peer_b } else { &peer_a };
+                    peer.inject(f, *due);
+                }
+                !arrived
+            });
             a.poll(&mut pa, &mut pool, now).unwrap();
             b.poll(&mut pb, &mut pool, now).unwrap();
-            for f in peer_a.take() {
-                peer_b.inject(&f, now + delay);
-            }
-            for f in peer_b.take() {
-                peer_a.inject(&f, now + delay);
-            }
+            wire.extend(peer_a.take().into_iter().map(|f| (now + delay, true, f)));
+            wire.extend(peer_b.take().into_iter().map(|f| (now + delay, false, f)));
             result = a.take_measurement(now);
             now += 10_000;
         }
