@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::common::{self, IfaceArgs};
 use crate::{
     control::signals,
-    dataplane::{clock::now_ns, idle::Idler, xdp_prog::Steering},
+    dataplane::{clock::now_ns, idle::Idler, port::TimeStamping, xdp_prog::Steering},
     linkup::{
         lldp::LldpConfig,
         pdelay::InitiatorConfig,
@@ -88,6 +88,8 @@ pub struct MeasureReport {
     pub iface: String,
     /// Packet I/O backend used.
     pub backend: &'static str,
+    /// Where the RX and TX times (T1..T4) were taken.
+    pub time_stamping: TimeStamping,
     /// `measure` or `respond`.
     pub mode: &'static str,
     /// The measurement (measure mode).
@@ -116,6 +118,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
     let port = &mut wp.ports[0];
     let mac = port.mac();
+    let time_stamping = TimeStamping::of(port.as_ref());
     let enabled = args.pfc_priorities.iter().fold(0u8, |m, p| m | (1 << p));
     let interval_ns = args.interval.as_nanos() as u64;
     let mut initiator = InitiatorConfig::new(args.samples, interval_ns);
@@ -193,6 +196,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
     let report = MeasureReport {
         iface: args.iface.iface.clone(),
         backend: wp.backend,
+        time_stamping,
         mode: if respond_until.is_some() {
             "respond"
         } else {
@@ -242,6 +246,12 @@ fn text(r: &MeasureReport) -> String {
                 m.lost,
                 m.late,
                 m.rejected
+            );
+            let _ = writeln!(
+                s,
+                "  time stamping: rx {}, tx {}",
+                r.time_stamping.rx.name(),
+                r.time_stamping.tx.name()
             );
             let _ = writeln!(
                 s,

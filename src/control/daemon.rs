@@ -26,7 +26,7 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
-        port::iface_mtu,
+        port::{iface_mtu, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
@@ -428,6 +428,11 @@ pub fn run(
             attached.as_ref(),
         )?);
     }
+    let time_stamping: Vec<TimeStamping> = opened[0]
+        .ports
+        .iter()
+        .map(|p| TimeStamping::of(p.as_ref()))
+        .collect();
     // Locked once every pool is mapped, so the pools are locked too (and a memlock limit
     // shows here as a warning rather than as a pool that cannot be mapped).
     let memory_locked = realtime.is_some() && sched::lock_memory();
@@ -568,6 +573,7 @@ pub fn run(
         links: links.clone(),
         worker_tids: tids,
         reloads: reloads.clone(),
+        time_stamping,
     });
     let scheduling: Vec<String> = worker_threads.iter().map(|t| t.to_string()).collect();
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, scheduling = ?scheduling, memory_locked, "ready");

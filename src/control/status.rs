@@ -24,6 +24,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         linkstate::LinkShared,
+        port::TimeStamping,
         sched::WorkerSched,
         settings::SettingsCell,
         shared::SharedPort,
@@ -95,6 +96,9 @@ pub struct PortStatus {
     pub peer: Option<String>,
     /// Round trip measured at link-up, ns.
     pub round_trip_ns: Option<u64>,
+    /// Where the port's RX and TX times are taken (the round trip's accuracy depends on it).
+    #[serde(default)]
+    pub time_stamping: Option<TimeStamping>,
     /// Per priority.
     pub priorities: Vec<PrioStatus>,
     /// Counters summed over workers.
@@ -141,6 +145,8 @@ pub struct StatusSource {
     pub worker_tids: Vec<i32>,
     /// The last configuration load (start or SIGHUP reload).
     pub reloads: Arc<ReloadLog>,
+    /// How each port's times are taken.
+    pub time_stamping: Vec<TimeStamping>,
 }
 
 fn operstate(iface: &str) -> String {
@@ -211,6 +217,7 @@ impl StatusSource {
                     trust: p.trust.name().to_string(),
                     peer: self.links.get(i).and_then(|l| l.peer()),
                     round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
+                    time_stamping: self.time_stamping.get(i).copied(),
                     priorities,
                     counters,
                 }
@@ -394,14 +401,16 @@ pub fn text(s: &Status) -> String {
     for p in &s.ports {
         let _ = writeln!(
             out,
-            "\nport {} link {} speed {} trust {} peer {} round trip {}",
+            "\nport {} link {} speed {} trust {} peer {} round trip {} (stamping rx {}, tx {})",
             p.iface,
             p.link,
             crate::units::format_rate(p.speed_bps as f64),
             p.trust,
             p.peer.as_deref().unwrap_or("-"),
             p.round_trip_ns
-                .map_or("-".to_string(), |ns| format!("{:.1} us", ns as f64 / 1e3))
+                .map_or("-".to_string(), |ns| format!("{:.1} us", ns as f64 / 1e3)),
+            p.time_stamping.map_or("-", |t| t.rx.name()),
+            p.time_stamping.map_or("-", |t| t.tx.name()),
         );
         let c = &p.counters;
         let k = &c.kernel_drops;

@@ -13,7 +13,7 @@ use xsk_rs::{
 use super::{
     ingress::{IngressTracker, RxBacklog, Stamps},
     pool::{control_reserve, Frame, FramePool},
-    port::{iface_mac, KernelDrops, Port, PortError, RxFrame},
+    port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
     xdp_prog::XdpProgram,
 };
 use crate::fc::PRIORITIES;
@@ -295,6 +295,12 @@ impl Port for AfXdpPort {
         self.ingress
             .as_ref()
             .map_or([0; PRIORITIES], IngressTracker::oversize_drops)
+    }
+
+    fn rx_stamping(&self) -> Stamping {
+        // Our XDP program stamps every frame it redirects (a stamp missing or stale falls
+        // back to the receive time, which is then what it is: rare, and only later).
+        Stamping::Xdp
     }
 
     fn kernel_drops(&self) -> KernelDrops {

@@ -2,6 +2,8 @@
 
 use std::os::fd::RawFd;
 
+use serde::{Deserialize, Serialize};
+
 use super::{
     ingress::RxBacklog,
     pool::{Frame, FramePool},
@@ -63,6 +65,51 @@ pub enum PortError {
     },
 }
 
+/// Where a frame's time is taken, as ptp4l's `time_stamping` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stamping {
+    /// By the NIC.
+    Hardware,
+    /// By our XDP program on arrival (`bpf_ktime_get_ns`, CLOCK_MONOTONIC), before the
+    /// socket and the worker's wake-up.
+    Xdp,
+    /// In user space: read when the worker takes the frame (RX), or just before the send
+    /// that kicks it (TX), so it includes the wake-up or the send path.
+    User,
+}
+
+impl Stamping {
+    /// The name reports use (`hardware`, `xdp`, `user`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stamping::Hardware => "hardware",
+            Stamping::Xdp => "xdp",
+            Stamping::User => "user",
+        }
+    }
+}
+
+/// How a port's times are taken: RX from [`Port::rx_stamping`]; TX always in user space,
+/// just before the kick (no TX completion stamps yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeStamping {
+    /// Receive times.
+    pub rx: Stamping,
+    /// Transmit times.
+    pub tx: Stamping,
+}
+
+impl TimeStamping {
+    /// The stamping of `port`.
+    pub fn of(port: &dyn Port) -> Self {
+        TimeStamping {
+            rx: port.rx_stamping(),
+            tx: Stamping::User,
+        }
+    }
+}
+
 /// One RX/TX queue pair of an interface, bound to a worker's [`FramePool`].
 ///
 /// All methods work in batches and never allocate: a worker calls them once per loop turn.
@@ -106,6 +153,10 @@ pub trait Port: Send {
     /// Frames the kernel dropped on this port's socket so far (a syscall: call rarely).
     fn kernel_drops(&self) -> KernelDrops {
         KernelDrops::default()
+    }
+    /// Where received frames' times come from (see [`Stamping`]).
+    fn rx_stamping(&self) -> Stamping {
+        Stamping::User
     }
 }
 
