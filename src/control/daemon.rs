@@ -549,15 +549,16 @@ pub fn run(
         }
     };
     let reloads = Arc::new(ReloadLog::started());
-    let registry = Arc::new(metrics::registry(DaemonCollector::new(
-        ifaces.clone(),
-        live.clone(),
-        all_stats.clone(),
-        tids.clone(),
-        reloads.clone(),
-        shared.clone(),
-        links.clone(),
-    )));
+    let registry = Arc::new(metrics::registry(DaemonCollector {
+        ifaces: ifaces.clone(),
+        live: live.clone(),
+        workers: all_stats.clone(),
+        worker_tids: tids.clone(),
+        reloads: reloads.clone(),
+        shared: shared.clone(),
+        links: links.clone(),
+        time_stamping: time_stamping.clone(),
+    }));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {
         None => None,

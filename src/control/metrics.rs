@@ -28,6 +28,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         linkstate::LinkShared,
+        port::TimeStamping,
         sched::WorkerSched,
         settings::SettingsCell,
         shared::SharedPort,
@@ -77,41 +78,25 @@ impl EncodeMetric for Log2Histogram<'_> {
 /// What the collector reads: the ports, the plan, every worker's shard and thread.
 #[derive(Debug)]
 pub struct DaemonCollector {
-    ifaces: Vec<String>,
-    live: Arc<SettingsCell>,
-    workers: Vec<Arc<WorkerStats>>,
-    worker_tids: Vec<i32>,
-    reloads: Arc<ReloadLog>,
-    shared: Vec<Arc<SharedPort>>,
-    links: Vec<Arc<LinkShared>>,
+    /// The ports' interfaces, in plan order (every per-port field below is in this order).
+    pub ifaces: Vec<String>,
+    /// The plan in force.
+    pub live: Arc<SettingsCell>,
+    /// Every worker's counter shard.
+    pub workers: Vec<Arc<WorkerStats>>,
+    /// The worker threads, in worker order.
+    pub worker_tids: Vec<i32>,
+    /// The outcome of the last configuration load.
+    pub reloads: Arc<ReloadLog>,
+    /// Each port's shared state (ingress occupancy, pauses, link).
+    pub shared: Vec<Arc<SharedPort>>,
+    /// Each port's link-up state (LLDP neighbour); empty when link-up is off.
+    pub links: Vec<Arc<LinkShared>>,
+    /// How each port's times are taken.
+    pub time_stamping: Vec<TimeStamping>,
 }
 
 impl DaemonCollector {
-    /// A collector over `workers`' shards for ports `ifaces`, with the plan from `live`, and
-    /// the scheduling of the worker threads `worker_tids` (in worker order), and the outcome
-    /// of the last configuration load from `reloads`, and each port's `shared` state (ingress
-    /// occupancy, pauses) and link-up state (LLDP neighbour; empty when link-up is off), in
-    /// port order.
-    pub fn new(
-        ifaces: Vec<String>,
-        live: Arc<SettingsCell>,
-        workers: Vec<Arc<WorkerStats>>,
-        worker_tids: Vec<i32>,
-        reloads: Arc<ReloadLog>,
-        shared: Vec<Arc<SharedPort>>,
-        links: Vec<Arc<LinkShared>>,
-    ) -> Self {
-        DaemonCollector {
-            ifaces,
-            live,
-            workers,
-            worker_tids,
-            reloads,
-            shared,
-            links,
-        }
-    }
-
     fn snapshots(&self) -> Vec<PortSnapshot> {
         let refs: Vec<&WorkerStats> = self.workers.iter().map(|w| w.as_ref()).collect();
         self.ifaces
@@ -669,6 +654,20 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "time_stamping_info",
+            "1 with where the port's receive and transmit times are taken (xdp, user or \
+             hardware), like ptp4l's time_stamping: the link measurement's accuracy depends on it.",
+            None,
+            Gauge,
+            s.iter().zip(&self.time_stamping).map(|(port, t)| {
+                let mut l = device(port);
+                l.push(("rx", t.rx.name().to_string()));
+                l.push(("tx", t.tx.name().to_string()));
+                (l, ConstGauge::new(1i64))
+            }),
+        )?;
+        family(
+            &mut enc,
             "lldp_neighbor_info",
             "1 with the link partner LLDP announced on this port (\"chassis / port\"), once \
              link-up has heard it.",
@@ -946,6 +945,7 @@ async fn respond(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataplane::port::Stamping;
     use crate::{config::PrioPlan, dataplane::settings::LiveSettings};
 
     #[test]
@@ -972,15 +972,22 @@ mod tests {
         let shared: Vec<Arc<SharedPort>> = (0..2).map(|_| Arc::default()).collect();
         shared[0].charge(3, 1500);
         shared[1].sfc_pause(3, u64::MAX);
-        let r = registry(DaemonCollector::new(
-            vec!["a0".into(), "b0".into()],
+        let r = registry(DaemonCollector {
+            ifaces: vec!["a0".into(), "b0".into()],
             live,
-            vec![a, b],
-            vec![crate::dataplane::sched::this_thread_id()],
-            Arc::new(ReloadLog::started()),
-            shared.clone(),
-            Vec::new(),
-        ));
+            workers: vec![a, b],
+            worker_tids: vec![crate::dataplane::sched::this_thread_id()],
+            reloads: Arc::new(ReloadLog::started()),
+            shared: shared.clone(),
+            links: Vec::new(),
+            time_stamping: vec![
+                TimeStamping {
+                    rx: Stamping::Xdp,
+                    tx: Stamping::User,
+                };
+                2
+            ],
+        });
         let text = render(&r);
         for line in [
             "lossless_rx_frames_total{device=\"a0\"} 7",
@@ -995,6 +1002,7 @@ mod tests {
             "lossless_worker_realtime{worker=\"0\"} 0",
             "lossless_worker_realtime_priority{worker=\"0\"} 0",
             "lossless_reload_success 1",
+            "lossless_time_stamping_info{device=\"b0\",rx=\"xdp\",tx=\"user\"} 1",
             "lossless_threshold_source{device=\"a0\",priority=\"3\",source=\"config\"} 1",
             "lossless_ingress_bytes{device=\"a0\",priority=\"3\"} 1500",
             "lossless_ingress_bytes{device=\"b0\",priority=\"3\"} 0",
@@ -1030,15 +1038,19 @@ mod tests {
             rtt_ns: vec![None; 1],
             headroom: Default::default(),
         }));
-        to_prometheus_text(&render(&registry(DaemonCollector::new(
-            vec!["x".into()],
+        to_prometheus_text(&render(&registry(DaemonCollector {
+            ifaces: vec!["x".into()],
             live,
-            vec![Arc::new(WorkerStats::new(1))],
-            vec![crate::dataplane::sched::this_thread_id()],
-            Arc::new(ReloadLog::started()),
-            vec![Arc::new(SharedPort::default())],
-            Vec::new(),
-        ))))
+            workers: vec![Arc::new(WorkerStats::new(1))],
+            worker_tids: vec![crate::dataplane::sched::this_thread_id()],
+            reloads: Arc::new(ReloadLog::started()),
+            shared: vec![Arc::new(SharedPort::default())],
+            links: Vec::new(),
+            time_stamping: vec![TimeStamping {
+                rx: Stamping::User,
+                tx: Stamping::User,
+            }],
+        })))
     }
 
     /// Every `lossless_` series named in `text` (a dashboard, alert rules) is exposed;
