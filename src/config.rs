@@ -283,8 +283,11 @@ pub struct ControlSection {
     pub socket: String,
 }
 
+/// Default control socket path (`[control] socket`, and what `lossless status` asks).
+pub const DEFAULT_SOCKET: &str = "/run/lossless/lossless.sock";
+
 fn default_control_socket() -> String {
-    crate::control::status::DEFAULT_SOCKET.to_string()
+    DEFAULT_SOCKET.to_string()
 }
 
 impl Default for ControlSection {

@@ -10,7 +10,7 @@ use std::{
 use clap::Args;
 
 use super::common;
-use crate::control::status::{self, DEFAULT_SOCKET};
+use crate::{config::DEFAULT_SOCKET, control::status};
 
 /// Flags of `lossless status`.
 #[derive(Debug, Clone, Args)]

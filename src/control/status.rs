@@ -33,8 +33,6 @@ use crate::{
     fc::PRIORITIES,
 };
 
-/// Default control socket path.
-pub const DEFAULT_SOCKET: &str = "/run/lossless/lossless.sock";
 
 /// One priority of one port, as `status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
