@@ -8,10 +8,10 @@ use serde::Deserialize;
 use crate::{
     dataplane::{
         classify::Trust,
-        pfc_headroom::HeadroomSettings,
         sched::{RealtimeMode, DEFAULT_PRIORITY, MAX_PRIORITY},
         xdp_prog::XdpMode,
     },
+    fc::adaptive::HeadroomSettings,
     fc::credit_port::CreditTimers,
     fc::sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
     fc::{

@@ -33,7 +33,6 @@ use crate::{
     fc::PRIORITIES,
 };
 
-
 /// One priority of one port, as `status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PrioStatus {

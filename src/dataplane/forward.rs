@@ -13,7 +13,7 @@ use super::{
     idle::Idler,
     ingress::FillWatch,
     linkstate::LinkShared,
-    pfc_headroom::{HeadroomSettings, PortHeadroom},
+    pfc_headroom::PortHeadroom,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
     queue::{PrioQueues, Queued, Ring},
@@ -26,6 +26,7 @@ use crate::{
     config::PrioPlan,
     config::{LinkupSettings, SfcSettings},
     fc::{
+        adaptive::HeadroomSettings,
         credit_port::{emit_update, CreditPort, CreditTimers, Gate},
         sfc::{
             FrameSource, ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReaction,

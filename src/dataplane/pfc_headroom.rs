@@ -14,7 +14,7 @@
 use crate::{
     config::PrioPlan,
     fc::{
-        adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSource},
+        adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
         overshoot::OvershootMeter,
         PfcThresholds, PRIORITIES,
     },
@@ -22,33 +22,6 @@ use crate::{
 
 /// Smallest XOFF a priority keeps however large its headroom grows: two standard frames.
 pub const MIN_XOFF: u64 = 2 * 1518;
-
-/// Settings of the adaptive headroom (`[headroom]`).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HeadroomSettings {
-    /// Let observed overshoot raise the headroom.
-    pub adaptive: bool,
-    /// Never below this many bytes; `None`: each priority's configured headroom.
-    pub min_headroom: Option<u64>,
-    /// Evidence = observed overshoot × this.
-    pub margin: f64,
-    /// The evidence halves every this many ns.
-    pub half_life_ns: u64,
-    /// Arrivals stopping this long after XOFF mean the pause took effect.
-    pub quiet_ns: u64,
-}
-
-impl Default for HeadroomSettings {
-    fn default() -> Self {
-        HeadroomSettings {
-            adaptive: true,
-            min_headroom: None,
-            margin: 1.5,
-            half_life_ns: 600_000_000_000,
-            quiet_ns: 1_000_000,
-        }
-    }
-}
 
 /// What status and metrics show of one priority's headroom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

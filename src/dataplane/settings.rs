@@ -7,7 +7,7 @@ use std::sync::{
     Mutex,
 };
 
-use super::pfc_headroom::HeadroomSettings;
+use crate::fc::adaptive::HeadroomSettings;
 use crate::{
     config::{PfcPlan, Plan, PrioPlan, SfcSettings},
     fc::{watchdog::WatchdogConfig, PRIORITIES},

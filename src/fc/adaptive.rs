@@ -57,6 +57,33 @@ pub struct AdaptiveConfig {
     pub prior: u64,
 }
 
+/// Settings of the adaptive headroom (`[headroom]`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeadroomSettings {
+    /// Let observed overshoot raise the headroom.
+    pub adaptive: bool,
+    /// Never below this many bytes; `None`: each priority's configured headroom.
+    pub min_headroom: Option<u64>,
+    /// Evidence = observed overshoot × this.
+    pub margin: f64,
+    /// The evidence halves every this many ns.
+    pub half_life_ns: u64,
+    /// Arrivals stopping this long after XOFF mean the pause took effect.
+    pub quiet_ns: u64,
+}
+
+impl Default for HeadroomSettings {
+    fn default() -> Self {
+        HeadroomSettings {
+            adaptive: true,
+            min_headroom: None,
+            margin: 1.5,
+            half_life_ns: 600_000_000_000,
+            quiet_ns: 1_000_000,
+        }
+    }
+}
+
 /// The headroom in force of one (ingress port, priority).
 #[derive(Debug, Clone)]
 pub struct AdaptiveHeadroom {

@@ -130,7 +130,7 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
             live: None,
             linkup: None,
             credit: credit_timers(),
-            headroom: lossless::dataplane::pfc_headroom::HeadroomSettings::default(),
+            headroom: lossless::fc::adaptive::HeadroomSettings::default(),
         },
         0,
     );
