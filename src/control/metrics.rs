@@ -581,23 +581,14 @@ impl Collector for DaemonCollector {
             None,
             Counter,
             s.iter().flat_map(|p| {
-                let k = p.kernel_drops;
-                [
-                    ("rx_ring_full", k.rx_ring_full),
-                    ("fill_ring_empty", k.fill_ring_empty),
-                    ("tx_invalid", k.tx_invalid),
-                    (
-                        "other",
-                        k.rx_dropped
-                            .saturating_sub(k.rx_ring_full + k.fill_ring_empty),
-                    ),
-                ]
-                .into_iter()
-                .map(move |(reason, v)| {
-                    let mut l = device(p);
-                    l.push(("reason", reason.to_string()));
-                    (l, ConstCounter::new(v))
-                })
+                p.kernel_drops
+                    .by_reason()
+                    .into_iter()
+                    .map(move |(reason, v)| {
+                        let mut l = device(p);
+                        l.push(("reason", reason.to_string()));
+                        (l, ConstCounter::new(v))
+                    })
             }),
         )?;
         let live = &live;

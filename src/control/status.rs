@@ -410,7 +410,6 @@ pub fn text(s: &Status) -> String {
             p.time_stamping.map_or("-", |t| t.tx.name()),
         );
         let c = &p.counters;
-        let k = &c.kernel_drops;
         let _ = writeln!(
             out,
             "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring starved {} times",
@@ -420,12 +419,7 @@ pub fn text(s: &Status) -> String {
             out,
             "  drops {}, kernel drops {}",
             by_reason(c.drops.iter().map(|(r, n)| (r.as_str(), *n))),
-            by_reason([
-                ("rx_dropped", k.rx_dropped),
-                ("rx_ring_full", k.rx_ring_full),
-                ("fill_ring_empty", k.fill_ring_empty),
-                ("tx_invalid", k.tx_invalid),
-            ]),
+            by_reason(c.kernel_drops.by_reason()),
         );
         let _ = writeln!(
             out,
@@ -464,4 +458,33 @@ pub fn text(s: &Status) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataplane::port::KernelDrops;
+
+    #[test]
+    fn drops_by_reason_count_each_kernel_drop_once() {
+        assert_eq!(by_reason([("tail_drop", 0)]), "0");
+        // The kernel counts a fill-ring drop in rx_dropped too: one drop, not two.
+        let k = KernelDrops {
+            rx_dropped: 3732,
+            rx_ring_full: 0,
+            fill_ring_empty: 3732,
+            tx_invalid: 0,
+        };
+        assert_eq!(by_reason(k.by_reason()), "3732 (fill_ring_empty 3732)");
+        let k = KernelDrops {
+            rx_dropped: 10,
+            rx_ring_full: 2,
+            fill_ring_empty: 5,
+            tx_invalid: 1,
+        };
+        assert_eq!(
+            by_reason(k.by_reason()),
+            "11 (rx_ring_full 2, fill_ring_empty 5, tx_invalid 1, other 3)"
+        );
+    }
 }

@@ -38,6 +38,22 @@ impl KernelDrops {
     pub fn rx_lost(&self) -> u64 {
         self.rx_dropped.max(self.fill_ring_empty) + self.rx_ring_full
     }
+
+    /// The drops by reason, each counted once (`rx_dropped` includes the fill-ring drops, so
+    /// only what it has beyond the two named RX reasons is `other`), as the metrics and
+    /// `status` show them.
+    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+        [
+            ("rx_ring_full", self.rx_ring_full),
+            ("fill_ring_empty", self.fill_ring_empty),
+            ("tx_invalid", self.tx_invalid),
+            (
+                "other",
+                self.rx_dropped
+                    .saturating_sub(self.rx_ring_full + self.fill_ring_empty),
+            ),
+        ]
+    }
 }
 
 /// Why a port operation failed.
