@@ -93,8 +93,9 @@ fn on_runs_workers_sched_fifo_at_the_configured_priority() {
     assert_eq!(report["memory_locked"], true);
 }
 
-/// A real-time worker that busy-polls outruns the kernel's real-time budget: the daemon
-/// says so at start, unless the kernel does not throttle (kernel.sched_rt_runtime_us -1).
+/// A real-time worker that busy-polls keeps its CPU from normal tasks except in the duty
+/// cycle's slice: the daemon says so at start, with the share the kernel keeps for them,
+/// unless real-time throttling is off (kernel.sched_rt_runtime_us -1).
 #[test]
 fn busy_poll_with_realtime_warns_of_throttling() {
     let _serial = traffic_lock(); // a spinning SCHED_FIFO thread takes a CPU while it runs

@@ -104,6 +104,17 @@ pub fn ipv4(s: &str) -> Result<[u8; 4], String> {
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
+/// Writes `bytes` to stdout. A reader that went away (`| head`) is not an error: returns
+/// `Ok(false)` then, so a command that prints repeatedly can stop.
+pub fn to_stdout(bytes: &[u8]) -> Result<bool, String> {
+    use std::io::Write;
+    match std::io::stdout().write_all(bytes) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(format!("writing to stdout: {e}")),
+    }
+}
+
 /// Prints `report` as pretty JSON (scripts) or through `text` (people).
 pub fn print_report<T: Serialize>(report: &T, json: bool, text: impl FnOnce(&T) -> String) {
     if json {

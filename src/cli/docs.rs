@@ -1,12 +1,11 @@
 //! Shell completions and man pages, generated from the same clap definitions as `--help` (and
 //! docs/cli.md), so none of them can drift from the binary.
 
-use std::{
-    io::{self, Write},
-    path::Path,
-};
+use std::path::Path;
 
 use clap_complete::Shell;
+
+use super::common::to_stdout;
 
 /// Flags of `lossless completions`.
 #[derive(Debug, clap::Args)]
@@ -31,15 +30,7 @@ pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> Result<(),
     let name = cmd.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, name, &mut script);
-    to_stdout(&script)
-}
-
-/// Writes `bytes` to stdout; a reader that went away (`| head`) is not an error.
-fn to_stdout(bytes: &[u8]) -> Result<(), String> {
-    match io::stdout().write_all(bytes) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing to stdout: {e}")),
-        _ => Ok(()),
-    }
+    to_stdout(&script).map(drop)
 }
 
 /// Writes the man pages of `cmd` as `args` asks; returns the files written.
@@ -50,7 +41,7 @@ pub fn man(args: &ManArgs, cmd: clap::Command) -> Result<Vec<String>, String> {
         clap_mangen::Man::new(cmd)
             .render(&mut page)
             .map_err(|e| format!("rendering the man page: {e}"))?;
-        return to_stdout(&page).map(|()| Vec::new());
+        return to_stdout(&page).map(|_| Vec::new());
     };
     std::fs::create_dir_all(dir).map_err(|e| format!("--out-dir {}: {e}", dir.display()))?;
     let mut written = Vec::new();

@@ -9,6 +9,7 @@ use super::common;
 use crate::{
     config::Plan,
     control::{daemon, signals},
+    dataplane::sched::RealtimeMode,
     nic::needs::startup_warnings,
     units::format_rate,
 };
@@ -94,7 +95,7 @@ struct CheckReport {
     file: String,
     ok: bool,
     workers: usize,
-    realtime: &'static str,
+    realtime: RealtimeMode,
     realtime_priority: u8,
     ports: Vec<PortCheck>,
     priorities: Vec<PrioCheck>,
@@ -127,7 +128,7 @@ impl CheckReport {
             file: file.display().to_string(),
             ok: true,
             workers: plan.daemon.workers,
-            realtime: plan.daemon.realtime.name(),
+            realtime: plan.daemon.realtime,
             realtime_priority: plan.daemon.realtime_priority,
             ports: plan
                 .ports
@@ -162,12 +163,12 @@ impl CheckReport {
         out += &format!(
             "workers: {}, real-time {} (SCHED_FIFO priority {}{})\n",
             self.workers,
-            self.realtime,
+            self.realtime.name(),
             self.realtime_priority,
             match self.realtime {
-                "auto" => " when permitted",
-                "on" => ", required",
-                _ => " not used",
+                RealtimeMode::Auto => " when permitted",
+                RealtimeMode::On => ", required",
+                RealtimeMode::Off => " not used",
             }
         );
         for p in &self.ports {

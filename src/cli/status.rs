@@ -1,11 +1,7 @@
 //! `lossless status`: ask the running daemon for its state over the control socket, once or
 //! every interval with rates (`--watch`).
 
-use std::{
-    io::{IsTerminal, Write},
-    path::PathBuf,
-    time::Duration,
-};
+use std::{io::IsTerminal, path::PathBuf, time::Duration};
 
 use clap::Args;
 
@@ -63,11 +59,9 @@ pub fn run(args: &StatusArgs) -> Result<(), String> {
                 );
             }
         }
-        match writeln!(std::io::stdout(), "{page}") {
-            // The reader went away (`| head`): done.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(format!("writing to stdout: {e}")),
-            Ok(()) => {}
+        page.push('\n');
+        if !common::to_stdout(page.as_bytes())? {
+            return Ok(()); // the reader went away (`| head`)
         }
         before = Some(now);
         std::thread::sleep(every);

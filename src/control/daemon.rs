@@ -363,7 +363,8 @@ impl LinkMonitor<'_> {
 
 /// Runs the daemon until `stop` is set (by a signal) or a worker fails. When `reload` is set
 /// (SIGHUP) the configuration at `config_path` is read again: the reloadable settings are
-/// applied live; an invalid file is refused and the running configuration kept.
+/// applied live; an invalid file is refused and the running configuration kept. The caller
+/// has checked that the ports' interfaces exist ([`check_interfaces`]).
 pub fn run(
     plan: &Plan,
     config_path: &Path,
@@ -379,7 +380,6 @@ pub fn run(
         priority: d.realtime_priority,
         setting: "daemon.realtime",
     };
-    check_interfaces(plan)?;
     // Decided before anything is attached: `on` without permission stops here.
     let realtime = sched::prepare(&realtime_request)?;
     if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())
@@ -387,9 +387,10 @@ pub fn run(
         tracing::warn!(
             runtime_us = runtime,
             period_us = period,
-            "busy_poll with real-time workers: a worker that never sleeps exceeds the kernel's \
-             real-time budget (kernel.sched_rt_runtime_us) and is stopped for the rest of each \
-             period; set busy_poll = false, or realtime = \"off\""
+            "busy_poll with real-time workers: a worker that never sleeps keeps its CPU from every \
+             normal task except in the duty cycle's slice of each window (the share the kernel \
+             keeps for them, runtime_us of period_us); give it a core of its own (cores) or set \
+             busy_poll = false"
         );
     }
     let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));

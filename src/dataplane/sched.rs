@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::rt_duty;
 
 /// Whether the threads that move frames run `SCHED_FIFO` (`[daemon] realtime`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RealtimeMode {
     /// When permitted; otherwise normal scheduling and a warning that names what is missing.
