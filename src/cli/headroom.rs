@@ -177,6 +177,21 @@ pub struct AdaptiveArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub peer_response: Option<Duration>,
 
+    /// This station's own lag from crossing XOFF to sending PFC (the daemon's receive lag at
+    /// p99.99, `lossless status`), e.g. 500us.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub own_lag: Duration,
+
+    /// The peer's measured reaction beyond the round trip (`lossless status`); counts where it
+    /// exceeds the response allowance, e.g. 2ms.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    pub peer_reaction: Duration,
+
+    /// The rate the own lag and peer reaction are charged at (the fastest the peer sends;
+    /// default and at most: the link speed), e.g. 2Gbit.
+    #[arg(long, value_parser = parse_speed)]
+    pub software_rate: Option<Speed>,
+
     /// Buffer cell size, bytes; sets alpha = worst-case cell overhead (1 = byte accounting).
     #[arg(long, default_value_t = 1)]
     pub cell_size: u64,
@@ -587,6 +602,9 @@ fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError
         max_frame_octets: link.annex.max_frame_octets,
         pfc_frame_octets: link.annex.pfc_frame_octets,
         peer_response_bit_times: peer,
+        own_lag: a.own_lag,
+        peer_reaction: a.peer_reaction,
+        software_rate: a.software_rate,
         cell_size: a.cell_size,
         alpha: a.alpha,
     })?;

@@ -12,7 +12,9 @@ use std::{
 use serde::Serialize;
 
 use super::{
-    carrier, logging,
+    carrier,
+    link_model::{model_terms, SoftwareWindow},
+    logging,
     metrics::{self, DaemonCollector, Liveness},
     reload::ReloadLog,
     status::{self, StatusSource},
@@ -26,6 +28,7 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
+        pfc_headroom::MIN_XOFF,
         port::{iface_mtu, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
@@ -37,7 +40,8 @@ use crate::{
         credit::{CreditWindow, BLOCK_BYTES},
         PRIORITIES,
     },
-    linkup::{plan_headroom, LinkParams, Measurement},
+    headroom::HeadroomError,
+    linkup::{model_for_round_trip, plan_headroom, LinkParams, Measurement},
 };
 
 /// Why the daemon could not run.
@@ -189,6 +193,7 @@ fn reload_config(
     let running = live.get();
     settings.measured = running.measured;
     settings.rtt_ns = running.rtt_ns;
+    settings.model = running.model;
     if settings == live.get() {
         tracing::info!("configuration reloaded: no live setting changed");
         return Ok(());
@@ -208,6 +213,8 @@ struct LinkMonitor<'a> {
     links: &'a [Arc<LinkShared>],
     up: Vec<bool>,
     last_request: Vec<std::time::Instant>,
+    /// What each port's lag and PFC reaction histograms held at its last measurement.
+    windows: Vec<SoftwareWindow>,
 }
 
 impl<'a> LinkMonitor<'a> {
@@ -230,11 +237,19 @@ impl<'a> LinkMonitor<'a> {
             links,
             up,
             last_request: vec![now; links.len()],
+            windows: vec![SoftwareWindow::default(); links.len()],
         }
     }
 
-    fn tick(&mut self, live: &SettingsCell) {
+    /// `snapshots` reads every port's counters: their receive rates and, when a measurement
+    /// completed, the software terms of its model.
+    fn tick(&mut self, live: &SettingsCell, snapshots: impl Fn() -> Vec<PortSnapshot>) {
         let period = Duration::from_nanos(self.settings.interval_ns);
+        let snaps = snapshots();
+        let now = now_ns();
+        for (w, s) in self.windows.iter_mut().zip(&snaps) {
+            w.sample_rx(now, s);
+        }
         for (i, port) in self.plan.ports.iter().enumerate() {
             let up = carrier::is_up(&port.iface);
             let came_up = up && !self.up[i];
@@ -254,12 +269,15 @@ impl<'a> LinkMonitor<'a> {
                     iface = %port.iface, error = %e,
                     "link measurement failed; keeping the thresholds in force"
                 ),
-                Some(Ok(m)) => self.apply(i, &m, live),
+                Some(Ok(m)) => self.apply(i, &m, live, &snaps[i]),
             }
         }
     }
 
-    fn apply(&self, i: usize, m: &Measurement, live: &SettingsCell) {
+    /// A measurement of port `i` completed: the model (wire, the software terms seen since the
+    /// previous measurement, frames) becomes the port's measured headroom. A model larger
+    /// than the buffer leaves XOFF at its minimum (the source paused earliest) and says so.
+    fn apply(&mut self, i: usize, m: &Measurement, live: &SettingsCell, snap: &PortSnapshot) {
         let port = &self.plan.ports[i];
         let mut s = live.get();
         s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
@@ -274,31 +292,63 @@ impl<'a> LinkMonitor<'a> {
             tracing::info!(iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
             return;
         };
+        let software = self.windows[i].take(snap, m.estimate_ns.max(0) as u64);
         let mut link = LinkParams::new(port.speed_bps, self.settings.max_frame, buffer);
         if self.settings.peer_response_ns > 0 {
             let bits = u128::from(self.settings.peer_response_ns) * u128::from(port.speed_bps);
             link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
         }
-        match plan_headroom(m, &link) {
-            Ok(h) => {
-                let mut s = live.get();
-                s.measured[i] = Some(PfcPlan {
-                    xoff: h.xoff_bytes,
-                    xon: h.xon_bytes,
-                    headroom: h.headroom_bytes,
-                });
-                live.publish(s);
-                tracing::info!(
-                    iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns,
-                    headroom = h.headroom_bytes, xoff = h.xoff_bytes, xon = h.xon_bytes,
-                    "link measured; PFC thresholds applied"
+        link.own_lag_ns = software.own_lag_ns;
+        link.peer_reaction_ns = software.peer_reaction_ns;
+        link.software_rate_bps = software.peak_rx_bps;
+        let model = match model_for_round_trip(m.estimate_ns, &link) {
+            Ok(a) => model_terms(&a, software),
+            Err(e) => {
+                tracing::warn!(
+                    iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
+                    "link measurement unusable; keeping the thresholds in force"
                 );
+                return;
             }
-            Err(e) => tracing::warn!(
-                iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
-                "measured link needs more than the buffer; keeping the thresholds in force"
-            ),
-        }
+        };
+        let plan = match plan_headroom(m, &link) {
+            Ok(h) => PfcPlan {
+                xoff: h.xoff_bytes,
+                xon: h.xon_bytes,
+                headroom: h.headroom_bytes,
+            },
+            Err(HeadroomError::BufferTooSmall { headroom, .. }) => {
+                let xoff = MIN_XOFF.min(buffer);
+                tracing::warn!(
+                    iface = %port.iface, model = headroom, buffer, xoff,
+                    "the measured link needs more headroom than the buffer holds: XOFF at its minimum; raise xoff + headroom"
+                );
+                PfcPlan {
+                    xoff,
+                    xon: 0,
+                    headroom: buffer - xoff,
+                }
+            }
+            Err(e) => {
+                tracing::warn!(
+                    iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
+                    "link measurement unusable; keeping the thresholds in force"
+                );
+                return;
+            }
+        };
+        let mut s = live.get();
+        s.measured[i] = Some(plan);
+        s.model[i] = Some(model);
+        live.publish(s);
+        tracing::info!(
+            iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns,
+            own_lag_ns = software.own_lag_ns, peer_reaction_ns = software.peer_reaction_ns,
+            peak_rx_bps = software.peak_rx_bps,
+            wire = model.wire, own_lag = model.own_lag, peer = model.peer, frames = model.frames,
+            headroom = plan.headroom, xoff = plan.xoff, xon = plan.xon,
+            "link measured; PFC thresholds applied"
+        );
     }
 }
 
@@ -632,7 +682,7 @@ pub fn run(
                 ));
             }
             if let Some(m) = monitor.as_mut() {
-                m.tick(&live);
+                m.tick(&live, snapshots);
             }
             // The systemd watchdog is fed only while every worker's loop advances.
             if let Some(every) = watchdog_every {

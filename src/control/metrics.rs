@@ -533,6 +533,31 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "pfc_reaction",
+            "Time from each XOFF this ingress port sent to the last frame of the priority \
+             arriving before the pause took effect: the wire round trip plus the peer's \
+             reaction.",
+            Some(Unit::Seconds),
+            MetricType::Histogram,
+            s.iter().flat_map(|p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| {
+                        p.xoff_transitions[prio] > 0 || p.headroom_in_force[prio] > 0
+                    })
+                    .map(move |prio| {
+                        (
+                            device_prio(p, prio),
+                            Log2Histogram {
+                                snap: &p.pfc_reaction_ns[prio],
+                                range: 10..=31,
+                                scale: 1e-9,
+                            },
+                        )
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
             "rx_lag",
             "The daemon's own lag per frame: worker time minus the XDP RX stamp.",
             Some(Unit::Seconds),
@@ -684,6 +709,35 @@ impl Collector for DaemonCollector {
                     .copied()
                     .flatten()
                     .map(|ns| (device(port), ConstGauge::new(ns as f64 / 1e9)))
+            }),
+        )?;
+        family(
+            &mut enc,
+            "headroom_model",
+            "Terms of link-up's headroom model per ingress port: the wire round trip, the \
+             daemon's own lag and the peer's response (each times the speed), and the frames \
+             (2 maximum frames, the PFC frame); their sum is the measured headroom term.",
+            bytes(),
+            Gauge,
+            s.iter().enumerate().flat_map(|(i, port)| {
+                live.model
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .into_iter()
+                    .flat_map(move |m| {
+                        [
+                            ("wire", m.wire),
+                            ("own_lag", m.own_lag),
+                            ("peer", m.peer),
+                            ("frames", m.frames),
+                        ]
+                        .map(|(term, v)| {
+                            let mut l = device(port);
+                            l.push(("term", term.to_string()));
+                            (l, ConstGauge::new(v as i64))
+                        })
+                    })
             }),
         )?;
         family(
@@ -958,6 +1012,7 @@ mod tests {
             sfc: Default::default(),
             measured: vec![None; 2],
             rtt_ns: vec![None; 2],
+            model: vec![None; 2],
             headroom: Default::default(),
         }));
         let shared: Vec<Arc<SharedPort>> = (0..2).map(|_| Arc::default()).collect();
@@ -1027,6 +1082,7 @@ mod tests {
             sfc: Default::default(),
             measured: vec![None; 1],
             rtt_ns: vec![None; 1],
+            model: vec![None; 1],
             headroom: Default::default(),
         }));
         to_prometheus_text(&render(&registry(DaemonCollector {

@@ -3,6 +3,7 @@
 
 pub mod carrier;
 pub mod daemon;
+pub mod link_model;
 pub mod logging;
 pub mod metrics;
 pub mod reload;

@@ -26,7 +26,7 @@ use crate::{
         linkstate::LinkShared,
         port::TimeStamping,
         sched::WorkerSched,
-        settings::SettingsCell,
+        settings::{ModelTerms, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
     },
@@ -93,6 +93,9 @@ pub struct PortStatus {
     pub peer: Option<String>,
     /// Round trip measured at link-up, ns.
     pub round_trip_ns: Option<u64>,
+    /// The terms of link-up's headroom model (wire, own lag, peer, frames), bytes.
+    #[serde(default)]
+    pub headroom_model: Option<ModelTerms>,
     /// Where the port's RX and TX times are taken (the round trip's accuracy depends on it).
     #[serde(default)]
     pub time_stamping: Option<TimeStamping>,
@@ -214,6 +217,7 @@ impl StatusSource {
                     trust: p.trust.name().to_string(),
                     peer: self.links.get(i).and_then(|l| l.peer()),
                     round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
+                    headroom_model: live.model.get(i).copied().flatten(),
                     time_stamping: self.time_stamping.get(i).copied(),
                     priorities,
                     counters,
@@ -409,6 +413,20 @@ pub fn text(s: &Status) -> String {
             p.time_stamping.map_or("-", |t| t.rx.name()),
             p.time_stamping.map_or("-", |t| t.tx.name()),
         );
+        if let Some(m) = p.headroom_model {
+            let _ = writeln!(
+                out,
+                "  headroom model {} B = wire {} + own lag {} ({:.1} us) + peer {} (reaction {:.1} us) + frames {}; lag and reaction at {}",
+                m.total(),
+                m.wire,
+                m.own_lag,
+                m.own_lag_ns as f64 / 1e3,
+                m.peer,
+                m.peer_reaction_ns as f64 / 1e3,
+                m.frames,
+                crate::units::format_rate(m.rate_bps as f64),
+            );
+        }
         let c = &p.counters;
         let _ = writeln!(
             out,

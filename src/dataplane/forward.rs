@@ -836,8 +836,9 @@ impl ForwardWorker {
         let c = &self.stats.ports[p];
         if let Some(h) = self.headroom.get_mut(p) {
             let arrived = self.shared[p].arrived_all();
-            if h.observe(now, before, after, &arrived, |prio, bytes| {
-                c.overshoot[prio].record(bytes)
+            if h.observe(now, before, after, &arrived, |prio, o| {
+                c.overshoot[prio].record(o.bytes);
+                c.pfc_reaction_ns[prio].record(o.settle_ns);
             }) {
                 self.retune(p, now);
             }

@@ -15,7 +15,7 @@ use crate::{
     config::PrioPlan,
     fc::{
         adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
-        overshoot::OvershootMeter,
+        overshoot::{Overshoot, OvershootMeter},
         PfcThresholds, PRIORITIES,
     },
 };
@@ -148,15 +148,15 @@ impl PortHeadroom {
     }
 
     /// The port's generator went from XOFF mask `before` to `after` at `now`, with `arrived`
-    /// bytes per priority arrived so far. Calls `seen(priority, bytes)` for every episode that
-    /// ended, and returns whether the thresholds changed.
+    /// bytes per priority arrived so far. Calls `seen(priority, overshoot)` for every episode
+    /// that ended, and returns whether the thresholds changed.
     pub fn observe(
         &mut self,
         now: u64,
         before: u8,
         after: u8,
         arrived: &[u64; PRIORITIES],
-        mut seen: impl FnMut(usize, u64),
+        mut seen: impl FnMut(usize, Overshoot),
     ) -> bool {
         if before == after && self.running == 0 {
             return false;
@@ -175,10 +175,10 @@ impl PortHeadroom {
             } else {
                 self.running &= !bit;
             }
-            if let Some(bytes) = ended {
-                seen(p, bytes);
+            if let Some(o) = ended {
+                seen(p, o);
                 if self.settings.adaptive {
-                    changed |= s.adaptive.on_overshoot(now, bytes);
+                    changed |= s.adaptive.on_overshoot(now, o.bytes);
                 }
             }
         }
@@ -235,7 +235,7 @@ mod tests {
         arrived[3] = 1_200_000;
         assert!(!h.observe(MS / 2, 0x08, 0x08, &arrived, |_, _| unreachable!()));
         let mut seen = Vec::new();
-        assert!(h.observe(2 * MS, 0x08, 0x08, &arrived, |p, b| seen.push((p, b))));
+        assert!(h.observe(2 * MS, 0x08, 0x08, &arrived, |p, o| seen.push((p, o.bytes))));
         assert_eq!(seen, [(3, 1_200_000)]);
         // The buffer cannot hold 1.5 x that as headroom: XOFF falls to its minimum.
         let t = h.thresholds()[3].unwrap();

@@ -29,8 +29,40 @@ pub struct LiveSettings {
     pub measured: Vec<Option<PfcPlan>>,
     /// Round trip measured at link-up per port, ns (TTS + TFS of SFC for sources behind it).
     pub rtt_ns: Vec<Option<u64>>,
+    /// The terms of link-up's headroom model per port (what status and metrics show).
+    pub model: Vec<Option<ModelTerms>>,
     /// How the PFC headroom adapts.
     pub headroom: HeadroomSettings,
+}
+
+/// The terms of link-up's headroom model of one port, bytes (`crate::headroom::adaptive`):
+/// they add up to the measured headroom before it is fitted into the buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct ModelTerms {
+    /// Speed × the measured wire round trip.
+    pub wire: u64,
+    /// Rate × the daemon's own lag (receive lag at p99.99 since the last measurement).
+    pub own_lag: u64,
+    /// The peer's response: the larger of the 802.3 allowance (or `peer_response`) and rate ×
+    /// its measured reaction.
+    pub peer: u64,
+    /// Two maximum frames, the PFC frame and rounding.
+    pub frames: u64,
+    /// The own lag used, ns.
+    pub own_lag_ns: u64,
+    /// The peer reaction measured (p99.99 of XOFF to last arrival, less the wire round trip),
+    /// ns.
+    pub peer_reaction_ns: u64,
+    /// The rate the own lag and peer reaction were charged at: the fastest the port received
+    /// since the previous measurement, at most the speed, bit/s.
+    pub rate_bps: u64,
+}
+
+impl ModelTerms {
+    /// Their sum, bytes.
+    pub fn total(&self) -> u64 {
+        self.wire + self.own_lag + self.peer + self.frames
+    }
 }
 
 impl LiveSettings {
@@ -62,6 +94,7 @@ impl LiveSettings {
             sfc: plan.sfc,
             measured: vec![None; plan.ports.len()],
             rtt_ns: vec![None; plan.ports.len()],
+            model: vec![None; plan.ports.len()],
             headroom: plan.headroom,
         }
     }

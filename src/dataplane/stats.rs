@@ -98,6 +98,27 @@ impl Log2Snapshot {
         s
     }
 
+    /// What was counted after `earlier` (an earlier snapshot of the same histograms).
+    pub fn since(&self, earlier: &Log2Snapshot) -> Log2Snapshot {
+        Log2Snapshot {
+            buckets: self
+                .buckets
+                .iter()
+                .enumerate()
+                .map(|(b, n)| n.saturating_sub(earlier.buckets.get(b).copied().unwrap_or(0)))
+                .collect(),
+            sum: self.sum.saturating_sub(earlier.sum),
+        }
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: &Log2Snapshot) {
+        for (acc, n) in self.buckets.iter_mut().zip(&other.buckets) {
+            *acc += n;
+        }
+        self.sum += other.sum;
+    }
+
     /// Values counted.
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
@@ -270,6 +291,9 @@ pub struct PortCounters {
     /// Bytes of the priority that arrived after each XOFF this (ingress) port sent, until the
     /// pause took effect (leader worker).
     pub overshoot: [Log2Histogram; PRIORITIES],
+    /// Time from each XOFF this (ingress) port sent to the last frame of the priority arriving
+    /// before the pause took effect, ns (leader worker).
+    pub pfc_reaction_ns: [Log2Histogram; PRIORITIES],
     /// The worker's lag behind the XDP hook per frame: worker time − XDP RX stamp, ns.
     pub rx_lag_ns: Log2Histogram,
     /// PFC headroom in force per priority, bytes, and its terms (leader worker; gauges).
@@ -441,6 +465,9 @@ pub struct PortSnapshot {
     /// Bytes arrived after each XOFF until the pause took effect, per priority.
     #[serde(default)]
     pub overshoot: Vec<Log2Snapshot>,
+    /// From each XOFF to the last arrival before the pause took effect, per priority, ns.
+    #[serde(default)]
+    pub pfc_reaction_ns: Vec<Log2Snapshot>,
     /// Worker time − XDP RX stamp per frame, ns.
     #[serde(default)]
     pub rx_lag_ns: Log2Snapshot,
@@ -592,6 +619,9 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         oversize: arr(|p| &p.oversize),
         overshoot: (0..PRIORITIES)
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.overshoot[p])))
+            .collect(),
+        pfc_reaction_ns: (0..PRIORITIES)
+            .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.pfc_reaction_ns[p])))
             .collect(),
         rx_lag_ns: Log2Snapshot::of(c.iter().map(|pc| &pc.rx_lag_ns)),
         headroom_in_force: arr(|p| &p.headroom_in_force),

@@ -10,13 +10,29 @@
 //! stopping for `quiet_ns` (a paused source sends nothing), or as the XON that ends the pause.
 //! Refreshes of a running XOFF do not start a new episode.
 //!
+//! The time from XOFF to the last arrival of the episode is how long the pause took to take
+//! effect: the wire round trip, this station's transmit delay and the peer's reaction. Less
+//! the measured wire round trip, it is the peer's reaction the headroom model needs
+//! ([`crate::headroom::adaptive`]); for an episode ended by XON it is a lower bound.
+//!
 //! Arrivals are counted where they happen (the XDP hook, see `dataplane::ingress`), as a
 //! running total per priority; the meter only remembers totals, so it costs nothing per frame.
 //! Sans-I/O: `now` and the totals come from the caller.
 
+/// What one XOFF episode showed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overshoot {
+    /// Bytes of the priority that arrived after XOFF.
+    pub bytes: u64,
+    /// From XOFF to the last of those arrivals, ns (the pause taking effect).
+    pub settle_ns: u64,
+}
+
 /// One running XOFF episode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Episode {
+    /// When XOFF was sent.
+    start: u64,
     /// Arrival total when XOFF was sent.
     base: u64,
     /// Arrival total last seen.
@@ -43,9 +59,10 @@ impl OvershootMeter {
 
     /// XOFF was sent at `now`, with `arrived` bytes of the priority arrived so far. A previous
     /// episode still running ends here; its overshoot is returned.
-    pub fn on_xoff(&mut self, now: u64, arrived: u64) -> Option<u64> {
+    pub fn on_xoff(&mut self, now: u64, arrived: u64) -> Option<Overshoot> {
         let ended = self.finish();
         self.episode = Some(Episode {
+            start: now,
             base: arrived,
             last: arrived,
             last_change: now,
@@ -54,14 +71,14 @@ impl OvershootMeter {
     }
 
     /// XON was sent with `arrived` bytes arrived so far: the running episode ends.
-    pub fn on_xon(&mut self, arrived: u64) -> Option<u64> {
+    pub fn on_xon(&mut self, arrived: u64) -> Option<Overshoot> {
         self.observe_total(arrived);
         self.finish()
     }
 
     /// Looks at the arrival total at `now`; returns the overshoot of an episode whose arrivals
     /// have stopped.
-    pub fn poll(&mut self, now: u64, arrived: u64) -> Option<u64> {
+    pub fn poll(&mut self, now: u64, arrived: u64) -> Option<Overshoot> {
         let e = self.episode.as_mut()?;
         if arrived != e.last {
             e.last = arrived;
@@ -85,8 +102,11 @@ impl OvershootMeter {
         }
     }
 
-    fn finish(&mut self) -> Option<u64> {
-        self.episode.take().map(|e| e.last.wrapping_sub(e.base))
+    fn finish(&mut self) -> Option<Overshoot> {
+        self.episode.take().map(|e| Overshoot {
+            bytes: e.last.wrapping_sub(e.base),
+            settle_ns: e.last_change.saturating_sub(e.start),
+        })
     }
 }
 
@@ -107,7 +127,14 @@ mod tests {
         assert_eq!(m.poll(30_000, 90_000), None);
         // ...then nothing: the pause took effect, but only a quiet period says so.
         assert_eq!(m.poll(129_999, 90_000), None);
-        assert_eq!(m.poll(130_000, 90_000), Some(20_000));
+        assert_eq!(
+            m.poll(130_000, 90_000),
+            Some(Overshoot {
+                bytes: 20_000,
+                settle_ns: 29_000
+            }),
+            "20 KB arrived, the last 29 us after XOFF"
+        );
         assert!(!m.running());
         assert_eq!(
             m.poll(500_000, 95_000),
@@ -124,14 +151,21 @@ mod tests {
         for t in 1..50 {
             assert_eq!(m.poll(t * 10_000, t * 1_000), None);
         }
-        assert_eq!(m.on_xon(60_000), Some(60_000));
+        assert_eq!(
+            m.on_xon(60_000),
+            Some(Overshoot {
+                bytes: 60_000,
+                settle_ns: 490_000
+            }),
+            "a lower bound: arrivals were last seen growing at 490 us"
+        );
         assert_eq!(m.on_xon(70_000), None, "no episode running");
         m.on_xoff(1_000_000, 100_000);
         assert_eq!(
-            m.on_xoff(1_050_000, 103_000),
+            m.on_xoff(1_050_000, 103_000).map(|o| o.bytes),
             Some(0),
             "the total seen so far"
         );
-        assert_eq!(m.on_xon(110_000), Some(7_000));
+        assert_eq!(m.on_xon(110_000).map(|o| o.bytes), Some(7_000));
     }
 }

@@ -2,9 +2,27 @@
 //!
 //! ```text
 //! X        = speed · ((T4 − T1) − (T3 − T2))        bits in flight over the measured loop
-//! DV       = X + 2·MaxFrame + PFCFrame + PeerResponse
+//! L        = rate · own lag                          arriving before our PFC frame leaves
+//! P        = max(PeerResponse, rate · peer reaction)
+//! DV       = X + L + 2·MaxFrame + PFCFrame + P
 //! Headroom = ⌈DV · α⌉ rounded up to whole cells
 //! ```
+//!
+//! The two software terms are what a hardware formula assumes away. **L**: a congestion point
+//! in silicon sends PFC within a few hundred ns of crossing XOFF; a software one sends it when
+//! its thread next runs, and everything arriving meanwhile lands beyond XOFF. The daemon
+//! measures this as its own receive lag (worker time − XDP stamp) at a high percentile.
+//! **P**: 802.3 allows a MAC a few hundred bit times to obey PFC; a software sender obeys when
+//! its thread next runs. The daemon measures it from the XOFFs it sends: the time until the
+//! last frame of the priority arrives, less the wire round trip. The larger of the allowance
+//! and the measurement counts (the measurement contains the peer's MAC too). Both default to
+//! zero, which leaves the hardware formula.
+//!
+//! `rate` is what the peer can send meanwhile: the link speed unless a lower rate is given
+//! (the fastest the daemon saw the port receive). On a real link a peer can always reach line
+//! rate; on veth, where "speed" is only what the operator wrote, the observed rate keeps a
+//! millisecond of scheduling lag from claiming a 10 Gbit/s worth of buffer that no sender
+//! fills.
 //!
 //! T1 is when the request left this station, T2 when it reached the peer, T3 when the
 //! peer's reply left, T4 when the reply arrived (T1, T4 on the local clock, T2, T3 on the
@@ -89,8 +107,16 @@ pub struct AdaptiveInput {
     pub max_frame_octets: u64,
     /// PFC frame size, octets.
     pub pfc_frame_octets: u64,
-    /// The peer's response time (802.3 allowance or measured), bit times.
+    /// The peer's response time (802.3 allowance or configured), bit times.
     pub peer_response_bit_times: u64,
+    /// This station's own reaction beyond the wire: from crossing XOFF until its PFC frame
+    /// leaves (a software daemon's receive lag at a high percentile).
+    pub own_lag: Duration,
+    /// The peer's measured reaction beyond the wire round trip; the larger of this (at the
+    /// rate) and `peer_response_bit_times` counts.
+    pub peer_reaction: Duration,
+    /// The rate the two software terms are charged at (`None`: the speed; never above it).
+    pub software_rate: Option<Speed>,
     /// Buffer cell size, bytes (1 = byte-granular accounting, α = 1).
     pub cell_size: u64,
     /// Override of the cell-overhead factor α (≥ 1); `None` derives it from the cell size.
@@ -150,7 +176,13 @@ pub struct AdaptiveResult {
     pub link_round_trip: Duration,
     /// X = speed · link round trip, bit times (rounded up).
     pub x_bit_times: u64,
-    /// DV = X + 2·MaxFrame + PFCFrame + peer response, bit times.
+    /// The rate the software terms were charged at (the lower of the given rate and the speed).
+    pub software_rate: Speed,
+    /// L = rate · own lag, bit times.
+    pub own_lag_bit_times: u64,
+    /// The peer response counted: max(allowance, speed · peer reaction), bit times.
+    pub peer_bit_times: u64,
+    /// DV = X + L + 2·MaxFrame + PFCFrame + peer response, bit times.
     pub delay_value_bit_times: u64,
     /// α used and where it came from.
     pub alpha: CellAlpha,
@@ -194,14 +226,21 @@ pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> 
     let x = input.speed.bit_times_in(rtt);
     let max2 = 2 * frame_bit_times(input.max_frame_octets);
     let pfc = frame_bit_times(input.pfc_frame_octets);
-    let peer = input.peer_response_bit_times;
-    let dv = x + max2 + pfc + peer;
+    let rate = match input.software_rate {
+        Some(r) if r.bps_f64() < input.speed.bps_f64() => r,
+        _ => input.speed,
+    };
+    let lag = rate.bit_times_in(input.own_lag);
+    let reaction = rate.bit_times_in(input.peer_reaction);
+    let peer = input.peer_response_bit_times.max(reaction);
+    let dv = x + lag + max2 + pfc + peer;
     let dv_bytes = dv.div_ceil(8);
     let scaled = ceil_tolerant(dv as f64 * alpha.alpha / 8.0) as u64;
     let scaled = scaled.max(dv_bytes);
     let headroom = round_up_to_cells(scaled, input.cell_size);
     let terms = vec![
         Term::from_bit_times("X (measured loop)", format!("{} x {rtt}", input.speed), x),
+        Term::from_bit_times("own lag", format!("{rate} x {}", input.own_lag), lag),
         Term::from_bit_times(
             "2 x max frame",
             format!("2 x ({} + 20) x 8", input.max_frame_octets),
@@ -214,7 +253,15 @@ pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> 
         ),
         Term::from_bit_times(
             "peer response",
-            format!("{} quanta", peer as f64 / 512.0),
+            if reaction > input.peer_response_bit_times {
+                format!(
+                    "{rate} x {} measured (allowance {} quanta)",
+                    input.peer_reaction,
+                    input.peer_response_bit_times as f64 / 512.0
+                )
+            } else {
+                format!("{} quanta", peer as f64 / 512.0)
+            },
             peer,
         ),
         Term::from_bit_times("round DV up to bytes", "", dv_bytes * 8 - dv),
@@ -240,6 +287,9 @@ pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> 
         input: input.clone(),
         link_round_trip: rtt,
         x_bit_times: x,
+        software_rate: rate,
+        own_lag_bit_times: lag,
+        peer_bit_times: peer,
         delay_value_bit_times: dv,
         alpha,
         alpha_overridden: overridden,
@@ -270,9 +320,51 @@ mod tests {
             max_frame_octets: 9216,
             pfc_frame_octets: 64,
             peer_response_bit_times: 394 * 512,
+            own_lag: Duration::ZERO,
+            peer_reaction: Duration::ZERO,
+            software_rate: None,
             cell_size: cell,
             alpha: None,
         }
+    }
+
+    /// The software terms: 10 us of own lag at 100G adds 1,000,000 BT; a measured peer
+    /// reaction counts only where it exceeds the allowance (394 quanta = 201,728 BT ≈ 2.02 us).
+    #[test]
+    fn own_lag_and_measured_peer_reaction() {
+        let base = headroom(&input(1)).unwrap();
+        let mut i = input(1);
+        i.own_lag = us(10.0);
+        let r = headroom(&i).unwrap();
+        assert_eq!(
+            r.delay_value_bit_times,
+            base.delay_value_bit_times + 1_000_000
+        );
+        assert_eq!(
+            crate::headroom::total_bit_times(&r.terms),
+            r.headroom_bytes * 8
+        );
+        i.peer_reaction = us(1.0);
+        assert_eq!(headroom(&i).unwrap().headroom_bytes, r.headroom_bytes);
+        i.peer_reaction = us(5.0);
+        let r5 = headroom(&i).unwrap();
+        assert_eq!(
+            r5.delay_value_bit_times,
+            r.delay_value_bit_times - 201_728 + 500_000
+        );
+        assert!(
+            r5.terms.iter().any(|t| t.detail.contains("measured")),
+            "{:?}",
+            r5.terms
+        );
+        // Charged at 10G instead of 100G: a tenth of each (the allowance wins again).
+        i.software_rate = Some(Speed::from_gbps(10).unwrap());
+        let r10 = headroom(&i).unwrap();
+        assert_eq!(r10.own_lag_bit_times, 100_000);
+        assert_eq!(r10.peer_bit_times, 201_728);
+        // Never above the speed.
+        i.software_rate = Some(Speed::from_gbps(400).unwrap());
+        assert_eq!(headroom(&i).unwrap().own_lag_bit_times, 1_000_000);
     }
 
     #[test]

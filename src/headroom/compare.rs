@@ -91,6 +91,9 @@ pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
         max_frame_octets: a.max_frame_octets,
         pfc_frame_octets: a.pfc_frame_octets,
         peer_response_bit_times: input.peer_response_bit_times,
+        own_lag: Duration::ZERO,
+        peer_reaction: Duration::ZERO,
+        software_rate: None,
         cell_size: input.cell_size,
         alpha: None,
     })?;

@@ -115,8 +115,15 @@ pub struct LinkParams {
     pub max_frame_octets: u64,
     /// PFC frame size, octets (64).
     pub pfc_frame_octets: u64,
-    /// The peer's response time to PFC, bit times.
+    /// The peer's response time to PFC (802.3 allowance or configured), bit times.
     pub peer_response_bit_times: u64,
+    /// This station's own lag from crossing XOFF to sending PFC (measured), ns.
+    pub own_lag_ns: u64,
+    /// The peer's measured reaction beyond the wire round trip, ns (counts where it exceeds
+    /// the response allowance).
+    pub peer_reaction_ns: u64,
+    /// The rate the software terms are charged at, bit/s (0: the speed).
+    pub software_rate_bps: u64,
     /// Buffer cell size, bytes (1 = byte accounting).
     pub cell_size: u64,
     /// The priority's buffer per ingress port (XOFF + headroom), bytes.
@@ -137,6 +144,9 @@ impl LinkParams {
             max_frame_octets,
             pfc_frame_octets: 64,
             peer_response_bit_times: quanta * BIT_TIMES_PER_QUANTUM,
+            own_lag_ns: 0,
+            peer_reaction_ns: 0,
+            software_rate_bps: 0,
             cell_size: 1,
             buffer_bytes,
         }
@@ -167,18 +177,12 @@ pub fn plan_headroom(m: &Measurement, link: &LinkParams) -> Result<HeadroomPlan,
     plan_for_round_trip(m.estimate_ns, link)
 }
 
-/// Headroom and XOFF/XON for a link round trip X of `round_trip_ns`.
-///
-/// Headroom is the adaptive headroom `DV·α` with `DV = speed·X + 2·MaxFrame + PFCFrame +
-/// PeerResponse` (`crate::headroom::adaptive::headroom`). XOFF is the buffer minus that
-/// headroom; XON is XOFF minus one reaction data `R·(T_gen + T_link + T_act)` as
-/// `crate::headroom::thresholds` computes it with `T_gen` = one maximum frame plus the PFC
-/// frame, `T_link` = X/2 and `T_act` = the peer response plus one maximum frame. The buffer
-/// must hold the headroom plus one maximum frame.
-pub fn plan_for_round_trip(
+/// The adaptive headroom model (every term) for a link round trip X of `round_trip_ns`,
+/// whatever the buffer.
+pub fn model_for_round_trip(
     round_trip_ns: i64,
     link: &LinkParams,
-) -> Result<HeadroomPlan, HeadroomError> {
+) -> Result<AdaptiveResult, HeadroomError> {
     if round_trip_ns < 0 {
         return Err(HeadroomError::invalid(
             Quantity::Timestamps,
@@ -187,15 +191,37 @@ pub fn plan_for_round_trip(
     }
     let speed = Speed::from_bps(link.speed_bps)?;
     let rtt = Duration::from_nanos(round_trip_ns as f64)?;
-    let adaptive = adaptive::headroom(&AdaptiveInput {
+    adaptive::headroom(&AdaptiveInput {
         speed,
         round_trip: RoundTrip::Measured(rtt),
         max_frame_octets: link.max_frame_octets,
         pfc_frame_octets: link.pfc_frame_octets,
         peer_response_bit_times: link.peer_response_bit_times,
+        own_lag: Duration::from_nanos(link.own_lag_ns as f64)?,
+        peer_reaction: Duration::from_nanos(link.peer_reaction_ns as f64)?,
+        software_rate: match link.software_rate_bps {
+            0 => None,
+            bps => Some(Speed::from_bps(bps)?),
+        },
         cell_size: link.cell_size,
         alpha: None,
-    })?;
+    })
+}
+
+/// Headroom and XOFF/XON for a link round trip X of `round_trip_ns`.
+///
+/// Headroom is the adaptive headroom `DV·α` with `DV = speed·(X + own lag) + 2·MaxFrame +
+/// PFCFrame + PeerResponse` ([`model_for_round_trip`]). XOFF is the buffer minus that
+/// headroom; XON is XOFF minus one reaction data `R·(T_gen + T_link + T_act)` as
+/// `crate::headroom::thresholds` computes it with `T_gen` = one maximum frame plus the PFC
+/// frame, `T_link` = X/2 and `T_act` = the peer response plus one maximum frame. The buffer
+/// must hold the headroom plus one maximum frame.
+pub fn plan_for_round_trip(
+    round_trip_ns: i64,
+    link: &LinkParams,
+) -> Result<HeadroomPlan, HeadroomError> {
+    let adaptive = model_for_round_trip(round_trip_ns, link)?;
+    let speed = Speed::from_bps(link.speed_bps)?;
     let max = frame_bit_times(link.max_frame_octets);
     let thr = thresholds::thresholds(&ThresholdInput {
         speed,
