@@ -95,6 +95,30 @@ fn adaptive_thresholds_credit_fabric() {
         "1.2us",
     ]);
     assert!(out.contains("56,272"), "{out}");
+    // The software terms, as the daemon's status prints them: 1 ms of own lag and a 400 us
+    // peer reaction at the 2 Gbit/s the peer sends on a 10 Gbit/s port.
+    let v: serde_json::Value = serde_json::from_str(&ok(&[
+        "--json",
+        "adaptive",
+        "--speed",
+        "10G",
+        "--rtt",
+        "12us",
+        "--own-lag",
+        "1ms",
+        "--peer-reaction",
+        "400us",
+        "--software-rate",
+        "2Gbit",
+        "--max-frame",
+        "1518",
+    ]))
+    .unwrap();
+    let a = &v["adaptive"];
+    assert_eq!(a["own_lag_bit_times"], 2_000_000, "{a}");
+    assert_eq!(a["peer_bit_times"], 800_000, "{a}");
+    // 15,000 wire + 250,000 own lag + 100,000 peer + 3,076 + 84 frames.
+    assert_eq!(a["headroom_bytes"], 368_160, "{a}");
     let out = ok(&["thresholds", "--speed", "100G", "--buffer", "1MiB"]);
     assert!(out.contains("992,176") && out.contains("942,090"), "{out}");
     let v: serde_json::Value = serde_json::from_str(&ok(&[

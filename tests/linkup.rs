@@ -264,6 +264,8 @@ fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
 
 /// One measurement through the cable emulator with one-way delay `delay`: returns the
 /// measuring side's report.
+/// `lossless measure` through a cable of `delay` one way, with the software terms of the
+/// headroom given by hand (1 ms own lag, 400 us peer reaction, charged at 2 Gbit/s).
 fn through_cable(delay: &str) -> Value {
     let (na, nc, nb) = (Netns::new("lca"), Netns::new("lcc"), Netns::new("lcb"));
     let (a0, c0, c1, b0) = (unique("lca"), unique("lcc"), unique("lcd"), unique("lcb"));
@@ -287,6 +289,12 @@ fn through_cable(delay: &str) -> Value {
             "0s",
             "--buffer",
             "8MiB",
+            "--own-lag",
+            "1ms",
+            "--peer-reaction",
+            "400us",
+            "--software-rate",
+            "2Gbit",
             "--json",
         ],
     )
@@ -305,6 +313,9 @@ fn round_trip_tracks_the_cable_delay() {
     let b_est = f(&base, &["measurement", "estimate_ns"]);
     let b_min = f(&base, &["measurement", "min_ns"]);
     let b_head = f(&base, &["plan", "headroom_bytes"]);
+    // The software terms are in the plan: 2 Gbit/s x 1 ms and x 400 us.
+    assert_eq!(f(&base, &["plan", "adaptive", "own_lag_bit_times"]), 2e6);
+    assert_eq!(f(&base, &["plan", "adaptive", "peer_bit_times"]), 8e5);
     eprintln!(
         "baseline: estimate {:.1} us, min {:.1} us, spread {:.1} us",
         b_est / 1e3,

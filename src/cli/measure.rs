@@ -48,6 +48,18 @@ pub struct MeasureArgs {
     /// Buffer cell size, bytes (1 = byte accounting).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub cell_size: u64,
+    /// The congestion point's own lag from crossing XOFF to sending PFC, for the headroom
+    /// (the daemon measures it: `lossless status`, "headroom model"), e.g. "500us".
+    #[arg(long, value_parser = common::duration, default_value = "0s")]
+    pub own_lag: Duration,
+    /// The peer's reaction to PFC beyond the round trip, for the headroom (the daemon
+    /// measures it), e.g. "2ms"; counts where it exceeds the 802.3 allowance.
+    #[arg(long, value_parser = common::duration, default_value = "0s")]
+    pub peer_reaction: Duration,
+    /// The rate the own lag and peer reaction are charged at ("2Gbit"; default and at most
+    /// --speed).
+    #[arg(long, value_parser = common::rate)]
+    pub software_rate: Option<u64>,
     /// Advertise these PFC-enabled priorities in the DCBX PFC TLV (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "3", value_parser = clap::value_parser!(u8).range(0..=7))]
     pub pfc_priorities: Vec<u8>,
@@ -137,6 +149,9 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
 
     let link = LinkParams {
         cell_size: args.cell_size,
+        own_lag_ns: args.own_lag.as_nanos() as u64,
+        peer_reaction_ns: args.peer_reaction.as_nanos() as u64,
+        software_rate_bps: args.software_rate.unwrap_or(0),
         ..LinkParams::new(args.speed, args.max_frame, args.buffer)
     };
     let mut measurement = None;
@@ -279,6 +294,21 @@ fn text(r: &MeasureReport) -> String {
                         s,
                         "{link}: headroom {} B, XOFF {} B, XON {} B",
                         p.headroom_bytes, p.xoff_bytes, p.xon_bytes
+                    );
+                    let a = &p.adaptive;
+                    let t = a.split();
+                    let _ = writeln!(
+                        s,
+                        "  headroom model {} B = wire {} + own lag {} ({}) + peer {} (reaction \
+                         {}) + frames {}; lag and reaction at {}",
+                        a.headroom_bytes,
+                        t.wire,
+                        t.own_lag,
+                        a.input.own_lag,
+                        t.peer,
+                        a.input.peer_reaction,
+                        t.frames,
+                        a.software_rate
                     );
                 }
                 (None, e) => {

@@ -125,14 +125,12 @@ impl SoftwareWindow {
 
 /// The terms of `model` in bytes, computed with the software terms `software`.
 pub fn model_terms(model: &AdaptiveResult, software: SoftwareTerms) -> ModelTerms {
-    let wire = model.x_bit_times.div_ceil(8);
-    let own_lag = model.own_lag_bit_times.div_ceil(8);
-    let peer = model.peer_bit_times.div_ceil(8);
+    let split = model.split();
     ModelTerms {
-        wire,
-        own_lag,
-        peer,
-        frames: model.headroom_bytes.saturating_sub(wire + own_lag + peer),
+        wire: split.wire,
+        own_lag: split.own_lag,
+        peer: split.peer,
+        frames: split.frames,
         own_lag_ns: software.own_lag_ns,
         peer_reaction_ns: software.peer_reaction_ns,
         rate_bps: model.software_rate.bps_f64() as u64,

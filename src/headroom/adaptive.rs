@@ -197,6 +197,35 @@ pub struct AdaptiveResult {
     pub headroom_cells: u64,
 }
 
+/// The headroom split into what causes it, bytes (rounded up, the frames term taking the rest
+/// of the total, cell overhead included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HeadroomSplit {
+    /// Speed × the measured loop.
+    pub wire: u64,
+    /// Rate × own lag.
+    pub own_lag: u64,
+    /// The peer response counted.
+    pub peer: u64,
+    /// Two maximum frames, the PFC frame, rounding and cell overhead.
+    pub frames: u64,
+}
+
+impl AdaptiveResult {
+    /// What the headroom is made of, bytes.
+    pub fn split(&self) -> HeadroomSplit {
+        let wire = self.x_bit_times.div_ceil(8);
+        let own_lag = self.own_lag_bit_times.div_ceil(8);
+        let peer = self.peer_bit_times.div_ceil(8);
+        HeadroomSplit {
+            wire,
+            own_lag,
+            peer,
+            frames: self.headroom_bytes.saturating_sub(wire + own_lag + peer),
+        }
+    }
+}
+
 /// Computes the adaptive headroom.
 pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> {
     if input.pfc_frame_octets < MIN_FRAME_OCTETS {
