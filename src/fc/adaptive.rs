@@ -18,7 +18,13 @@
 //! after start are covered before the first overshoot has been seen, and the headroom settles
 //! on what is seen afterwards.
 //!
-//! The result is rounded up to whole buffer cells. Sans-I/O: `now` comes from the caller.
+//! The result is rounded up to whole buffer cells. A rise applies at once; a fall applies only
+//! once it is at least [`DECAY_STEP`] of the value in force, so a decaying term moves the
+//! thresholds (and writes the log line that says so) about once a minute at the default
+//! half-life instead of at every look. Sans-I/O: `now` comes from the caller.
+
+/// A fall of the headroom in force applies once it is at least this part (1/n) of it.
+pub const DECAY_STEP: u64 = 16;
 
 /// Where the headroom in force comes from: the term that won.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -188,6 +194,13 @@ impl AdaptiveHeadroom {
         });
         let cell = self.cfg.cell.max(1);
         let value = raw.div_ceil(cell) * cell;
+        let small_fall =
+            value < self.in_force && (self.in_force - value) * DECAY_STEP < self.in_force;
+        // Down to the floor or the model, or one that moved (a reload, a measurement), a fall
+        // applies whatever its size.
+        if small_fall && raw > self.cfg.floor.max(self.model) {
+            return false;
+        }
         let changed = value != self.in_force;
         self.in_force = value;
         self.source = source;
@@ -251,6 +264,31 @@ mod tests {
         );
         h.advance(60_000 * MS);
         assert_eq!(h.in_force(), 65_536);
+    }
+
+    #[test]
+    fn a_decay_moves_the_headroom_in_steps_not_at_every_look() {
+        let mut h = adaptive();
+        assert!(h.on_overshoot(0, 200_000));
+        assert_eq!(h.in_force(), 300_032);
+        // 1 ms of decay (half-life 1 s) is a fraction of a per cent: nothing to apply.
+        let mut changes = 0;
+        for t in 1..=200 {
+            changes += u32::from(h.advance(t * MS));
+        }
+        // 200 ms of decay is 13 %: two steps of at least 1/16, not 200.
+        assert_eq!(changes, 2);
+        assert!(
+            h.in_force() < 300_032 && h.in_force() > 260_000,
+            "{}",
+            h.in_force()
+        );
+        // A floor that moves applies at once, even by a little.
+        h.set_config(AdaptiveConfig {
+            floor: 270_000,
+            ..h.cfg
+        });
+        assert!(h.in_force() >= 270_000);
     }
 
     #[test]
