@@ -461,7 +461,7 @@ fn resolve_link(l: &LinkArgs) -> Result<Link, HeadroomCliError> {
             ))
         }
     };
-    let mut a = AnnexNInput::from_preset(preset, l.length, l.max_frame);
+    let mut a = preset.annex_n_input(l.length, l.max_frame);
     if let Some(s) = l.speed {
         a.speed = s;
     }

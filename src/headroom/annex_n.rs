@@ -18,7 +18,6 @@
 //! Worked example (802.1Q-2018 Annex N): 10GBASE-T, 100 m of cat6, 2000-octet frames,
 //! HD = 6,144 BT → DV = 126,024 BT (15,753 bytes).
 
-use super::presets::PhyPreset;
 use super::units::{Distance, Duration, Medium, Speed};
 use super::{frame_bit_times, HeadroomError, Quantity, Term, MIN_FRAME_OCTETS};
 use serde::Serialize;
@@ -54,20 +53,6 @@ pub struct AnnexNInput {
 }
 
 impl AnnexNInput {
-    /// Both stations use `preset`'s delays and medium; PFC frame 64 octets, HD 0.
-    pub fn from_preset(preset: &PhyPreset, cable_length: Distance, max_frame_octets: u64) -> Self {
-        AnnexNInput {
-            speed: preset.speed(),
-            cable_length,
-            medium: preset.medium,
-            max_frame_octets,
-            pfc_frame_octets: MIN_FRAME_OCTETS,
-            local: preset.station_delays(),
-            remote: preset.station_delays(),
-            higher_layer_bit_times: 0,
-        }
-    }
-
     /// Checks the frame sizes.
     pub fn validate(&self) -> Result<(), HeadroomError> {
         if self.max_frame_octets < MIN_FRAME_OCTETS {
@@ -168,8 +153,9 @@ mod tests {
     use super::*;
 
     fn example() -> AnnexNInput {
-        let mut i =
-            AnnexNInput::from_preset(lookup("10gbase-t").unwrap(), "100m".parse().unwrap(), 2000);
+        let mut i = lookup("10gbase-t")
+            .unwrap()
+            .annex_n_input("100m".parse().unwrap(), 2000);
         i.higher_layer_bit_times = 6_144;
         i
     }
@@ -192,7 +178,9 @@ mod tests {
     /// = 147,776 + 672 + 3,032 + 403,456 = 554,936 BT = 69,367 bytes.
     #[test]
     fn hundred_gig_jumbo() {
-        let i = AnnexNInput::from_preset(lookup("100g").unwrap(), "3m".parse().unwrap(), 9216);
+        let i = lookup("100g")
+            .unwrap()
+            .annex_n_input("3m".parse().unwrap(), 9216);
         let r = delay_value(&i).unwrap();
         assert_eq!(r.cable_delay_bit_times, 1_516);
         assert_eq!(r.delay_value_bit_times, 147_776 + 672 + 3_032 + 403_456);

@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn compare_annex_n_example_link() {
         let p = lookup("10gbase-t").unwrap();
-        let mut a = AnnexNInput::from_preset(p, "100m".parse().unwrap(), 2000);
+        let mut a = p.annex_n_input("100m".parse().unwrap(), 2000);
         a.higher_layer_bit_times = 6_144;
         let r = compare(&CompareInput {
             annex_n: a,
@@ -213,7 +213,7 @@ mod tests {
     #[test]
     fn measured_round_trip_is_used() {
         let p = lookup("100g").unwrap();
-        let a = AnnexNInput::from_preset(p, "3m".parse().unwrap(), 9216);
+        let a = p.annex_n_input("3m".parse().unwrap(), 9216);
         let r = compare(&CompareInput {
             annex_n: a,
             measured_round_trip: Some("1us".parse().unwrap()),

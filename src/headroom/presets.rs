@@ -18,9 +18,9 @@
 //! Every preset is only a starting point: the CLI lets each station's TX and RX delay be
 //! overridden.
 
-use super::annex_n::StationDelays;
-use super::units::{Medium, Speed};
-use super::{HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM};
+use super::annex_n::{AnnexNInput, StationDelays};
+use super::units::{Distance, Medium, Speed};
+use super::{HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM, MIN_FRAME_OCTETS};
 use serde::Serialize;
 
 /// One sublayer's delay (TX + RX), in bit times.
@@ -173,6 +173,21 @@ impl PhyPreset {
     /// One station's TX + RX delay, in bit times.
     pub fn station_bit_times(&self) -> u64 {
         self.components.iter().map(|c| c.bit_times).sum()
+    }
+
+    /// An Annex N input for this PHY: both stations use its delays and medium; PFC frame 64
+    /// octets, HD 0.
+    pub fn annex_n_input(&self, cable_length: Distance, max_frame_octets: u64) -> AnnexNInput {
+        AnnexNInput {
+            speed: self.speed(),
+            cable_length,
+            medium: self.medium,
+            max_frame_octets,
+            pfc_frame_octets: MIN_FRAME_OCTETS,
+            local: self.station_delays(),
+            remote: self.station_delays(),
+            higher_layer_bit_times: 0,
+        }
     }
 
     /// One station's delays, split evenly between TX and RX (802.3 only bounds the sum).

@@ -6,7 +6,7 @@
 //! times the cell factor α, rounded up to whole cells.
 
 use super::adaptive::cell_alpha;
-use super::annex_n::{delay_value, AnnexNInput};
+use super::annex_n::delay_value;
 use super::presets;
 use super::svg::{self, PlotLabels, Series};
 use super::units::{Distance, Medium, Speed};
@@ -145,7 +145,7 @@ pub fn sweep(input: &SweepInput) -> Result<SweepResult, HeadroomError> {
         let preset = presets::for_speed_or_err(speed)?;
         names.push(preset.name);
         for &d in &grid {
-            let mut a = AnnexNInput::from_preset(preset, d, input.max_frame_octets);
+            let mut a = preset.annex_n_input(d, input.max_frame_octets);
             if let Some(m) = input.medium {
                 a.medium = m;
             }
