@@ -117,6 +117,31 @@ fn device_prio(s: &PortSnapshot, p: usize) -> Labels {
     vec![("device", s.iface.clone()), ("priority", p.to_string())]
 }
 
+/// One histogram per (port, PFC priority) that has sent XOFF or has a headroom in force:
+/// `pick` chooses the port's histograms, `range` and `scale` as in [`Log2Histogram`].
+fn pfc_histograms(
+    s: &[PortSnapshot],
+    pick: fn(&PortSnapshot) -> &[Log2Snapshot],
+    range: std::ops::RangeInclusive<usize>,
+    scale: f64,
+) -> impl Iterator<Item = (Labels, Log2Histogram<'_>)> {
+    s.iter().flat_map(move |p| {
+        let range = range.clone();
+        (0..PRIORITIES)
+            .filter(move |&prio| p.xoff_transitions[prio] > 0 || p.headroom_in_force[prio] > 0)
+            .map(move |prio| {
+                (
+                    device_prio(p, prio),
+                    Log2Histogram {
+                        snap: &pick(p)[prio],
+                        range: range.clone(),
+                        scale,
+                    },
+                )
+            })
+    })
+}
+
 /// Encodes one metric family from `(labels, value)` series.
 fn family<M: EncodeMetric>(
     enc: &mut DescriptorEncoder,
@@ -514,22 +539,7 @@ impl Collector for DaemonCollector {
              the pause took effect: what the headroom had to hold.",
             bytes(),
             MetricType::Histogram,
-            s.iter().flat_map(|p| {
-                (0..PRIORITIES)
-                    .filter(move |&prio| {
-                        p.xoff_transitions[prio] > 0 || p.headroom_in_force[prio] > 0
-                    })
-                    .map(move |prio| {
-                        (
-                            device_prio(p, prio),
-                            Log2Histogram {
-                                snap: &p.overshoot[prio],
-                                range: 6..=27,
-                                scale: 1.0,
-                            },
-                        )
-                    })
-            }),
+            pfc_histograms(s, |p| &p.overshoot, 6..=27, 1.0),
         )?;
         family(
             &mut enc,
@@ -539,22 +549,7 @@ impl Collector for DaemonCollector {
              reaction.",
             Some(Unit::Seconds),
             MetricType::Histogram,
-            s.iter().flat_map(|p| {
-                (0..PRIORITIES)
-                    .filter(move |&prio| {
-                        p.xoff_transitions[prio] > 0 || p.headroom_in_force[prio] > 0
-                    })
-                    .map(move |prio| {
-                        (
-                            device_prio(p, prio),
-                            Log2Histogram {
-                                snap: &p.pfc_reaction_ns[prio],
-                                range: 10..=31,
-                                scale: 1e-9,
-                            },
-                        )
-                    })
-            }),
+            pfc_histograms(s, |p| &p.pfc_reaction_ns, 10..=31, 1e-9),
         )?;
         family(
             &mut enc,
