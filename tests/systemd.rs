@@ -146,6 +146,59 @@ fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
     assert_eq!(report["memory_locked"], true);
 }
 
+/// The unit's file-system protections as systemd sets them up, in a mount namespace of the
+/// daemon's own: `ProtectKernelTunables` (`/sys` and `/proc/sys` read-only),
+/// `ProtectProc=invisible` (a `/proc` with `hidepid=invisible`) and `UMask=0077`, with the
+/// unit's capabilities. The daemon must still attach XDP, open AF_XDP sockets, run real-time
+/// workers and lock its memory: nothing it needs is written there.
+#[test]
+fn runs_under_the_units_file_system_protections() {
+    for (key, value) in [
+        ("ProtectKernelTunables", "yes"),
+        ("ProtectProc", "invisible"),
+        ("UMask", "0077"),
+    ] {
+        assert!(
+            UNIT.lines().any(|l| l == format!("{key}={value}")),
+            "the unit sets {key}={value}: what this test emulates"
+        );
+    }
+    let protect = "mount -t proc -o hidepid=invisible proc /proc \
+        && mount --bind /sys /sys && mount -o remount,bind,ro /sys \
+        && mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys \
+        && ! touch /proc/sys/kernel/sched_rt_runtime_us 2>/dev/null \
+        && umask 0077 && exec \"$@\"";
+    let mut wrapper: Vec<String> = [
+        "unshare",
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        protect,
+        "sh",
+    ]
+    .map(String::from)
+    .to_vec();
+    wrapper.extend(unit_capabilities_except(&[]));
+    let dut = Dut::new("lp", "[daemon]\nrealtime = \"auto\"");
+    let mut d = dut.start(&wrapper);
+    d.wait_ready(Duration::from_secs(10));
+    let workers = threads_named(d.pid(), "lossless-w");
+    assert_eq!(
+        workers.len(),
+        1,
+        "one worker thread; stderr:\n{}",
+        d.stderr()
+    );
+    let stderr = d.stderr();
+    d.interrupt();
+    let report = d.json(Duration::from_secs(10));
+    assert_eq!(report["backend"], "af_xdp", "stderr:\n{stderr}");
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_FIFO");
+    assert_eq!(report["memory_locked"], true);
+}
+
 #[test]
 fn example_config_is_valid() {
     let out = Command::new(BIN)
