@@ -8,7 +8,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{chrt, threads_named, unique, unit_capabilities_except, Dut, Proc, BIN, UNIT};
+use common::{
+    chrt, threads_named, unique, unit_capabilities_except, unit_user_capabilities, Dut, Proc, BIN,
+    UNIT,
+};
 
 /// A notification socket owned by the test.
 struct NotifySocket {
@@ -146,14 +149,18 @@ fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
     assert_eq!(report["memory_locked"], true);
 }
 
-/// The unit's file-system protections as systemd sets them up, in a mount namespace of the
-/// daemon's own: `ProtectKernelTunables` (`/sys` and `/proc/sys` read-only),
-/// `ProtectProc=invisible` (a `/proc` with `hidepid=invisible`) and `UMask=0077`, with the
-/// unit's capabilities. The daemon must still attach XDP, open AF_XDP sockets, run real-time
-/// workers and lock its memory: nothing it needs is written there.
+/// The unit's sandbox as systemd sets it up, in a mount namespace of the daemon's own
+/// (`PrivateMounts`): `ProtectKernelTunables` (`/sys` and `/proc/sys` read-only),
+/// `ProtectProc=invisible` (a `/proc` with `hidepid=invisible`), `PrivateDevices` (a `/dev`
+/// with only the pseudo devices), `UMask=0077`, and `DynamicUser` with the unit's ambient
+/// capabilities (run as `nobody`). The daemon must still attach XDP, open AF_XDP sockets,
+/// run real-time workers, lock its memory and serve its control socket.
 #[test]
-fn runs_under_the_units_file_system_protections() {
+fn runs_in_the_units_sandbox_as_an_unprivileged_user() {
     for (key, value) in [
+        ("DynamicUser", "yes"),
+        ("PrivateMounts", "yes"),
+        ("PrivateDevices", "yes"),
         ("ProtectKernelTunables", "yes"),
         ("ProtectProc", "invisible"),
         ("UMask", "0077"),
@@ -163,10 +170,15 @@ fn runs_under_the_units_file_system_protections() {
             "the unit sets {key}={value}: what this test emulates"
         );
     }
-    let protect = "mount -t proc -o hidepid=invisible proc /proc \
+    let sandbox = "mount -t proc -o hidepid=invisible proc /proc \
         && mount --bind /sys /sys && mount -o remount,bind,ro /sys \
         && mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys \
         && ! touch /proc/sys/kernel/sched_rt_runtime_us 2>/dev/null \
+        && mount -t tmpfs -o mode=755 tmpfs /dev \
+        && mknod -m 666 /dev/null c 1 3 && mknod -m 666 /dev/zero c 1 5 \
+        && mknod -m 666 /dev/full c 1 7 && mknod -m 666 /dev/random c 1 8 \
+        && mknod -m 666 /dev/urandom c 1 9 \
+        && [ \"$(ls /dev | wc -l)\" = 5 ] \
         && umask 0077 && exec \"$@\"";
     let mut wrapper: Vec<String> = [
         "unshare",
@@ -175,12 +187,12 @@ fn runs_under_the_units_file_system_protections() {
         "private",
         "sh",
         "-c",
-        protect,
+        sandbox,
         "sh",
     ]
     .map(String::from)
     .to_vec();
-    wrapper.extend(unit_capabilities_except(&[]));
+    wrapper.extend(unit_user_capabilities());
     let dut = Dut::new("lp", "[daemon]\nrealtime = \"auto\"");
     let mut d = dut.start(&wrapper);
     d.wait_ready(Duration::from_secs(10));
@@ -190,6 +202,15 @@ fn runs_under_the_units_file_system_protections() {
         1,
         "one worker thread; stderr:\n{}",
         d.stderr()
+    );
+    let status = Command::new(BIN)
+        .args(["status", "--json", "--socket", &dut.socket])
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "status over the control socket: {}",
+        String::from_utf8_lossy(&status.stderr)
     );
     let stderr = d.stderr();
     d.interrupt();

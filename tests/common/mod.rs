@@ -691,15 +691,35 @@ fn unit_setting(key: &str) -> &'static str {
 /// A `setpriv` wrapper that bounds capabilities to the unit's set without `except` (as
 /// `CAP_...` names) and clears the inheritable set: how root runs under the unit.
 pub fn unit_capabilities_except(except: &[&str]) -> Vec<String> {
-    let caps: Vec<String> = unit_setting("CapabilityBoundingSet")
+    vec![
+        "setpriv".into(),
+        format!("--bounding-set=-all,{}", unit_caps(except)),
+        "--inh-caps=-all".into(),
+    ]
+}
+
+/// The unit's capabilities without `except`, as setpriv's `+cap,...` list.
+fn unit_caps(except: &[&str]) -> String {
+    unit_setting("CapabilityBoundingSet")
         .split_whitespace()
         .filter(|c| !except.contains(c))
         .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_lowercase()))
-        .collect();
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A `setpriv` wrapper that runs as `nobody` with the unit's capabilities bounding, inheritable
+/// and ambient: how `DynamicUser=yes` with `AmbientCapabilities=` runs the daemon.
+pub fn unit_user_capabilities() -> Vec<String> {
+    let caps = unit_caps(&[]);
     vec![
         "setpriv".into(),
-        format!("--bounding-set=-all,{}", caps.join(",")),
-        "--inh-caps=-all".into(),
+        "--reuid=65534".into(),
+        "--regid=65534".into(),
+        "--clear-groups".into(),
+        format!("--bounding-set=-all,{caps}"),
+        format!("--inh-caps=-all,{caps}"),
+        format!("--ambient-caps=-all,{caps}"),
     ]
 }
 
