@@ -164,6 +164,19 @@ fn to_json<T: Serialize>(v: &T) -> Result<String, HeadroomCliError> {
     Ok(serde_json::to_string_pretty(v)? + "\n")
 }
 
+/// `r` as JSON, or as `text` renders it.
+fn emit<T: Serialize>(
+    json: bool,
+    r: &T,
+    text: fn(&T) -> String,
+) -> Result<String, HeadroomCliError> {
+    if json {
+        to_json(r)
+    } else {
+        Ok(text(r))
+    }
+}
+
 fn compare_report(
     link: &Link,
     rtt: Option<Duration>,
@@ -280,10 +293,7 @@ fn thresholds_cmd(a: &ThresholdsArgs, json: bool) -> Result<String, HeadroomCliE
         hysteresis_bytes: a.hysteresis.map(|h| h.0),
         cell_size: a.cell_size,
     })?;
-    if json {
-        return to_json(&r);
-    }
-    Ok(render::thresholds(&r))
+    emit(json, &r, render::thresholds)
 }
 
 fn credit_cmd(a: &CreditArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -306,10 +316,7 @@ fn credit_cmd(a: &CreditArgs, json: bool) -> Result<String, HeadroomCliError> {
         speedup: a.speedup,
         cell_size: a.cell_size,
     })?;
-    if json {
-        return to_json(&r);
-    }
-    Ok(render::credit(&r))
+    emit(json, &r, render::credit)
 }
 
 fn fabric_cmd(a: &FabricArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -318,10 +325,7 @@ fn fabric_cmd(a: &FabricArgs, json: bool) -> Result<String, HeadroomCliError> {
         overflow_probability: a.p_max,
         cell_size: a.cell_size,
     })?;
-    if json {
-        return to_json(&r);
-    }
-    Ok(render::fabric(&r))
+    emit(json, &r, render::fabric)
 }
 
 fn sweep_cmd(a: &SweepArgs, json: bool) -> Result<String, HeadroomCliError> {
