@@ -4,12 +4,11 @@
 //! The machine runs tests as root. Traffic is kept short (about 1 s per run) because the VM
 //! has two vCPUs shared by generator, cable, sink and the veth softirq work.
 
-#[path = "common/cable_harness.rs"]
-mod harness;
+mod common;
 
 use std::time::Duration;
 
-use harness::{f, traffic_lock, u, Proc, Topo};
+use common::{json_f64 as f, json_u64 as u, traffic_lock, Proc, Topo};
 use lossless::cable::rules::{stream_seed, Chance, Purpose};
 use serde_json::Value;
 
@@ -18,7 +17,7 @@ const T: Duration = Duration::from_secs(20);
 /// One run: sink on b0, cable on c0/c1, then `before` (e.g. frames injected with `send`),
 /// then the generator on a0. Returns the gen, sink and cable reports.
 fn run(t: &Topo, cable: &[&str], gen: &[&str], before: impl FnOnce()) -> (Value, Value, Value) {
-    let mut sink = Proc::lossless(
+    let mut sink = Proc::spawn(
         &t.b,
         &[
             "sink",
@@ -31,16 +30,16 @@ fn run(t: &Topo, cable: &[&str], gen: &[&str], before: impl FnOnce()) -> (Value,
             "--json",
         ],
     );
-    sink.wait_ready();
+    sink.wait_ready(Duration::from_secs(10));
     let mut args = vec!["cable", "--a", &t.c0, "--b", &t.c1, "--json"];
     args.extend_from_slice(cable);
-    let mut c = Proc::lossless(&t.c, &args);
-    c.wait_ready();
+    let mut c = Proc::spawn(&t.c, &args);
+    c.wait_ready(Duration::from_secs(10));
     before();
     let mut args = vec!["gen", "--iface", &t.a0, "--json"];
     args.extend_from_slice(gen);
-    let mut g = Proc::lossless(&t.a, &args);
-    g.wait_ready();
+    let mut g = Proc::spawn(&t.a, &args);
+    g.wait_ready(Duration::from_secs(10));
     let gen = g.json(T);
     let sink = sink.json(T);
     c.interrupt();
@@ -207,7 +206,7 @@ fn loss_match_pfc_drops_only_pfc() {
         &["--rate", "200Mbit", "--size", "200", "--count", "5000"],
         || {
             // 20 PFC frames from side A (AF_PACKET, so no XDP program is attached to a0).
-            let out = Proc::lossless(
+            let out = Proc::spawn(
                 &t.a,
                 &[
                     "send",
@@ -246,7 +245,7 @@ fn loss_match_pfc_drops_only_pfc() {
 fn pfc_passes_through_intact() {
     let _l = traffic_lock();
     let t = Topo::new("t");
-    let mut cap = Proc::spawn(
+    let mut cap = Proc::command(
         &t.b,
         "tshark",
         &[
@@ -264,14 +263,14 @@ fn pfc_passes_through_intact() {
         ],
     );
     cap.wait_for("Capturing on", Duration::from_secs(10));
-    let mut c = Proc::lossless(
+    let mut c = Proc::spawn(
         &t.c,
         &[
             "cable", "--a", &t.c0, "--b", &t.c1, "--delay", "50us", "--json",
         ],
     );
-    c.wait_ready();
-    let out = Proc::lossless(
+    c.wait_ready(Duration::from_secs(10));
+    let out = Proc::spawn(
         &t.a,
         &[
             "send",

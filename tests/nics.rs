@@ -4,12 +4,11 @@
 //! The doctor's facts are checked against `ethtool` and `ip` (independent readers of the same
 //! kernel interfaces); the selftest is shown to fail when `lossless cable` drops PFC.
 
-#[path = "common/cable_harness.rs"]
-mod harness;
+mod common;
 
 use std::{process::Command, time::Duration};
 
-use harness::{sh, traffic_lock, unique, veth, Netns, Proc};
+use common::{sh, traffic_lock, unique, veth, Netns, Proc};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(30);
@@ -17,7 +16,7 @@ const T: Duration = Duration::from_secs(30);
 /// Runs `lossless args` in `ns`; returns exit code, stdout and stderr.
 fn lossless(ns: &Netns, args: &[&str]) -> (i32, String, String) {
     let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, harness::BIN])
+        .args(["netns", "exec", &ns.name, common::BIN])
         .args(args)
         .env("NO_COLOR", "1")
         .output()
@@ -149,12 +148,12 @@ fn check_config_warns_with_the_fix() {
     // `run` logs the same warning at start.
     {
         let _l = traffic_lock();
-        let mut daemon = Proc::lossless(&ns, &["run", "--config", p]);
+        let mut daemon = Proc::spawn(&ns, &["run", "--config", p]);
         daemon.wait_for(
             &format!("port {x}: link warn: link at 10000 Mbit/s"),
             Duration::from_secs(10),
         );
-        daemon.wait_ready();
+        daemon.wait_ready(Duration::from_secs(10));
         daemon.interrupt();
         let (st, _) = daemon.finish(T);
         assert!(st.success(), "{st}");
@@ -240,8 +239,8 @@ fn through_cable(tag: &str, rules: &[&str]) -> (Netns, Netns, String, String, Pr
     veth(&c, &c1, &s, &b0);
     let mut args = vec!["cable", "--a", &c0, "--b", &c1, "--json"];
     args.extend_from_slice(rules);
-    let mut cable = Proc::lossless(&c, &args);
-    cable.wait_ready();
+    let mut cable = Proc::spawn(&c, &args);
+    cable.wait_ready(Duration::from_secs(10));
     (s, c, a0, b0, cable)
 }
 

@@ -31,7 +31,8 @@ pub fn traffic_lock() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn sh(args: &[&str]) {
+/// Runs a command to completion and returns its stdout; panics with its stderr on failure.
+pub fn sh(args: &[&str]) -> String {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()
@@ -41,6 +42,7 @@ fn sh(args: &[&str]) {
         "{args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A network namespace, deleted on drop (with everything in it).
@@ -144,7 +146,8 @@ pub struct Proc {
     pub what: String,
     child: Child,
     lines: Arc<Mutex<Vec<String>>>,
-    ready: mpsc::Receiver<()>,
+    line_rx: mpsc::Receiver<String>,
+    stdout: Option<std::thread::JoinHandle<String>>,
 }
 
 impl Proc {
@@ -163,32 +166,50 @@ impl Proc {
             }
             None => ns.cmd(BIN),
         };
+        cmd.args(args).envs(env.iter().copied());
+        Self::start(cmd, format!("lossless {}", args.join(" ")))
+    }
+
+    /// Starts any `program args` in `ns` (a capture, a peer tool).
+    pub fn command(ns: &Netns, program: &str, args: &[&str]) -> Proc {
+        let mut cmd = ns.cmd(program);
+        cmd.args(args);
+        let name = program.rsplit('/').next().unwrap_or(program);
+        Self::start(cmd, format!("{name} {}", args.join(" ")))
+    }
+
+    /// Spawns `cmd` with stdout collected and stderr read line by line as it comes.
+    fn start(mut cmd: Command, what: String) -> Proc {
         let mut child = cmd
-            .args(args)
-            .envs(env.iter().copied())
             .env("LOSSLESS_LOG", "info")
             .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn lossless");
+            .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+        let mut out = child.stdout.take().expect("piped");
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
         let lines = Arc::new(Mutex::new(Vec::new()));
-        let (tx, ready) = mpsc::channel();
+        let (tx, line_rx) = mpsc::channel();
         let stderr = child.stderr.take().expect("piped");
         let l = lines.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if line.contains(" ready") {
-                    let _ = tx.send(());
-                }
-                l.lock().unwrap().push(line);
+                l.lock().unwrap().push(line.clone());
+                let _ = tx.send(line);
             }
         });
         Proc {
-            what: format!("lossless {}", args.join(" ")),
+            what,
             child,
             lines,
-            ready,
+            line_rx,
+            stdout: Some(stdout),
         }
     }
 
@@ -205,13 +226,30 @@ impl Proc {
 
     /// Waits until the process logs that it is ready.
     pub fn wait_ready(&mut self, timeout: Duration) {
-        if self.ready.recv_timeout(timeout).is_err() {
-            let status = self.child.try_wait().ok().flatten();
-            panic!(
-                "{} not ready after {timeout:?} (exit {status:?}); stderr:\n{}",
-                self.what,
-                self.stderr()
-            );
+        self.wait_for(" ready", timeout);
+    }
+
+    /// Waits for a stderr line containing `pattern`; panics with stderr on timeout or exit.
+    pub fn wait_for(&mut self, pattern: &str, timeout: Duration) {
+        let end = Instant::now() + timeout;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self
+                .line_rx
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(line) if line.contains(pattern) => return,
+                Ok(_) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) if !left.is_zero() => {}
+                Err(_) => {
+                    let status = self.child.try_wait().ok().flatten();
+                    panic!(
+                        "{} logged no {pattern:?} within {timeout:?} (exit {status:?}); stderr:\n{}",
+                        self.what,
+                        self.stderr()
+                    );
+                }
+            }
         }
     }
 
@@ -238,10 +276,11 @@ impl Proc {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
-                let mut out = String::new();
-                if let Some(mut s) = self.child.stdout.take() {
-                    s.read_to_string(&mut out).expect("read stdout");
-                }
+                let out = self
+                    .stdout
+                    .take()
+                    .map(|h| h.join().unwrap_or_default())
+                    .unwrap_or_default();
                 return (status, out);
             }
             if Instant::now() > deadline {
@@ -420,6 +459,40 @@ impl Drop for SocketPath {
     }
 }
 
+/// ns A [gen] a0 — c0 [cable] c1 — b0 [sink] ns B.
+pub struct Topo {
+    pub a: Netns,
+    pub c: Netns,
+    pub b: Netns,
+    pub a0: String,
+    pub c0: String,
+    pub c1: String,
+    pub b0: String,
+}
+
+impl Topo {
+    /// Builds the topology; `tag` (one or two characters) keeps tests apart.
+    pub fn new(tag: &str) -> Self {
+        let (a, c, b) = (
+            Netns::new(&format!("{tag}A")),
+            Netns::new(&format!("{tag}C")),
+            Netns::new(&format!("{tag}B")),
+        );
+        let t = Topo {
+            a0: unique(&format!("{tag}a0")),
+            c0: unique(&format!("{tag}c0")),
+            c1: unique(&format!("{tag}c1")),
+            b0: unique(&format!("{tag}b0")),
+            a,
+            c,
+            b,
+        };
+        veth(&t.a, &t.a0, &t.c, &t.c0);
+        veth(&t.c, &t.c1, &t.b, &t.b0);
+        t
+    }
+}
+
 /// A `[control]` section with a socket path unique to this test (the default path would
 /// collide between daemons of parallel tests), and that path.
 pub fn control_section() -> (String, SocketPath) {
@@ -567,14 +640,23 @@ impl Drop for Hogs {
     }
 }
 
-/// A number at `path` in a JSON value.
+/// The value at `path` in a JSON value.
+fn json_at<'a>(v: &'a serde_json::Value, path: &[&str]) -> &'a serde_json::Value {
+    path.iter().fold(v, |x, p| &x[*p])
+}
+
+/// An integer at `path` in a JSON value.
 pub fn json_u64(v: &serde_json::Value, path: &[&str]) -> u64 {
-    let mut x = v;
-    for p in path {
-        x = &x[*p];
-    }
-    x.as_u64()
-        .unwrap_or_else(|| panic!("{path:?} is not a number in {v}"))
+    json_at(v, path)
+        .as_u64()
+        .unwrap_or_else(|| panic!("{path:?} is not an integer in {v:#}"))
+}
+
+/// A number at `path` in a JSON value.
+pub fn json_f64(v: &serde_json::Value, path: &[&str]) -> f64 {
+    json_at(v, path)
+        .as_f64()
+        .unwrap_or_else(|| panic!("{path:?} is not a number in {v:#}"))
 }
 
 /// The port `iface` in a daemon's JSON report.
