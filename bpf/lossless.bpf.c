@@ -34,7 +34,8 @@
  * needs.
  *
  * A frame longer than `max_frame` (the port's configured maximum, never more
- * than an AF_XDP buffer holds) is dropped here and counted per priority in
+ * than the port's AF_XDP sockets take: one 2 KiB buffer, or 9,216 bytes across
+ * several for a multi-buffer socket) is dropped here and counted per priority in
  * `oversize`: redirected, the kernel would drop it at the socket with nothing
  * but a per-socket `rx_dropped` to show for it.
  */
@@ -182,8 +183,9 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
  * it attaches natively where the MTU is larger than a page (veth refuses a plain XDP program
  * at MTU 9000: "Peer MTU is too large to set XDP"). The headers are parsed from the first
  * buffer (data .. data_end); the frame's length is the whole frame's, bpf_xdp_get_buff_len().
- * A frame the program redirects is never longer than max_frame, which fits one UMEM frame: the
- * kernel copies a fragmented one into a single descriptor for our (non-XDP_USE_SG) sockets.
+ * A frame the program redirects is never longer than max_frame, which the socket takes: in one
+ * UMEM buffer, or, for a multi-buffer (XDP_USE_SG) socket, in several descriptors chained with
+ * XDP_PKT_CONTD. The metadata written here lands in front of the first.
  */
 SEC("xdp.frags")
 int lossless_xdp(struct xdp_md *ctx)

@@ -12,7 +12,7 @@ use xsk_rs::{
 
 use super::{
     ingress::{IngressTracker, RxBacklog, Stamps},
-    pool::{control_reserve, Frame, FramePool},
+    pool::{control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD},
     port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
     xdp_prog::XdpProgram,
 };
@@ -49,6 +49,23 @@ pub fn fill_target(pool_frames: u32) -> usize {
 pub struct AfXdpOptions {
     /// Force copy mode (veth supports nothing else).
     pub force_copy: bool,
+    /// Bind with `XDP_USE_SG` (kernel 6.6+): a frame longer than one UMEM chunk arrives, and
+    /// leaves, as several descriptors chained with `XDP_PKT_CONTD`, up to
+    /// [`JUMBO_MAX_FRAME`] bytes. Off, a socket carries one chunk's worth
+    /// ([`super::pool::XSK_MAX_FRAME`]); it costs nothing per frame either way, but a driver
+    /// without multi-buffer support refuses the bind, so it is asked for only where a port's
+    /// MTU needs it.
+    pub multi_buffer: bool,
+}
+
+/// A received frame still arriving in further descriptors.
+#[derive(Debug, Clone, Copy)]
+struct Partial {
+    head: Frame,
+    tail: u32,
+    tail_len: u32,
+    chunks: usize,
+    rx_ns: u64,
 }
 
 /// An AF_XDP socket bound to one queue of an interface.
@@ -64,7 +81,10 @@ pub struct AfXdpPort {
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
     fill_target: usize,
+    /// Descriptors (chunks) in the TX ring and not yet completed.
     in_tx: usize,
+    /// A frame whose first descriptors were consumed and whose last was not yet.
+    partial: Option<Partial>,
     /// What this socket's RX ring holds, from the XDP program's counters.
     ingress: Option<IngressTracker>,
 }
@@ -102,6 +122,9 @@ impl AfXdpPort {
         if opts.force_copy {
             bind |= BindFlags::XDP_COPY;
         }
+        if opts.multi_buffer {
+            bind |= BindFlags::XDP_USE_SG;
+        }
         let config = SocketConfig::builder()
             .rx_queue_size(RING.try_into().expect("power of two"))
             .tx_queue_size(RING.try_into().expect("power of two"))
@@ -124,6 +147,11 @@ impl AfXdpPort {
         let (fq, cq) =
             rings.ok_or_else(|| err("socket came without fill/completion rings".into()))?;
         let fd = rx.fd().as_raw_fd();
+        if opts.multi_buffer {
+            // The program may now redirect frames as long as the socket takes.
+            prog.set_socket_max_frame(JUMBO_MAX_FRAME as u32)
+                .map_err(|e| err(e.to_string()))?;
+        }
         prog.register_socket(queue, fd)
             .map_err(|e| err(e.to_string()))?;
         let mut port = AfXdpPort {
@@ -134,10 +162,11 @@ impl AfXdpPort {
             fq,
             cq,
             fd,
-            scratch: vec![FrameDesc::default(); MAX_BATCH.max(FILL_TARGET)],
+            scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
             in_fill: 0,
             fill_target: fill_target(pool.capacity()),
             in_tx: 0,
+            partial: None,
             ingress: IngressTracker::new(prog.ingress().clone(), queue),
         };
         port.refill(pool)?;
@@ -181,6 +210,19 @@ impl AfXdpPort {
     }
 }
 
+/// Chains again the frames whose descriptors `descs` were built by
+/// [`FramePool::tx_descs`] (which undid their chains) and not handed to the kernel.
+fn relink(pool: &mut FramePool, descs: &[FrameDesc]) {
+    let mut prev: Option<(u32, u32)> = None;
+    for d in descs {
+        let seg = pool.adopt_desc(d);
+        if let Some((tail, tail_len)) = prev {
+            pool.link(tail, tail_len, seg.idx, seg.len);
+        }
+        prev = (d.options() & XDP_PKT_CONTD != 0).then_some((seg.idx, seg.len));
+    }
+}
+
 impl Port for AfXdpPort {
     fn name(&self) -> &str {
         &self.name
@@ -200,9 +242,31 @@ impl Port for AfXdpPort {
         let max = max.min(MAX_BATCH);
         // SAFETY: the descriptors are written by the kernel for frames of this UMEM.
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
+        let mut frames = 0;
         for d in &self.scratch[..n] {
-            let frame = pool.adopt_desc(d);
-            let meta = pool.take_meta(frame.idx).unwrap_or_default();
+            let seg = pool.adopt_desc(d);
+            let more = d.options() & XDP_PKT_CONTD != 0;
+            if let Some(p) = &mut self.partial {
+                // A continuation chunk: chained behind the head, whose metadata counted
+                // the whole frame.
+                pool.link(p.tail, p.tail_len, seg.idx, seg.len);
+                p.tail = seg.idx;
+                p.tail_len = seg.len;
+                p.head.len += seg.len;
+                p.chunks += 1;
+                if !more || p.chunks > MAX_CHAIN {
+                    // (A chain longer than any frame the program redirects cannot happen;
+                    // bounded anyway, the rest would arrive as a frame of its own.)
+                    out.push(RxFrame {
+                        frame: p.head,
+                        rx_ns: p.rx_ns,
+                    });
+                    self.partial = None;
+                    frames += 1;
+                }
+                continue;
+            }
+            let meta = pool.take_meta(seg.idx).unwrap_or_default();
             if let (Some(t), Some(s)) = (&mut self.ingress, Stamps::decode([meta[0], meta[1]])) {
                 t.on_taken(s);
             }
@@ -210,7 +274,18 @@ impl Port for AfXdpPort {
                 t if t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS => t,
                 _ => now,
             };
-            out.push(RxFrame { frame, rx_ns });
+            if more {
+                self.partial = Some(Partial {
+                    head: seg,
+                    tail: seg.idx,
+                    tail_len: seg.len,
+                    chunks: 1,
+                    rx_ns,
+                });
+            } else {
+                out.push(RxFrame { frame: seg, rx_ns });
+                frames += 1;
+            }
         }
         if let Some(t) = &mut self.ingress {
             if n > 0 {
@@ -222,7 +297,7 @@ impl Port for AfXdpPort {
         }
         self.in_fill -= n.min(self.in_fill);
         self.refill(pool)?;
-        Ok(n)
+        Ok(frames)
     }
 
     fn tx_room(&mut self) -> usize {
@@ -231,12 +306,34 @@ impl Port for AfXdpPort {
     }
 
     fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
-        let n = frames.len().min(MAX_BATCH);
-        for (slot, f) in self.scratch.iter_mut().zip(&frames[..n]) {
-            *slot = pool.tx_desc(*f);
+        let frames = &frames[..frames.len().min(MAX_BATCH)];
+        // The ring takes a batch whole or not at all: only whole frames that fit go in it
+        // (a chained frame is several descriptors).
+        // The in-flight bound ([`Port::tx_room`]) counts descriptors: a batch of chained
+        // frames stops at it, but its first frame always goes (rather than never leave).
+        let free = self.tx.nb_free((MAX_BATCH * MAX_CHAIN) as u32) as usize;
+        let budget = TX_IN_FLIGHT.saturating_sub(self.in_tx);
+        let (mut n, mut descs) = (0, 0);
+        for f in frames {
+            let k = if pool.is_chained(f.idx) {
+                pool.chain_len(*f)
+            } else {
+                1
+            };
+            if descs + k > free || (k > 1 && descs > 0 && descs + k > budget) {
+                break;
+            }
+            descs += pool.tx_descs(*f, &mut self.scratch[descs..descs + k]);
+            n += 1;
         }
         // SAFETY: the frames are owned by the caller, who hands them to the kernel here.
-        let done = unsafe { self.tx.produce(&self.scratch[..n]) };
+        let done = unsafe { self.tx.produce(&self.scratch[..descs]) };
+        if done < descs {
+            // Refused after all: the frames stay the caller's, as single chunks now; put
+            // their chains back.
+            relink(pool, &self.scratch[..descs]);
+            n = 0;
+        }
         self.in_tx += done;
         if done > 0 {
             if let Err(e) = self.tx.wakeup() {
@@ -248,7 +345,7 @@ impl Port for AfXdpPort {
                 }
             }
         }
-        Ok(done)
+        Ok(n)
     }
 
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {

@@ -3,13 +3,32 @@
 //!
 //! With AF_XDP the region is the worker's UMEM (shared by its sockets); for the AF_PACKET and
 //! in-memory backends it is plain heap memory, and those ports copy at their boundary.
+//!
+//! A frame longer than one UMEM chunk (a jumbo frame over a multi-buffer socket) is a chain of
+//! chunks: [`Frame::idx`] is its head, which holds the headers, and [`Frame::len`] is the
+//! whole frame's length, so queues, admission and byte accounting see one frame of its real
+//! size. Heap pools never chain: their frames are as large as the configured maximum frame.
 
 use std::num::NonZeroU32;
 
 use xsk_rs::{config::UmemConfig, FrameDesc, Umem};
 
-/// Bytes per frame.
+/// Bytes per frame (UMEM chunk; and a heap frame for frames up to [`PACKET_MAX_FRAME`]).
 pub const FRAME_SIZE: usize = 2048;
+
+/// Longest frame (bytes, without FCS) any backend carries: 9,216, the jumbo size switches and
+/// NICs agree on (a 9,198-byte MTU plus Ethernet header and one 802.1Q tag).
+pub const JUMBO_MAX_FRAME: usize = 9216;
+
+/// Chunks a frame of [`JUMBO_MAX_FRAME`] takes at most over AF_XDP (a chunk carries at least
+/// [`XSK_MAX_FRAME`] bytes of it).
+pub const MAX_CHAIN: usize = JUMBO_MAX_FRAME.div_ceil(XSK_MAX_FRAME);
+
+/// Option bit of an AF_XDP descriptor: the frame continues in the next descriptor.
+pub const XDP_PKT_CONTD: u32 = 1;
+
+/// No next chunk.
+const NIL: u32 = u32::MAX;
 
 /// Room the kernel keeps in front of a received frame in an AF_XDP buffer
 /// (`XDP_PACKET_HEADROOM`; the XDP metadata lives there).
@@ -64,10 +83,28 @@ enum Backing {
     Heap(#[allow(dead_code)] Box<[u8]>),
 }
 
+/// Bytes per frame of a heap pool that receives frames of up to `max_frame` bytes whole:
+/// [`FRAME_SIZE`] (the 2 KiB layout) up to [`PACKET_MAX_FRAME`], else room for any jumbo
+/// frame, [`JUMBO_MAX_FRAME`] (an AF_PACKET port receives 4 bytes in, see
+/// [`PACKET_MAX_FRAME`]): 10 KiB.
+pub fn heap_frame_size(max_frame: usize) -> usize {
+    if max_frame <= PACKET_MAX_FRAME {
+        FRAME_SIZE
+    } else {
+        (JUMBO_MAX_FRAME + 4).next_multiple_of(1024)
+    }
+}
+
 /// Fixed-size frames in one memory region with a free list.
 pub struct FramePool {
     base: *mut u8,
     frames: u32,
+    /// Bytes per frame (chunk).
+    frame_size: usize,
+    /// Next chunk of a chained frame ([`NIL`]: the last, or not chained).
+    next: Vec<u32>,
+    /// Bytes of a chained frame held in each of its chunks.
+    seg_len: Vec<u32>,
     /// Offset of each frame's packet data from `base` (AF_XDP may move it within the frame).
     data_off: Vec<usize>,
     free: Vec<u32>,
@@ -79,17 +116,26 @@ pub struct FramePool {
 unsafe impl Send for FramePool {}
 
 impl FramePool {
-    /// A heap-backed pool for the AF_PACKET and in-memory backends.
+    /// A heap-backed pool of [`FRAME_SIZE`] frames for the AF_PACKET and in-memory backends.
     pub fn heap(frames: u32) -> Result<Self, PoolError> {
+        Self::heap_sized(frames, FRAME_SIZE)
+    }
+
+    /// A heap-backed pool of `frame_size`-byte frames (see [`heap_frame_size`]).
+    pub fn heap_sized(frames: u32, frame_size: usize) -> Result<Self, PoolError> {
         if frames == 0 {
             return Err(PoolError::Empty);
         }
-        let mut mem = vec![0u8; frames as usize * FRAME_SIZE].into_boxed_slice();
+        // Zeroed allocation: pages of frames never used are never touched.
+        let mut mem = vec![0u8; frames as usize * frame_size].into_boxed_slice();
         let base = mem.as_mut_ptr();
         Ok(FramePool {
             base,
             frames,
-            data_off: (0..frames as usize).map(|i| i * FRAME_SIZE).collect(),
+            frame_size,
+            next: vec![NIL; frames as usize],
+            seg_len: vec![0; frames as usize],
+            data_off: (0..frames as usize).map(|i| i * frame_size).collect(),
             free: (0..frames).rev().collect(),
             backing: Backing::Heap(mem),
         })
@@ -122,6 +168,9 @@ impl FramePool {
         Ok(FramePool {
             base,
             frames,
+            frame_size: FRAME_SIZE,
+            next: vec![NIL; frames as usize],
+            seg_len: vec![0; frames as usize],
             data_off: descs.iter().map(|d| d.addr()).collect(),
             free: (0..frames).rev().collect(),
             backing: Backing::Umem { umem, descs },
@@ -152,18 +201,108 @@ impl FramePool {
         self.free.pop()
     }
 
-    /// Returns a frame to the free list.
+    /// Returns a frame to the free list: every chunk of it, if it is a chain.
     #[inline]
     pub fn release(&mut self, idx: u32) {
         debug_assert!(idx < self.frames);
         self.free.push(idx);
+        let mut n = self.next[idx as usize];
+        if n != NIL {
+            self.next[idx as usize] = NIL;
+            while n != NIL {
+                self.free.push(n);
+                n = std::mem::replace(&mut self.next[n as usize], NIL);
+            }
+        }
     }
 
-    /// The packet data of `frame`.
+    /// Bytes per frame (chunk) of this pool.
+    pub fn frame_size(&self) -> usize {
+        self.frame_size
+    }
+
+    /// Whether frame `idx` continues in further chunks.
+    #[inline]
+    pub fn is_chained(&self, idx: u32) -> bool {
+        self.next[idx as usize] != NIL
+    }
+
+    /// Appends chunk `seg` holding `seg_len` bytes to the chain ending in `tail`
+    /// (`tail`'s own `seg_len` is recorded too).
+    #[inline]
+    pub(crate) fn link(&mut self, tail: u32, tail_len: u32, seg: u32, seg_len: u32) {
+        self.next[tail as usize] = seg;
+        self.seg_len[tail as usize] = tail_len;
+        self.seg_len[seg as usize] = seg_len;
+    }
+
+    /// Takes free chunks for a frame of `len` bytes, chained when one chunk does not hold it
+    /// (UMEM pools; a heap pool's frame holds any frame it was sized for). `None`, with
+    /// nothing taken, when the pool runs short or `len` exceeds [`JUMBO_MAX_FRAME`].
+    pub fn alloc_frame(&mut self, len: usize) -> Option<Frame> {
+        let head = self.alloc()?;
+        let mut left = len.saturating_sub(self.room(head));
+        if left > 0 && (len > JUMBO_MAX_FRAME || !matches!(self.backing, Backing::Umem { .. })) {
+            self.release(head);
+            return None;
+        }
+        let mut tail = head;
+        let mut tail_len = len.min(self.room(head));
+        while left > 0 {
+            let Some(seg) = self.alloc() else {
+                self.release(head);
+                return None;
+            };
+            let n = left.min(self.room(seg));
+            self.link(tail, tail_len as u32, seg, n as u32);
+            (tail, tail_len) = (seg, n);
+            left -= n;
+        }
+        Some(Frame {
+            idx: head,
+            len: len as u32,
+        })
+    }
+
+    /// Copies `bytes` into `frame` (from [`FramePool::alloc_frame`] for `bytes.len()`),
+    /// across its chunks.
+    pub fn write_frame(&mut self, frame: Frame, bytes: &[u8]) {
+        let mut c = frame.idx;
+        let mut rest = &bytes[..bytes.len().min(frame.len as usize)];
+        while !rest.is_empty() && c != NIL {
+            let buf = self.buf_mut(c);
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            rest = &rest[n..];
+            c = self.next[c as usize];
+        }
+    }
+
+    /// The whole frame's bytes, appended to `out` (all chunks of a chain; a test and
+    /// copy-out helper, not for the hot path).
+    pub fn copy_frame(&self, frame: Frame, out: &mut Vec<u8>) {
+        if !self.is_chained(frame.idx) {
+            out.extend_from_slice(self.data(frame));
+            return;
+        }
+        let mut c = frame.idx;
+        while c != NIL {
+            let len = (self.seg_len[c as usize] as usize).min(self.room(c));
+            let off = self.data_off[c as usize];
+            // SAFETY: `off + len` stays within chunk `c`, which lies within the region.
+            out.extend_from_slice(unsafe { std::slice::from_raw_parts(self.base.add(off), len) });
+            c = self.next[c as usize];
+        }
+    }
+
+    /// The packet data of `frame` (of a chain: its head chunk, which holds the headers).
     #[inline]
     pub fn data(&self, frame: Frame) -> &[u8] {
         let off = self.data_off[frame.idx as usize];
-        let len = (frame.len as usize).min(self.room(frame.idx));
+        let mut len = (frame.len as usize).min(self.room(frame.idx));
+        if self.is_chained(frame.idx) {
+            len = len.min(self.seg_len[frame.idx as usize] as usize);
+        }
         // SAFETY: `off + len` stays within the frame, which lies within the region.
         unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
     }
@@ -201,10 +340,11 @@ impl FramePool {
 
     fn room(&self, idx: u32) -> usize {
         let off = self.data_off[idx as usize];
-        FRAME_SIZE - off % FRAME_SIZE
+        self.frame_size - off % self.frame_size
     }
 
-    /// Frame index of an AF_XDP descriptor, recording where the kernel put the data.
+    /// Frame index of an AF_XDP descriptor, recording where the kernel put the data (one
+    /// chunk: a frame continued in further descriptors is chained by the caller).
     #[inline]
     pub(crate) fn adopt_desc(&mut self, desc: &FrameDesc) -> Frame {
         let idx = (desc.addr() / FRAME_SIZE) as u32;
@@ -218,17 +358,45 @@ impl FramePool {
         }
     }
 
-    /// The AF_XDP descriptor for transmitting `frame` (UMEM pools only).
+    /// Descriptors `frame` takes in a TX ring (its chunks).
     #[inline]
-    pub(crate) fn tx_desc(&mut self, frame: Frame) -> FrameDesc {
-        match &mut self.backing {
-            Backing::Umem { umem, descs } => {
-                let d = &mut descs[frame.idx as usize];
-                // SAFETY: the descriptor belongs to this UMEM; setting the length only.
-                unsafe { umem.data_mut(d).cursor().set_pos(frame.len as usize) };
-                *d
+    pub(crate) fn chain_len(&self, frame: Frame) -> usize {
+        let mut n = 1;
+        let mut c = self.next[frame.idx as usize];
+        while c != NIL {
+            n += 1;
+            c = self.next[c as usize];
+        }
+        n
+    }
+
+    /// The AF_XDP descriptors for transmitting `frame` (UMEM pools only), appended to `out`:
+    /// one, or one per chunk of a chain, all but the last marked [`XDP_PKT_CONTD`]. The chain
+    /// is undone (each chunk completes, and is released, on its own).
+    #[inline]
+    pub(crate) fn tx_descs(&mut self, frame: Frame, out: &mut [FrameDesc]) -> usize {
+        let Backing::Umem { umem, descs } = &mut self.backing else {
+            unreachable!("AF_XDP ports are only built on UMEM pools")
+        };
+        let mut c = frame.idx;
+        let mut n = 0;
+        loop {
+            let next = std::mem::replace(&mut self.next[c as usize], NIL);
+            let len = if next == NIL && n == 0 {
+                frame.len
+            } else {
+                self.seg_len[c as usize]
+            };
+            let d = &mut descs[c as usize];
+            // SAFETY: the descriptor belongs to this UMEM; setting the length only.
+            unsafe { umem.data_mut(d).cursor().set_pos(len as usize) };
+            d.set_options(if next == NIL { 0 } else { XDP_PKT_CONTD });
+            out[n] = *d;
+            n += 1;
+            if next == NIL {
+                return n;
             }
-            Backing::Heap(_) => unreachable!("AF_XDP ports are only built on UMEM pools"),
+            c = next;
         }
     }
 
@@ -271,5 +439,79 @@ mod tests {
         p.release(b);
         assert_eq!(p.available(), 4);
         assert!(FramePool::heap(0).is_err());
+    }
+
+    #[test]
+    fn heap_frames_follow_the_max_frame() {
+        assert_eq!(heap_frame_size(1518), FRAME_SIZE);
+        assert_eq!(heap_frame_size(PACKET_MAX_FRAME), FRAME_SIZE);
+        assert_eq!(heap_frame_size(9018), 10240);
+        assert_eq!(heap_frame_size(20_000), 10240, "never above a jumbo frame");
+        let mut p = FramePool::heap_sized(2, heap_frame_size(9216)).unwrap();
+        let f = p.alloc_frame(9216).expect("one frame holds it");
+        assert!(!p.is_chained(f.idx));
+        let bytes: Vec<u8> = (0..9216u32).map(|i| i as u8).collect();
+        p.write_frame(f, &bytes);
+        assert_eq!(p.data(f), &bytes[..]);
+        // A heap frame is never chained: longer than it holds is refused, nothing taken.
+        assert!(p.alloc_frame(10_241).is_none());
+        assert_eq!(p.available(), 1);
+    }
+
+    /// A jumbo frame in 2 KiB UMEM chunks: allocated as a chain, written across it, read
+    /// back whole, transmitted as descriptors marked to continue, released whole.
+    #[test]
+    fn umem_chains_carry_a_jumbo_frame() {
+        let Ok(mut p) = FramePool::umem(64) else {
+            eprintln!("skipped: no UMEM (RLIMIT_MEMLOCK)");
+            return;
+        };
+        let bytes: Vec<u8> = (0..9000u32).map(|i| (i * 7) as u8).collect();
+        let f = p.alloc_frame(9000).expect("chunks free");
+        assert!(p.is_chained(f.idx));
+        let chunks = p.chain_len(f);
+        assert!((5..=MAX_CHAIN).contains(&chunks), "{chunks}");
+        assert_eq!(p.available(), 64 - chunks);
+        p.write_frame(f, &bytes);
+        let mut back = Vec::new();
+        p.copy_frame(f, &mut back);
+        assert_eq!(back, bytes);
+        // The head holds the headers: `data` is the first chunk only.
+        assert_eq!(p.data(f), &bytes[..p.data(f).len()]);
+        assert!(p.data(f).len() >= XSK_MAX_FRAME);
+
+        let mut descs = vec![FrameDesc::default(); MAX_CHAIN];
+        let n = p.tx_descs(f, &mut descs);
+        assert_eq!(n, chunks);
+        let total: usize = descs[..n].iter().map(|d| d.lengths().data()).sum();
+        assert_eq!(total, 9000);
+        assert!(descs[..n - 1]
+            .iter()
+            .all(|d| d.options() & XDP_PKT_CONTD != 0));
+        assert_eq!(descs[n - 1].options() & XDP_PKT_CONTD, 0);
+        // Transmitted, the chain is undone: each chunk completes and is released alone.
+        assert!(!p.is_chained(f.idx));
+        for d in &descs[..n] {
+            let idx = p.adopt_desc(d).idx;
+            p.release(idx);
+        }
+        assert_eq!(p.available(), 64);
+
+        // Released before TX, the whole chain goes back.
+        let f = p.alloc_frame(9216).expect("chunks free");
+        p.release(f.idx);
+        assert_eq!(p.available(), 64);
+        // A single-chunk frame stays one descriptor, its length the frame's.
+        let f = p.alloc_frame(1518).unwrap();
+        assert!(!p.is_chained(f.idx));
+        assert_eq!(p.tx_descs(f, &mut descs), 1);
+        assert_eq!(descs[0].lengths().data(), 1518);
+        assert_eq!(descs[0].options(), 0);
+        p.release(f.idx);
+        // Longer than any frame carried, or more than the pool holds: refused, nothing taken.
+        assert!(p.alloc_frame(JUMBO_MAX_FRAME + 1).is_none());
+        let mut small = FramePool::umem(4).unwrap();
+        assert!(small.alloc_frame(9000).is_none());
+        assert_eq!(small.available(), 4);
     }
 }

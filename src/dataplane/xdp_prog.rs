@@ -3,7 +3,10 @@
 use std::{
     ffi::CString,
     os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd},
-    sync::Arc,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc, Mutex,
+    },
 };
 
 use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
@@ -41,7 +44,7 @@ pub struct Steering {
 /// How the program accounts and polices a forwarding port's ingress (see
 /// [`super::ingress`]). The default classifies by PCP, never drops for backlog and drops
 /// (counted) only frames longer than an AF_XDP socket can receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IngressPolicy {
     /// The port's classification, the same rule as the worker's.
     pub trust: Trust,
@@ -50,19 +53,9 @@ pub struct IngressPolicy {
     /// RX backlog, in frames, from which those frames are dropped (0 = never).
     pub lossy_backlog_frames: u32,
     /// Longest frame (bytes, without FCS) the port takes; longer ones are dropped and
-    /// counted as `oversize`. At most [`XSK_MAX_FRAME`].
+    /// counted as `oversize`. At most what the port's sockets receive
+    /// ([`XdpProgram::set_socket_max_frame`]); 0 = that.
     pub max_frame: u32,
-}
-
-impl Default for IngressPolicy {
-    fn default() -> Self {
-        IngressPolicy {
-            trust: Trust::default(),
-            lossy_mask: 0,
-            lossy_backlog_frames: 0,
-            max_frame: XSK_MAX_FRAME as u32,
-        }
-    }
 }
 
 /// Why the program could not be loaded or attached.
@@ -108,6 +101,10 @@ pub struct XdpProgram {
     steering: Steering,
     /// The program's ingress counters, mapped into this process.
     ingress: Arc<IngressMap>,
+    /// Longest frame the port's sockets receive ([`XSK_MAX_FRAME`] unless multi-buffer).
+    sock_max_frame: AtomicU32,
+    /// The policy last set (rewritten when the sockets' capacity changes).
+    policy: Mutex<IngressPolicy>,
 }
 
 /// Interface index of `iface`, if it exists.
@@ -152,6 +149,8 @@ impl XdpProgram {
             mode,
             steering,
             ingress: Arc::new(ingress),
+            sock_max_frame: AtomicU32::new(XSK_MAX_FRAME as u32),
+            policy: Mutex::new(IngressPolicy::default()),
         };
         prog.write_settings(IngressPolicy::default())?;
         prog.attach_mode(mode)?;
@@ -229,9 +228,10 @@ impl XdpProgram {
         v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
         // Never above what a socket receives (nor unlimited): the kernel would drop a longer
         // frame at the socket, uncounted.
+        let sock = self.sock_max_frame.load(Ordering::Relaxed);
         let max_frame = match i.max_frame {
-            0 => XSK_MAX_FRAME as u32,
-            m => m.min(XSK_MAX_FRAME as u32),
+            0 => sock,
+            m => m.min(sock),
         };
         v[16..20].copy_from_slice(&max_frame.to_ne_bytes());
         self.map_update("settings", &0u32.to_ne_bytes(), &v)
@@ -239,6 +239,18 @@ impl XdpProgram {
 
     /// Sets how the program classifies and polices this port's ingress.
     pub fn set_ingress_policy(&self, policy: IngressPolicy) -> Result<(), XdpError> {
+        *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = policy;
+        self.write_settings(policy)
+    }
+
+    /// Records that the port's sockets receive frames of up to `max_frame` bytes
+    /// (multi-buffer sockets: [`super::pool::JUMBO_MAX_FRAME`]) and lets the program redirect
+    /// frames that long, within the policy's own `max_frame`.
+    pub fn set_socket_max_frame(&self, max_frame: u32) -> Result<(), XdpError> {
+        if self.sock_max_frame.swap(max_frame, Ordering::Relaxed) == max_frame {
+            return Ok(());
+        }
+        let policy = *self.policy.lock().unwrap_or_else(|e| e.into_inner());
         self.write_settings(policy)
     }
 
