@@ -82,7 +82,8 @@ pub struct DaemonSection {
     /// Packet I/O backend.
     #[serde(default)]
     pub backend: Backend,
-    /// Frames in each worker's pool (2 KiB each).
+    /// Frames in each worker's pool (2 KiB each; over AF_XDP a jumbo frame takes several, and
+    /// over AF_PACKET a jumbo `mtu` makes them 10 KiB).
     #[serde(default = "default_frames")]
     pub frames: u32,
     /// Spin instead of sleeping in poll() when idle (lowest latency, burns a core per worker).
@@ -156,12 +157,8 @@ impl Backend {
     /// Longest frame (bytes, without FCS) this backend receives whole. `auto` may end up on
     /// either, so it carries what both carry.
     pub fn max_frame(self) -> u32 {
-        let xsk = crate::dataplane::pool::XSK_MAX_FRAME as u32;
-        let packet = crate::dataplane::pool::PACKET_MAX_FRAME as u32;
-        match self {
-            Backend::AfPacket => packet,
-            Backend::AfXdp | Backend::Auto => xsk.min(packet),
-        }
+        // AF_XDP through multi-buffer sockets, AF_PACKET through a pool of larger frames.
+        crate::dataplane::pool::JUMBO_MAX_FRAME as u32
     }
 
     /// The largest MTU whose frames this backend carries.
@@ -1467,17 +1464,17 @@ limit = "1MB"
             p.restart_only_changes(&q),
             ["daemon.backend", "port (iface, speed, trust, mtu)"]
         );
-        // 2 KiB UMEM frames less the kernel's 256 bytes of headroom.
-        assert_eq!(Backend::AfXdp.max_frame(), 1792);
-        assert_eq!(Backend::Auto.max_frame(), 1792);
-        assert_eq!(Backend::AfPacket.max_frame(), 2044);
-        Plan::parse(&with_mtu("1774", "af-xdp"), "x").unwrap();
-        let e = err(&with_mtu("1775", "af-xdp"));
-        assert!(e.contains("port[1].mtu"), "{e}");
-        assert!(e.contains("1793 bytes") && e.contains("mtu <= 1774"), "{e}");
-        Plan::parse(&with_mtu("2026", "af-packet"), "x").unwrap();
-        assert!(err(&with_mtu("2027", "af-packet")).contains("port[1].mtu"));
-        assert!(err(&with_mtu("9000", "auto")).contains("port[1].mtu"));
+        // Jumbo frames: multi-buffer AF_XDP sockets, larger AF_PACKET frames.
+        assert_eq!(Backend::AfXdp.max_frame(), 9216);
+        assert_eq!(Backend::Auto.max_frame(), 9216);
+        assert_eq!(Backend::AfPacket.max_frame(), 9216);
+        for backend in ["af-xdp", "af-packet", "auto"] {
+            Plan::parse(&with_mtu("9000", backend), "x").unwrap();
+            Plan::parse(&with_mtu("9198", backend), "x").unwrap();
+            let e = err(&with_mtu("9199", backend));
+            assert!(e.contains("port[1].mtu"), "{e}");
+            assert!(e.contains("9217 bytes") && e.contains("mtu <= 9198"), "{e}");
+        }
         assert!(err(&with_mtu("67", "auto")).contains("below the minimum MTU"));
         // Unset, the interface's MTU applies, checked at start.
         assert_eq!(
@@ -1486,17 +1483,23 @@ limit = "1MB"
                 .unwrap(),
             1518
         );
+        assert_eq!(
+            p.ports[0]
+                .max_frame(0, Some(9000), Backend::Auto, "x")
+                .unwrap(),
+            9018
+        );
         let e = p.ports[0]
-            .max_frame(0, Some(9000), Backend::Auto, "x")
+            .max_frame(0, Some(16000), Backend::Auto, "x")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("port[0].mtu") && e.contains("veth0's MTU 9000") && e.contains("9018"),
+            e.contains("port[0].mtu") && e.contains("veth0's MTU 16000") && e.contains("16018"),
             "{e}"
         );
         assert_eq!(
             p.ports[0].max_frame(0, None, Backend::AfXdp, "x").unwrap(),
-            1792,
+            9216,
             "interface unknown: what the backend carries"
         );
     }

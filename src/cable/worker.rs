@@ -16,7 +16,7 @@ use super::{
 use crate::dataplane::{
     clock::now_ns,
     idle::Idler,
-    open::{attach_for, open_worker_ports, OpenError, WorkerPorts},
+    open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
     pool::Frame,
     port::{PortError, RxFrame},
     sched::{self, RealtimeError},
@@ -67,7 +67,14 @@ pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, C
     };
     let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let frames = setup.pool_frames();
-    let wp = open_worker_ports(&ifaces, 0, frames, setup.backend, attached.as_ref())?;
+    let wp = open_worker_ports(
+        &ifaces,
+        0,
+        frames,
+        iface_max_frame(&ifaces),
+        setup.backend,
+        attached.as_ref(),
+    )?;
     if let Some(r) = &setup.realtime {
         sched::apply_to_this_thread(r)?;
     }

@@ -6,7 +6,7 @@ use super::common::{self, IfaceArgs, RealtimeArgs};
 use crate::{
     config::DEFAULT_TEST_UDP_PORT,
     control::signals,
-    dataplane::xdp_prog::Steering,
+    dataplane::{pool::JUMBO_MAX_FRAME, xdp_prog::Steering},
     fc::credit_port::CreditTimers,
     traffic::{
         gen::{self, GenReport, GenSetup},
@@ -26,7 +26,8 @@ pub struct GenArgs {
     /// Line rate to send at, wire overhead included ("2Gbit", "500Mbit").
     #[arg(long, value_parser = common::rate)]
     pub rate: u64,
-    /// Frame size in bytes, without FCS (70..=1518: tag, IPv4, UDP and the test header).
+    /// Frame size in bytes, without FCS (70..=9216: tag, IPv4, UDP and the test header; above
+    /// 1518, jumbo, which the interface's MTU must let through).
     #[arg(long, default_value_t = 1000)]
     pub size: usize,
     /// Priority: the 802.1Q PCP of every frame (and DSCP class selector).
@@ -85,9 +86,9 @@ pub struct GenArgs {
 /// Runs `lossless gen`.
 pub fn run(args: &GenArgs) -> Result<(), String> {
     let min = TestFrame::min_len(true);
-    if args.size < min.max(60) || args.size > 1518 {
+    if args.size < min.max(60) || args.size > JUMBO_MAX_FRAME {
         return Err(format!(
-            "--size {}: must be {}..=1518",
+            "--size {}: must be {}..={JUMBO_MAX_FRAME}",
             args.size,
             min.max(60)
         ));
@@ -106,6 +107,17 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
     };
     let (ports, _attached) =
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    if args.size > ports.max_frame as usize {
+        return Err(format!(
+            "--size {}: {} carries frames of at most {} bytes (its MTU plus 18); raise its MTU \
+             (ip link set {} mtu {}) or send smaller frames",
+            args.size,
+            args.iface.iface,
+            ports.max_frame,
+            args.iface.iface,
+            args.size - 18
+        ));
+    }
     args.realtime.apply()?;
     let setup = GenSetup {
         rate_bps: args.rate,

@@ -210,6 +210,8 @@ fn reload_config(
 struct LinkMonitor<'a> {
     plan: &'a Plan,
     settings: LinkupSettings,
+    /// Each port's longest frame (its `mtu` + 18), resolved at start.
+    max_frames: &'a [u32],
     links: &'a [Arc<LinkShared>],
     up: Vec<bool>,
     last_request: Vec<std::time::Instant>,
@@ -218,7 +220,12 @@ struct LinkMonitor<'a> {
 }
 
 impl<'a> LinkMonitor<'a> {
-    fn new(plan: &'a Plan, settings: LinkupSettings, links: &'a [Arc<LinkShared>]) -> Self {
+    fn new(
+        plan: &'a Plan,
+        settings: LinkupSettings,
+        max_frames: &'a [u32],
+        links: &'a [Arc<LinkShared>],
+    ) -> Self {
         let up: Vec<bool> = plan
             .ports
             .iter()
@@ -234,6 +241,7 @@ impl<'a> LinkMonitor<'a> {
         LinkMonitor {
             plan,
             settings,
+            max_frames,
             links,
             up,
             last_request: vec![now; links.len()],
@@ -293,7 +301,12 @@ impl<'a> LinkMonitor<'a> {
             return;
         };
         let software = self.windows[i].take(snap, m.estimate_ns.max(0) as u64);
-        let mut link = LinkParams::new(port.speed_bps, self.settings.max_frame, buffer);
+        // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.
+        let max_frame = self
+            .settings
+            .max_frame
+            .max(self.max_frames.get(i).map_or(0, |&m| u64::from(m)));
+        let mut link = LinkParams::new(port.speed_bps, max_frame, buffer);
         if self.settings.peer_response_ns > 0 {
             let bits = u128::from(self.settings.peer_response_ns) * u128::from(port.speed_bps);
             link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
@@ -475,6 +488,7 @@ pub fn run(
             &ifaces,
             w as u32,
             d.frames,
+            max_frames.iter().copied().max().unwrap_or(0),
             d.backend,
             attached.as_ref(),
         )?);
@@ -666,7 +680,7 @@ pub fn run(
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut last_progress = tokio::time::Instant::now();
         let mut last_ping = tokio::time::Instant::now();
-        let mut monitor = plan.linkup.map(|l| LinkMonitor::new(plan, l, &links));
+        let mut monitor = plan.linkup.map(|l| LinkMonitor::new(plan, l, &max_frames, &links));
         loop {
             tick.tick().await;
             if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {

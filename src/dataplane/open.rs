@@ -6,8 +6,8 @@ use std::sync::Arc;
 use super::{
     af_packet::AfPacketPort,
     af_xdp::{AfXdpOptions, AfXdpPort},
-    pool::{FramePool, PoolError, PACKET_MAX_FRAME, XSK_MAX_FRAME},
-    port::{Port, PortError},
+    pool::{heap_frame_size, FramePool, PoolError, JUMBO_MAX_FRAME, XSK_MAX_FRAME},
+    port::{iface_mtu, Port, PortError},
     xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
 };
 use crate::config::Backend;
@@ -77,19 +77,35 @@ pub struct WorkerPorts {
     pub max_frame: u32,
 }
 
-/// Opens queue `queue` of each interface for one worker.
+/// Longest frame (bytes, without FCS) the interfaces' MTUs let through: the largest MTU plus
+/// Ethernet header and one 802.1Q tag (a tool's need when nothing is configured; an unknown
+/// MTU counts as 1500).
+pub fn iface_max_frame(ifaces: &[String]) -> u32 {
+    ifaces
+        .iter()
+        .map(|i| iface_mtu(i).unwrap_or(1500).saturating_add(18))
+        .max()
+        .unwrap_or(1518)
+}
+
+/// Opens queue `queue` of each interface for one worker, able to receive frames of up to
+/// `max_frame` bytes whole (at most [`JUMBO_MAX_FRAME`]): beyond one 2 KiB buffer, AF_XDP
+/// sockets are bound multi-buffer and an AF_PACKET pool's frames grow to hold it. A smaller
+/// `max_frame` keeps the 2 KiB layout (and its cost).
 ///
 /// `attached` must be `Some` for AF_XDP (the programs steer frames to the sockets).
 pub fn open_worker_ports(
     ifaces: &[String],
     queue: u32,
     frames: u32,
+    max_frame: u32,
     backend: Backend,
     attached: Option<&Attached>,
 ) -> Result<WorkerPorts, OpenError> {
+    let max_frame = max_frame.min(JUMBO_MAX_FRAME as u32);
     if backend != Backend::AfPacket {
         if let Some(att) = attached {
-            match open_af_xdp(att, queue, frames) {
+            match open_af_xdp(att, queue, frames, max_frame) {
                 Ok(wp) => return Ok(wp),
                 Err(e) if backend == Backend::Auto => {
                     tracing::warn!(error = %e, "AF_XDP refused; falling back to AF_PACKET");
@@ -98,7 +114,8 @@ pub fn open_worker_ports(
             }
         }
     }
-    let mut pool = FramePool::heap(frames)?;
+    let frame_size = heap_frame_size(max_frame as usize);
+    let mut pool = FramePool::heap_sized(frames, frame_size)?;
     let ports = ifaces
         .iter()
         .map(|i| AfPacketPort::open(i, &mut pool).map(|p| Box::new(p) as Box<dyn Port>))
@@ -107,21 +124,35 @@ pub fn open_worker_ports(
         pool,
         ports,
         backend: "af_packet",
-        max_frame: PACKET_MAX_FRAME as u32,
+        // (A jumbo pool's frames hold a little more than JUMBO_MAX_FRAME: never more is taken.)
+        max_frame: ((frame_size - 4) as u32).min(JUMBO_MAX_FRAME as u32),
     })
 }
 
-fn open_af_xdp(att: &Attached, queue: u32, frames: u32) -> Result<WorkerPorts, OpenError> {
+fn open_af_xdp(
+    att: &Attached,
+    queue: u32,
+    frames: u32,
+    max_frame: u32,
+) -> Result<WorkerPorts, OpenError> {
     let mut pool = FramePool::umem(frames)?;
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let opts = AfXdpOptions {
+        multi_buffer: max_frame > XSK_MAX_FRAME as u32,
+        ..AfXdpOptions::default()
+    };
     for prog in &att.programs {
-        let p = AfXdpPort::open(&mut pool, prog, queue, AfXdpOptions::default())?;
+        let p = AfXdpPort::open(&mut pool, prog, queue, opts)?;
         ports.push(Box::new(p));
     }
     Ok(WorkerPorts {
         pool,
         ports,
         backend: "af_xdp",
-        max_frame: XSK_MAX_FRAME as u32,
+        max_frame: if opts.multi_buffer {
+            JUMBO_MAX_FRAME as u32
+        } else {
+            XSK_MAX_FRAME as u32
+        },
     })
 }

@@ -13,7 +13,7 @@ use crate::{
     config::Backend,
     dataplane::{
         clock::now_ns,
-        open::{attach_for, open_worker_ports, OpenError, WorkerPorts},
+        open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
         pool::Frame,
         port::{Port, PortError, RxFrame},
         xdp_prog::{Steering, XdpMode},
@@ -446,7 +446,14 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
     };
     let attached =
         attach_for(cfg.backend, &ifaces, cfg.xdp_mode, steering).map_err(OpenError::from)?;
-    let mut wp = open_worker_ports(&ifaces, 0, cfg.frames, cfg.backend, attached.as_ref())?;
+    let mut wp = open_worker_ports(
+        &ifaces,
+        0,
+        cfg.frames,
+        iface_max_frame(&ifaces),
+        cfg.backend,
+        attached.as_ref(),
+    )?;
     let sides = [
         Side {
             name: cfg.a.clone(),

@@ -102,7 +102,8 @@ pub struct GenReport {
     /// Frames received that were neither (malformed or other control).
     pub other_rx: u64,
     /// Frames longer than the generator receives whole (1,792 bytes over AF_XDP, 2,044 over
-    /// AF_PACKET), dropped on arrival: by the XDP program before the socket, or truncated.
+    /// AF_PACKET; 9,216 on an interface whose MTU is jumbo), dropped on arrival: by the XDP
+    /// program before the socket, or truncated.
     pub oversize: u64,
     /// The credit lane, when sending under credit.
     pub credit: Option<CreditLaneReport>,
@@ -143,6 +144,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             len: setup.size,
         })
         .collect();
+    // A frame longer than one pool frame (a jumbo frame over AF_XDP) is written whole from an
+    // image per flow, made once here, then stamped in its first chunk.
+    let images: Vec<Vec<u8>> = if setup.size > crate::dataplane::pool::XSK_MAX_FRAME {
+        templates
+            .iter()
+            .map(|t| {
+                let mut b = vec![0u8; setup.size];
+                t.emit(&mut b).expect("frame size validated by the CLI");
+                b
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut next_seq = vec![0u64; flows as usize];
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
@@ -278,11 +293,18 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 if !shaper.try_send(setup.size as u32, now) {
                     break;
                 }
-                let Some(idx) = pool.alloc() else { break };
+                let Some(frame) = pool.alloc_frame(setup.size) else {
+                    break;
+                };
+                let idx = frame.idx;
                 let t = &templates[flow];
-                let buf = pool.buf_mut(idx);
-                t.emit(buf).expect("frame size validated by the CLI");
-                t.stamp(buf, next_seq[flow], now_ns());
+                if images.is_empty() {
+                    t.emit(pool.buf_mut(idx))
+                        .expect("frame size validated by the CLI");
+                } else {
+                    pool.write_frame(frame, &images[flow]);
+                }
+                t.stamp(pool.buf_mut(idx), next_seq[flow], now_ns());
                 next_seq[flow] += 1;
                 flow = (flow + 1) % templates.len();
                 // A frame the ring refuses below was counted but never sent: the peer's

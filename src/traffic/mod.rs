@@ -10,7 +10,7 @@ pub mod sink;
 use crate::{
     config::Backend,
     dataplane::{
-        open::{attach_for, open_worker_ports, Attached, OpenError, WorkerPorts},
+        open::{attach_for, iface_max_frame, open_worker_ports, Attached, OpenError, WorkerPorts},
         pool::{Frame, FramePool},
         port::Port,
         xdp_prog::{Steering, XdpMode},
@@ -82,6 +82,13 @@ pub fn open_iface(
 ) -> Result<(WorkerPorts, Option<Attached>), OpenError> {
     let ifaces = [setup.iface.clone()];
     let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
-    let ports = open_worker_ports(&ifaces, 0, setup.frames, setup.backend, attached.as_ref())?;
+    let ports = open_worker_ports(
+        &ifaces,
+        0,
+        setup.frames,
+        iface_max_frame(&ifaces),
+        setup.backend,
+        attached.as_ref(),
+    )?;
     Ok((ports, attached))
 }
