@@ -1,12 +1,23 @@
-//! Frames longer than a port takes: every veth at MTU 9000, a daemon whose ports are
-//! configured at `mtu = 1500`, and a scapy sender offering 9,000-byte (and 1,600-byte) frames
-//! between normal ones. Each long frame is counted as `oversize` (report, status, metrics), none
-//! vanishes uncounted (offered = received + counted drops, and the kernel dropped nothing at
-//! the socket), and the normal frames of the same run are forwarded.
+//! Jumbo frames end to end, and frames longer than a port takes.
+//!
+//! Carried: every veth at MTU 9000, `gen --size 9000` → `lossless run` (egress shaped below the
+//! offered rate, PFC on the priority) → `sink`, over AF_XDP (multi-buffer sockets) and
+//! AF_PACKET: every sequence number once, PFC sent, the generator paused, and tshark on the far
+//! side sees 9,000-byte frames intact.
+//!
+//! Refused: a daemon whose ports are configured at `mtu = 1500`, and a scapy sender offering
+//! 9,000-byte (and 1,600-byte) frames between normal ones. Each long frame is counted as
+//! `oversize` (report, status, metrics), none vanishes uncounted (offered = received + counted
+//! drops, and the kernel dropped nothing at the socket), and the normal frames of the same run
+//! are forwarded. The sink and the cable carry 9,216 bytes at most: at MTU 16000 a 12,000-byte
+//! frame is counted as `oversize` by them.
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    process::{Child, Stdio},
+    time::Duration,
+};
 
 use common::{
     control_section, has_native_xdp, http_get, json_u64 as u, metric, report_port as port,
@@ -21,7 +32,11 @@ const JUMBO: u64 = 30;
 /// one after every 30th normal frame.
 const LONG: u64 = 10;
 
-fn wire_at_9000() -> Wire {
+/// 12,000-byte frames offered to the sink and the cable at MTU 16000: longer than any
+/// backend carries (9,216 bytes).
+const TOO_LONG: usize = 12_000;
+
+fn wire_at(mtu: u32) -> Wire {
     let w = Wire::new("j");
     for (ns, iface) in [
         (&w.gen_ns, &w.g),
@@ -29,9 +44,174 @@ fn wire_at_9000() -> Wire {
         (&w.dut_ns, &w.d1),
         (&w.sink_ns, &w.s),
     ] {
-        set_mtu(ns, iface, 9000);
+        set_mtu(ns, iface, mtu);
     }
     w
+}
+
+fn wire_at_9000() -> Wire {
+    wire_at(9000)
+}
+
+/// tshark capturing the first `count` UDP frames on `iface` in `ns` into `pcap`; returns once
+/// it captures.
+fn capture_udp(ns: &common::Netns, iface: &str, pcap: &str, count: u32) -> Child {
+    use std::io::{BufRead, BufReader};
+    let mut t = ns
+        .cmd("tshark")
+        .args([
+            "-i",
+            iface,
+            "-f",
+            "udp",
+            "-c",
+            &count.to_string(),
+            "-w",
+            pcap,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tshark is installed by scripts/setup");
+    let mut err = BufReader::new(t.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("Capturing on") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "tshark exited before capturing"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    t
+}
+
+/// 9,000-byte frames, priority 3, gen (1 Gbit/s) → daemon (`backend`; d1 shaped to
+/// 500 Mbit/s, PFC on priority 3) → sink over AF_PACKET, so that tshark on the sink's
+/// interface sees what arrived.
+fn jumbo_frames_cross_losslessly(backend: &str) {
+    let _serial = traffic_lock();
+    let w = wire_at_9000();
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[daemon]\nbackend = \"{backend}\"\n\
+             [[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n\
+             [[port]]\niface = \"{}\"\nspeed = \"500Mbit\"\n\n\
+             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n\
+             headroom = \"2MiB\"\n{control}",
+            w.d0, w.d1
+        ),
+    );
+    let sink = common::start_sink_with(&w.sink_ns, &w.s, &["--backend", "af-packet"]);
+    let pcap = TempFile::new("pcap", "");
+    let tshark = capture_udp(&w.sink_ns, &w.s, pcap.path(), 200);
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    if backend == "af-xdp" {
+        assert!(
+            has_native_xdp(&w.dut_ns, &w.d0) && has_native_xdp(&w.dut_ns, &w.d1),
+            "{}",
+            w.dut_ns.run(&["ip", "link", "show"])
+        );
+    }
+    let gen = Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen",
+            "--iface",
+            &w.g,
+            "--rate",
+            "1Gbit",
+            "--size",
+            "9000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--link-speed",
+            "10Gbit",
+            "--json",
+        ],
+    )
+    .json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    dut.interrupt();
+    let (dut, log) = dut.json_and_log(Duration::from_secs(10));
+    let tshark = tshark.wait_with_output().expect("tshark ran");
+    assert!(tshark.status.success(), "{tshark:?}");
+
+    let sent = u(&gen, &["frames_sent"]);
+    assert_eq!(gen["backend"], "af_xdp", "{gen}");
+    assert!(sent > 2_000, "hardly any traffic flowed: {gen}");
+    assert_eq!(u(&gen, &["bytes_sent"]), sent * 9000, "{gen}");
+    // Every sequence number exactly once, in order, every frame whole.
+    assert_eq!(u(&sink, &["received"]), sent, "sink: {sink}");
+    assert_eq!(u(&sink, &["unique"]), sent, "{sink}");
+    assert_eq!(u(&sink, &["lost"]), 0, "{sink}");
+    assert_eq!(u(&sink, &["duplicates"]), 0, "{sink}");
+    assert_eq!(u(&sink, &["reordered"]), 0, "{sink}");
+    assert_eq!(u(&sink, &["oversize"]), 0, "{sink}");
+    // PFC flowed upstream and the generator spent time paused: the shaped egress was the
+    // bottleneck, and nothing was dropped.
+    let d0 = port(&dut, &w.d0);
+    let d1 = port(&dut, &w.d1);
+    assert!(d0["pfc_tx"][3].as_u64() > Some(0), "{d0}");
+    assert!(u(&gen, &["pfc_rx"]) > 0, "gen saw no PFC: {gen}");
+    assert!(
+        u(&gen, &["paused_ns"]) > 100_000_000,
+        "gen barely paused: {gen}"
+    );
+    for (reason, n) in d0["drops"].as_object().unwrap() {
+        assert_eq!(n.as_u64(), Some(0), "drop reason {reason}: {d0}\n{log}");
+    }
+    assert_eq!(u(d0, &["kernel_drops", "rx_dropped"]), 0, "{d0}");
+    // Bytes are the frames' real length, at every stage.
+    assert_eq!(d0["rx_data_frames"][3].as_u64(), Some(sent), "{d0}");
+    assert_eq!(d0["rx_data_bytes"][3].as_u64(), Some(sent * 9000), "{d0}");
+    assert_eq!(d1["tx_data_bytes"][3].as_u64(), Some(sent * 9000), "{d1}");
+    assert!(d1["queue_peak_bytes"][3].as_u64() > Some(64 * 1024), "{d1}");
+
+    // tshark on the far side: 9,000-byte frames, whole, well-formed IPv4/UDP of priority 3.
+    let fields = w.sink_ns.run(&[
+        "tshark",
+        "-r",
+        pcap.path(),
+        "-T",
+        "fields",
+        "-e",
+        "frame.len",
+        "-e",
+        "frame.cap_len",
+        "-e",
+        "vlan.priority",
+        "-e",
+        "ip.len",
+        "-e",
+        "udp.length",
+        "-e",
+        "_ws.malformed",
+    ]);
+    let rows: Vec<&str> = fields.lines().collect();
+    assert_eq!(rows.len(), 200, "{fields}");
+    for r in rows {
+        assert_eq!(
+            r.split('\t').collect::<Vec<_>>(),
+            ["9000", "9000", "3", "8982", "8962", ""],
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn jumbo_frames_cross_over_af_xdp() {
+    jumbo_frames_cross_losslessly("af-xdp");
+}
+
+#[test]
+fn jumbo_frames_cross_over_af_packet() {
+    jumbo_frames_cross_losslessly("af-packet");
 }
 
 fn config(w: &Wire, extra: &str, port_extra: &str) -> String {
@@ -169,31 +349,31 @@ fn oversize_frames_are_counted_over_af_packet() {
     oversize_is_counted_and_normal_frames_pass("af-packet");
 }
 
-/// Without `mtu`, the interface's MTU applies: at 9000 the daemon refuses to start, naming
+/// Without `mtu`, the interface's MTU applies: at 16000 the daemon refuses to start, naming
 /// the field and what it can carry, instead of losing every long frame.
 #[test]
 fn an_interface_mtu_the_backend_cannot_carry_is_a_config_error() {
-    let w = wire_at_9000();
+    let w = wire_at(16000);
     let (control, _socket) = control_section();
     let cfg = TempFile::new("cfg", &format!("{}{control}", config(&w, "", "")));
     let dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path()]);
     let (status, log) = dut.finish_and_log(Duration::from_secs(10));
     assert_eq!(status.code(), Some(78), "a configuration error: {log}");
     assert!(
-        log.contains("port[0].mtu") && log.contains("MTU 9000") && log.contains("mtu <= 1774"),
+        log.contains("port[0].mtu") && log.contains("MTU 16000") && log.contains("mtu <= 9198"),
         "{log}"
     );
 }
 
-/// scapy in `w.gen_ns` sends `JUMBO` 9,000-byte test-port frames on `w.g`, after which
-/// `lossless gen` sends `NORMAL` normal test frames.
+/// scapy in `w.gen_ns` sends `JUMBO` test-port frames of [`TOO_LONG`] bytes on `w.g`, after
+/// which `lossless gen` sends `NORMAL` normal test frames.
 fn offer_jumbo_then_normal(w: &Wire) {
     let script = format!(
         r#"
 from scapy.all import Ether, Dot1Q, IP, UDP, Raw, sendp
 f = Ether(src="02:00:00:00:00:01", dst="ff:ff:ff:ff:ff:ff") / Dot1Q(prio=3) / \
     IP(src="198.18.0.1", dst="198.18.0.2") / UDP(sport=40000, dport=48879)
-f = f / Raw(b"\x00" * (9000 - len(f)))
+f = f / Raw(b"\x00" * ({TOO_LONG} - len(f)))
 sendp([f] * {JUMBO}, iface="{g}", verbose=False)
 "#,
         g = w.g
@@ -220,11 +400,11 @@ sendp([f] * {JUMBO}, iface="{g}", verbose=False)
     assert_eq!(u(&gen, &["frames_sent"]), NORMAL, "{gen}");
 }
 
-/// The sink receives jumbo frames it cannot carry: each is counted as `oversize` and the
+/// The sink receives frames longer than it carries (over 9,216 bytes): each is counted as `oversize` and the
 /// normal frames around them are received.
 fn sink_counts_oversize(backend: &str) {
     let _serial = traffic_lock();
-    let w = wire_at_9000();
+    let w = wire_at(16000);
     // The sink faces the generator directly here: d0 is its interface.
     let sink = common::start_sink_with(&w.dut_ns, &w.d0, &["--backend", backend]);
     offer_jumbo_then_normal(&w);
@@ -250,7 +430,7 @@ fn the_sink_counts_oversize_frames_over_af_packet() {
 /// and carries the rest.
 fn cable_counts_oversize(backend: &str) {
     let _serial = traffic_lock();
-    let w = wire_at_9000();
+    let w = wire_at(16000);
     let sink = common::start_sink(&w.sink_ns, &w.s);
     let mut cable = Proc::spawn(
         &w.dut_ns,
