@@ -163,8 +163,10 @@ fn jumbo_frames_cross_losslessly(backend: &str) {
         u(&gen, &["paused_ns"]) > 100_000_000,
         "gen barely paused: {gen}"
     );
-    for (reason, n) in d0["drops"].as_object().unwrap() {
-        assert_eq!(n.as_u64(), Some(0), "drop reason {reason}: {d0}\n{log}");
+    for d in [d0, d1] {
+        for (reason, n) in d["drops"].as_object().unwrap() {
+            assert_eq!(n.as_u64(), Some(0), "drop reason {reason}: {d}\n{log}");
+        }
     }
     assert_eq!(u(d0, &["kernel_drops", "rx_dropped"]), 0, "{d0}");
     // Bytes are the frames' real length, at every stage.

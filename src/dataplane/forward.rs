@@ -943,13 +943,20 @@ impl ForwardWorker {
         }
         let room = self.ports[e].tx_room().min(BATCH);
         self.tx.clear();
-        while self.tx.len() < room {
+        // `room` counts buffers: a jumbo frame over AF_XDP takes several. A frame the port
+        // would refuse is never taken (the port would have it dropped).
+        let mut slots = 0;
+        while slots < room {
             let Some(prio) = self.egress[e].select(paused) else {
                 break;
             };
             let head = *self.egress[e]
                 .front(prio)
                 .expect("selected ring is non-empty");
+            let k = self.pool.tx_slots(head.frame());
+            if slots > 0 && slots + k > room {
+                break;
+            }
             match self.credit[e].gate(prio, head.len) {
                 Gate::Free | Gate::Send => {}
                 Gate::Wait => {
@@ -982,6 +989,7 @@ impl ForwardWorker {
             }
             self.tx_prios[self.tx.len()] = prio as u8;
             self.tx.push(head.frame());
+            slots += k;
         }
         if !self.tx.is_empty() {
             let n = self.ports[e].send(&mut self.pool, &self.tx)?;

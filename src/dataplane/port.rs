@@ -142,7 +142,9 @@ pub trait Port: Send {
         max: usize,
         now: u64,
     ) -> Result<usize, PortError>;
-    /// How many frames [`Port::send`] would accept right now.
+    /// How many frames [`Port::send`] would accept right now, counted in buffers: a chained
+    /// (jumbo) frame takes [`FramePool::tx_slots`] of it. A batch whose frames fit within it
+    /// (or of one frame, whatever its size, when it is above 0) is accepted whole.
     fn tx_room(&mut self) -> usize;
     /// Transmits a prefix of `frames` and returns its length; the port owns those frames until
     /// [`Port::reclaim`] returns them to the pool. Frames not taken stay the caller's.

@@ -280,8 +280,14 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
         let mut credit_waiting = false;
         if !paused(now) {
+            // In buffers: a jumbo frame over AF_XDP takes several (as many as the previous
+            // one, near enough; a frame the port refuses is rolled back below).
             let room = port.tx_room().min(64);
-            while tx.len() < room && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c) {
+            let (mut slots, mut k) = (0, 1);
+            while room > 0
+                && (slots == 0 || slots + k <= room)
+                && setup.count.is_none_or(|c| sent + (tx.len() as u64) < c)
+            {
                 match credit.gate(prio, setup.size as u32) {
                     Gate::Free | Gate::Send => {}
                     Gate::Wait | Gate::NeverFits => {
@@ -310,10 +316,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 // A frame the ring refuses below was counted but never sent: the peer's
                 // count is repaired at the next resync, as for a frame lost on the wire.
                 credit.on_sent(prio, setup.size as u32);
-                tx.push(Frame {
-                    idx,
-                    len: setup.size as u32,
-                });
+                k = pool.tx_slots(frame);
+                slots += k;
+                tx.push(frame);
             }
         }
         match (credit_waiting, waiting_since) {
