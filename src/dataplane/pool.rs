@@ -206,13 +206,20 @@ impl FramePool {
     pub fn release(&mut self, idx: u32) {
         debug_assert!(idx < self.frames);
         self.free.push(idx);
-        let mut n = self.next[idx as usize];
-        if n != NIL {
-            self.next[idx as usize] = NIL;
-            while n != NIL {
-                self.free.push(n);
-                n = std::mem::replace(&mut self.next[n as usize], NIL);
-            }
+        if self.next[idx as usize] != NIL {
+            self.release_chain(idx);
+        }
+    }
+
+    /// The rest of a chain whose head [`FramePool::release`] freed (kept out of line: the
+    /// common frame is one chunk).
+    #[cold]
+    #[inline(never)]
+    fn release_chain(&mut self, head: u32) {
+        let mut n = std::mem::replace(&mut self.next[head as usize], NIL);
+        while n != NIL {
+            self.free.push(n);
+            n = std::mem::replace(&mut self.next[n as usize], NIL);
         }
     }
 
@@ -295,14 +302,12 @@ impl FramePool {
         }
     }
 
-    /// The packet data of `frame` (of a chain: its head chunk, which holds the headers).
+    /// The packet data of `frame` (of a chain: its head chunk, which holds the headers; a
+    /// chain's head is full, whether copy-mode AF_XDP or [`FramePool::alloc_frame`] made it).
     #[inline]
     pub fn data(&self, frame: Frame) -> &[u8] {
         let off = self.data_off[frame.idx as usize];
-        let mut len = (frame.len as usize).min(self.room(frame.idx));
-        if self.is_chained(frame.idx) {
-            len = len.min(self.seg_len[frame.idx as usize] as usize);
-        }
+        let len = (frame.len as usize).min(self.room(frame.idx));
         // SAFETY: `off + len` stays within the frame, which lies within the region.
         unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
     }
@@ -338,9 +343,12 @@ impl FramePool {
         }))
     }
 
+    /// Bytes from frame `idx`'s data start to its end (frame `idx` spans
+    /// `idx * frame_size ..` of the region: a multiplication, not a division per call).
+    #[inline]
     fn room(&self, idx: u32) -> usize {
         let off = self.data_off[idx as usize];
-        self.frame_size - off % self.frame_size
+        (idx as usize + 1) * self.frame_size - off
     }
 
     /// Frame index of an AF_XDP descriptor, recording where the kernel put the data (one
@@ -358,7 +366,17 @@ impl FramePool {
         }
     }
 
-    /// Descriptors `frame` takes in a TX ring (its chunks).
+    /// Buffers (TX descriptors) `frame` takes: 1, or its chunks if it is a chain. What
+    /// [`super::port::Port::tx_room`] counts.
+    #[inline]
+    pub fn tx_slots(&self, frame: Frame) -> usize {
+        if !self.is_chained(frame.idx) {
+            return 1;
+        }
+        self.chain_len(frame)
+    }
+
+    /// Chunks of `frame`.
     #[inline]
     pub(crate) fn chain_len(&self, frame: Frame) -> usize {
         let mut n = 1;
