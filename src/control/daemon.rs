@@ -28,7 +28,7 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
-        pfc_headroom::MIN_XOFF,
+        pfc_headroom::min_xoff,
         port::{iface_mtu, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
@@ -331,7 +331,7 @@ impl<'a> LinkMonitor<'a> {
                 headroom: h.headroom_bytes,
             },
             Err(HeadroomError::BufferTooSmall { headroom, .. }) => {
-                let xoff = MIN_XOFF.min(buffer);
+                let xoff = min_xoff(max_frame).min(buffer);
                 tracing::warn!(
                     iface = %port.iface, model = headroom, buffer, xoff,
                     "the measured link needs more headroom than the buffer holds: XOFF at its minimum; raise xoff + headroom"

@@ -279,9 +279,10 @@ impl ForwardWorker {
         let cap = pool.capacity() as usize;
         let headroom: Vec<PortHeadroom> = if setup.pfc_generator {
             (0..n)
-                .map(|_| {
+                .map(|p| {
                     PortHeadroom::new(
                         setup.headroom,
+                        u64::from(setup.ports[p].max_frame),
                         &setup.prios,
                         |p| (setup.prios[p], false),
                         now,

@@ -3,7 +3,7 @@
 //! A priority's buffer (its `limit`, XOFF + headroom) is what the configuration (or link-up)
 //! gives it. This module decides how much of it is headroom: the larger of the floor, link-up's
 //! model and the overshoot observed after XOFFs ([`crate::fc::adaptive`]), and sets
-//! XOFF = buffer − headroom (never below [`MIN_XOFF`]) and XON = XOFF − the configured
+//! XOFF = buffer − headroom (never below [`min_xoff`]) and XON = XOFF − the configured
 //! hysteresis. Admission still drops only beyond the buffer, so a larger headroom pauses the
 //! source earlier and never drops more.
 //!
@@ -20,8 +20,11 @@ use crate::{
     },
 };
 
-/// Smallest XOFF a priority keeps however large its headroom grows: two standard frames.
-pub const MIN_XOFF: u64 = 2 * 1518;
+/// Smallest XOFF a priority keeps however large its headroom grows: two of the port's
+/// longest frames (at least two standard ones), so a jumbo port does not pause on every frame.
+pub fn min_xoff(max_frame: u64) -> u64 {
+    2 * max_frame.max(1518)
+}
 
 /// What status and metrics show of one priority's headroom.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,6 +53,8 @@ struct Prio {
     buffer: u64,
     /// XOFF − XON as configured.
     gap: u64,
+    /// The port's [`min_xoff`].
+    min_xoff: u64,
 }
 
 impl Prio {
@@ -57,7 +62,7 @@ impl Prio {
         let xoff = self
             .buffer
             .saturating_sub(self.adaptive.in_force())
-            .max(MIN_XOFF.min(self.buffer));
+            .max(self.min_xoff.min(self.buffer));
         PfcThresholds {
             xoff,
             xon: xoff.saturating_sub(self.gap),
@@ -72,6 +77,8 @@ pub struct PortHeadroom {
     prios: [Option<Prio>; PRIORITIES],
     /// Priorities with an XOFF episode running (the meters to look at every turn).
     running: u8,
+    /// The port's longest frame, bytes.
+    max_frame: u64,
 }
 
 impl PortHeadroom {
@@ -79,6 +86,7 @@ impl PortHeadroom {
     /// thresholds where there are some), at `now`.
     pub fn new(
         settings: HeadroomSettings,
+        max_frame: u64,
         configured: &[PrioPlan; PRIORITIES],
         in_force: impl Fn(usize) -> (PrioPlan, bool),
         now: u64,
@@ -87,6 +95,7 @@ impl PortHeadroom {
             settings,
             prios: std::array::from_fn(|_| None),
             running: 0,
+            max_frame,
         };
         h.reconfigure(settings, configured, in_force, now);
         h
@@ -138,6 +147,7 @@ impl PortHeadroom {
                 adaptive,
                 buffer: plan.limit,
                 gap: c.xoff - c.xon,
+                min_xoff: min_xoff(self.max_frame),
             });
         }
     }
@@ -225,7 +235,7 @@ mod tests {
     #[test]
     fn configured_thresholds_until_evidence_says_otherwise() {
         let c = plans();
-        let mut h = PortHeadroom::new(HeadroomSettings::default(), &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
         let t = h.thresholds()[3].unwrap();
         assert_eq!((t.xoff, t.xon), (65_536, 32_768), "as configured");
         assert!(h.thresholds()[0].is_none());
@@ -239,10 +249,14 @@ mod tests {
         assert_eq!(seen, [(3, 1_200_000)]);
         // The buffer cannot hold 1.5 x that as headroom: XOFF falls to its minimum.
         let t = h.thresholds()[3].unwrap();
-        assert_eq!((t.xoff, t.xon), (MIN_XOFF, 0));
+        assert_eq!((t.xoff, t.xon), (min_xoff(1518), 0));
         let r = h.report(3, 2 * MS).unwrap();
         assert_eq!(r.source, HeadroomSource::Observed);
         assert_eq!(r.in_force, 1_800_000);
+        // On a jumbo port the minimum is two of its frames.
+        let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);
+        assert_eq!(min_xoff(9018), 18_036);
+        assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
     }
 
     #[test]
@@ -260,7 +274,7 @@ mod tests {
             }
             (m, p == 3)
         };
-        let h = PortHeadroom::new(HeadroomSettings::default(), &c, measured, 0);
+        let h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, measured, 0);
         let r = h.report(3, 0).unwrap();
         assert_eq!(
             (r.in_force, r.source, r.model),
