@@ -121,9 +121,9 @@ fn we_measure_ptp4l() {
     )
     .json(T);
     let meas = &m["measurement"];
-    // Said like ptp4l's time_stamping: RX stamps from our XDP program, TX read in user space.
+    // Said like ptp4l's time_stamping: RX stamps from our XDP program, TX from the kernel.
     assert_eq!(m["time_stamping"]["rx"], "xdp", "{m:#}");
-    assert_eq!(m["time_stamping"]["tx"], "user", "{m:#}");
+    assert_eq!(m["time_stamping"]["tx"], "kernel", "{m:#}");
     assert_eq!(meas["rejected"], 0, "{m:#}");
     let samples = meas["samples"].as_array().unwrap();
     assert!(samples.len() >= 5, "{m:#}");
