@@ -450,7 +450,8 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     assert_eq!(common::metric(&m, &measured_source), 1.0);
     let rtt = format!("lossless_link_round_trip_seconds{{device=\"{d0}\"}}");
     assert!(common::metric(&m, &rtt) >= 0.002, "{m}");
-    let stamping = format!("lossless_time_stamping_info{{device=\"{d0}\",rx=\"xdp\",tx=\"user\"}}");
+    let stamping =
+        format!("lossless_time_stamping_info{{device=\"{d0}\",rx=\"xdp\",tx=\"kernel\"}}");
     assert_eq!(common::metric(&m, &stamping), 1.0, "{m}");
     // The port without a measuring peer keeps the configured thresholds.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);

@@ -31,9 +31,11 @@ use std::{
 
 use thiserror::Error;
 
-/// How long to wait for the kernel's TX stamp of one frame (ptp4l's `tx_timestamp_timeout`
-/// default is 10 ms as well; veth stamps within the send).
-pub const STAMP_TIMEOUT: Duration = Duration::from_millis(10);
+/// How long to wait for the kernel's TX stamp of one frame: ptp4l's `tx_timestamp_timeout`
+/// default. A software stamp is taken within the send (veth, and any driver calling
+/// `skb_tx_timestamp` in its xmit), so this bounds only what a worker can lose to a stamp
+/// that never comes.
+pub const STAMP_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// Errors of the stamping socket.
 #[derive(Debug, Error)]
