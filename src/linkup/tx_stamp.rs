@@ -353,6 +353,27 @@ mod tests {
     }
 
     #[test]
+    fn loopback_stamps_a_frame_between_the_reads_around_its_send() {
+        // Needs CAP_NET_RAW (the tests run as root); `lo` stamps in loopback_xmit.
+        let mut s = TxStamper::open("lo").expect("AF_PACKET socket on lo");
+        let mut frame = [0u8; 68];
+        frame[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x0e]);
+        frame[12..14].copy_from_slice(&0x88f7u16.to_be_bytes());
+        for _ in 0..3 {
+            let before = crate::dataplane::clock::now_ns();
+            let t = s.send(&frame).expect("send").expect("a stamp");
+            let after = crate::dataplane::clock::now_ns();
+            // The stamp, converted to MONOTONIC, falls inside the send (a few µs of slack
+            // for the offset sample's uncertainty).
+            assert!(
+                t + 5_000 >= before && t <= after + 5_000,
+                "{before} <= {t} <= {after}"
+            );
+        }
+        assert_eq!(s.missed, 0);
+    }
+
+    #[test]
     fn opening_a_missing_interface_fails() {
         assert!(matches!(
             TxStamper::open("no-such-if0"),
