@@ -56,7 +56,7 @@ int main(int argc,char**argv){
     struct meta*m=(void*)(p-mdlen); memset(m,0,sizeof *m); m->flags=1;
     uint32_t*prod=(void*)(tx+o.tx.prod); struct desc*d=(void*)(tx+o.tx.desc);
     d[*prod%n]=(struct desc){addr,60,1<<1}; __atomic_store_n(prod,*prod+1,__ATOMIC_RELEASE);
-    uint64_t t0=ck(CLOCK_TAI), m0=ck(CLOCK_MONOTONIC);
+    uint64_t t0=ck(CLOCK_TAI);
     int s=sendto(fd,0,0,MSG_DONTWAIT,0,0); uint64_t t1=ck(CLOCK_TAI);
     if(s<0)perror("sendto");
     uint32_t*cp=(void*)(cr+o.cr.prod),*cc=(void*)(cr+o.cr.cons); uint64_t*ca=(void*)(cr+o.cr.desc);
