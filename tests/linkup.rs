@@ -121,9 +121,9 @@ fn we_measure_ptp4l() {
     )
     .json(T);
     let meas = &m["measurement"];
-    // Said like ptp4l's time_stamping: RX stamps from our XDP program, TX read in user space.
+    // Said like ptp4l's time_stamping: RX stamps from our XDP program, TX from the kernel.
     assert_eq!(m["time_stamping"]["rx"], "xdp", "{m:#}");
-    assert_eq!(m["time_stamping"]["tx"], "user", "{m:#}");
+    assert_eq!(m["time_stamping"]["tx"], "kernel", "{m:#}");
     assert_eq!(meas["rejected"], 0, "{m:#}");
     let samples = meas["samples"].as_array().unwrap();
     assert!(samples.len() >= 5, "{m:#}");
@@ -450,7 +450,8 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     assert_eq!(common::metric(&m, &measured_source), 1.0);
     let rtt = format!("lossless_link_round_trip_seconds{{device=\"{d0}\"}}");
     assert!(common::metric(&m, &rtt) >= 0.002, "{m}");
-    let stamping = format!("lossless_time_stamping_info{{device=\"{d0}\",rx=\"xdp\",tx=\"user\"}}");
+    let stamping =
+        format!("lossless_time_stamping_info{{device=\"{d0}\",rx=\"xdp\",tx=\"kernel\"}}");
     assert_eq!(common::metric(&m, &stamping), 1.0, "{m}");
     // The port without a measuring peer keeps the configured thresholds.
     let deadline = std::time::Instant::now() + Duration::from_secs(15);

@@ -177,7 +177,7 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     assert_eq!(st["iface"], w.d0.as_str());
     assert_eq!(st["link"], "up");
     assert_eq!(st["time_stamping"]["rx"], "xdp", "{st}");
-    assert_eq!(st["time_stamping"]["tx"], "user", "{st}");
+    assert_eq!(st["time_stamping"]["tx"], "kernel", "{st}");
     assert_eq!(st["priorities"][3]["mode"], "pfc");
     assert_eq!(st["priorities"][3]["xoff_bytes"], 65536);
     assert_eq!(st["priorities"][3]["source"], "config");

@@ -130,7 +130,6 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
         open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
     let port = &mut wp.ports[0];
     let mac = port.mac();
-    let time_stamping = TimeStamping::of(port.as_ref());
     let enabled = args.pfc_priorities.iter().fold(0u8, |m, p| m | (1 << p));
     let interval_ns = args.interval.as_nanos() as u64;
     let mut initiator = InitiatorConfig::new(args.samples, interval_ns);
@@ -143,7 +142,8 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
         respond: true,
     };
     let start = now_ns();
-    let mut agent = LinkAgent::new(cfg, mac, start);
+    let mut agent = LinkAgent::new(cfg, mac, start).with_kernel_tx_stamps(&args.iface.iface);
+    let time_stamping = TimeStamping::of(port.as_ref(), agent.tx_stamping());
     let mut idler = Idler::new([port.poll_fd()], args.iface.busy_poll);
     tracing::info!(iface = %args.iface.iface, backend = wp.backend, %mac, "ready");
 

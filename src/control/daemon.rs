@@ -29,7 +29,7 @@ use crate::{
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
         pfc_headroom::min_xoff,
-        port::{iface_mtu, TimeStamping},
+        port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::{LiveSettings, SettingsCell},
         shared::SharedPort,
@@ -496,7 +496,14 @@ pub fn run(
     let time_stamping: Vec<TimeStamping> = opened[0]
         .ports
         .iter()
-        .map(|p| TimeStamping::of(p.as_ref()))
+        .map(|p| {
+            // What the workers' link-up agents will get (they open the same socket).
+            let tx = match crate::linkup::tx_stamp::TxStamper::open(p.name()) {
+                Ok(_) => Stamping::Kernel,
+                Err(_) => Stamping::User,
+            };
+            TimeStamping::of(p.as_ref(), tx)
+        })
         .collect();
     // Locked once every pool is mapped, so the pools are locked too (and a memlock limit
     // shows here as a warning rather than as a pool that cannot be mapped).

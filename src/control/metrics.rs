@@ -666,8 +666,8 @@ impl Collector for DaemonCollector {
         family(
             &mut enc,
             "time_stamping_info",
-            "1 with where the port's receive and transmit times are taken (xdp, user or \
-             hardware), like ptp4l's time_stamping: the link measurement's accuracy depends on it.",
+            "1 with where the port's receive and transmit times are taken (hardware, kernel, xdp \
+             or user), like ptp4l's time_stamping: the link measurement's accuracy depends on it.",
             None,
             Gauge,
             s.iter().zip(&self.time_stamping).map(|(port, t)| {

@@ -358,7 +358,7 @@ impl ForwardWorker {
                             initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
                             respond: true,
                         };
-                        LinkAgent::new(cfg, port.mac(), now)
+                        LinkAgent::new(cfg, port.mac(), now).with_kernel_tx_stamps(port.name())
                     })
                     .collect(),
                 _ => Vec::new(),

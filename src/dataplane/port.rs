@@ -87,6 +87,10 @@ pub enum PortError {
 pub enum Stamping {
     /// By the NIC.
     Hardware,
+    /// By the kernel in the driver's transmit (`SO_TIMESTAMPING` software TX stamp, taken by
+    /// `skb_tx_timestamp`; ptp4l's `software`): the peer-delay frames that need a TX time
+    /// are sent on an AF_PACKET socket for it (see [`crate::linkup::tx_stamp`]).
+    Kernel,
     /// By our XDP program on arrival (`bpf_ktime_get_ns`, CLOCK_MONOTONIC), before the
     /// socket and the worker's wake-up.
     Xdp,
@@ -96,18 +100,19 @@ pub enum Stamping {
 }
 
 impl Stamping {
-    /// The name reports use (`hardware`, `xdp`, `user`).
+    /// The name reports use (`hardware`, `kernel`, `xdp`, `user`).
     pub fn name(self) -> &'static str {
         match self {
             Stamping::Hardware => "hardware",
+            Stamping::Kernel => "kernel",
             Stamping::Xdp => "xdp",
             Stamping::User => "user",
         }
     }
 }
 
-/// How a port's times are taken: RX from [`Port::rx_stamping`]; TX always in user space,
-/// just before the kick (no TX completion stamps yet).
+/// How a port's times are taken: RX from [`Port::rx_stamping`]; TX as the link-up agent
+/// takes the peer-delay frames' TX times ([`crate::linkup::run::LinkAgent::tx_stamping`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeStamping {
     /// Receive times.
@@ -117,11 +122,11 @@ pub struct TimeStamping {
 }
 
 impl TimeStamping {
-    /// The stamping of `port`.
-    pub fn of(port: &dyn Port) -> Self {
+    /// The stamping of `port`, whose TX times are taken as `tx`.
+    pub fn of(port: &dyn Port, tx: Stamping) -> Self {
         TimeStamping {
             rx: port.rx_stamping(),
-            tx: Stamping::User,
+            tx,
         }
     }
 }

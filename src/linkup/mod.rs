@@ -21,6 +21,7 @@
 pub mod lldp;
 pub mod pdelay;
 pub mod run;
+pub mod tx_stamp;
 
 use serde::Serialize;
 

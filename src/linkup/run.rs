@@ -1,7 +1,10 @@
 //! [`LinkAgent`]: the LLDP agent, the peer-delay responder and (on demand) the initiator of one
 //! port, driven from the caller's loop. This is the I/O edge of link-up: it parses frames,
-//! emits answers into the caller's [`FramePool`], sends them on the caller's [`Port`], and
-//! takes TX timestamps from its clock immediately before each `send` (the TX kick).
+//! emits answers into the caller's [`FramePool`] and sends them on the caller's [`Port`]. The
+//! TX times of Pdelay_Req and Pdelay_Resp are the kernel's software TX stamps when the agent
+//! has [`LinkAgent::with_kernel_tx_stamps`] (those two frames then go out on an AF_PACKET
+//! socket, see [`super::tx_stamp`]), else its clock read immediately before the `send` that
+//! kicks the frame.
 //!
 //! Two ways to drive it:
 //! - a port that carries only link-up traffic (the `measure` tool, or a daemon's port while it
@@ -16,12 +19,13 @@ use std::collections::VecDeque;
 use super::{
     lldp::{LldpAgent, LldpConfig, NeighbourChange},
     pdelay::{InitiatorConfig, MeasureError, PdelayInitiator, PdelayResponder, Response},
+    tx_stamp::TxStamper,
     Measurement,
 };
 use crate::dataplane::{
     clock::now_ns,
     pool::{Frame, FramePool},
-    port::{Port, PortError, RxFrame},
+    port::{Port, PortError, RxFrame, Stamping},
 };
 use crate::wire::{
     lldp::Lldpdu,
@@ -31,6 +35,9 @@ use crate::wire::{
 
 /// Frames received per [`LinkAgent::poll`].
 const RX_BATCH: usize = 64;
+
+/// The largest peer-delay frame we emit fits (Ethernet + 54-octet PTP header and body).
+const STAMP_BUF: usize = 256;
 
 /// Configuration of a [`LinkAgent`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,6 +78,9 @@ pub struct LinkCounters {
     pub tx_dropped: u64,
     /// Pdelay_Req answered.
     pub answered: u64,
+    /// Peer-delay frames sent for a kernel TX stamp that did not come in time (their time
+    /// was read in user space instead).
+    pub tx_stamp_missed: u64,
 }
 
 /// Link-up on one port: LLDP, the peer-delay responder and the initiator.
@@ -83,6 +93,10 @@ pub struct LinkAgent {
     answers: VecDeque<Response>,
     rx: Vec<RxFrame>,
     clock: fn() -> u64,
+    /// Kernel TX stamps for Pdelay_Req and Pdelay_Resp, when the port has them.
+    stamper: Option<TxStamper>,
+    /// The frame being sent through `stamper` (allocated once).
+    stamp_buf: Vec<u8>,
     counters: LinkCounters,
 }
 
@@ -99,7 +113,39 @@ impl LinkAgent {
             answers: VecDeque::new(),
             rx: Vec::with_capacity(RX_BATCH),
             clock: now_ns,
+            stamper: None,
+            stamp_buf: Vec::new(),
             counters: LinkCounters::default(),
+        }
+    }
+
+    /// Takes the TX times of Pdelay_Req (T1) and Pdelay_Resp (T3) from the kernel: those two
+    /// go out on an AF_PACKET socket on `iface` with software TX time stamping, as ptp4l
+    /// sends them, instead of through the port (see [`crate::linkup::tx_stamp`]). If that
+    /// socket cannot be opened (no CAP_NET_RAW, not a real interface) the agent keeps the
+    /// user-space time read before the kick, says so in the log and in
+    /// [`LinkAgent::tx_stamping`].
+    pub fn with_kernel_tx_stamps(mut self, iface: &str) -> Self {
+        match TxStamper::open(iface) {
+            Ok(s) => {
+                self.stamper = Some(s);
+                self.stamp_buf = vec![0; STAMP_BUF];
+            }
+            Err(e) => tracing::warn!(
+                iface,
+                error = %e,
+                "no kernel TX time stamps; peer-delay TX times are read in user space"
+            ),
+        }
+        self
+    }
+
+    /// Where the TX times of our peer-delay frames come from.
+    pub fn tx_stamping(&self) -> Stamping {
+        if self.stamper.is_some() {
+            Stamping::Kernel
+        } else {
+            Stamping::User
         }
     }
 
@@ -214,7 +260,7 @@ impl LinkAgent {
     ) -> Result<(), LinkError> {
         while let Some(r) = self.answers.pop_front() {
             let resp = r.resp;
-            if let Some(t3) = self.send(port, pool, |mac, buf| resp.emit_frame(mac, buf))? {
+            if let Some(t3) = self.send_stamped(port, pool, |mac, buf| resp.emit_frame(mac, buf))? {
                 let fup = r.follow_up(t3);
                 self.send(port, pool, |mac, buf| fup.emit_frame(mac, buf))?;
                 self.counters.answered += 1;
@@ -228,11 +274,42 @@ impl LinkAgent {
             self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
         }
         if let Some(req) = self.initiator.poll_transmit(now) {
-            if let Some(t1) = self.send(port, pool, |mac, buf| req.emit_frame(mac, buf))? {
+            if let Some(t1) = self.send_stamped(port, pool, |mac, buf| req.emit_frame(mac, buf))? {
                 self.initiator.on_sent(req.sequence_id, t1);
             }
         }
         Ok(())
+    }
+
+    /// Emits one frame and sends it with a kernel TX stamp (CLOCK_MONOTONIC) when the agent
+    /// has [`TxStamper`], else through the port like [`LinkAgent::send`]. A frame whose stamp
+    /// does not come is sent all the same and gets the time read just before its send, and
+    /// counted in [`LinkCounters::tx_stamp_missed`].
+    fn send_stamped(
+        &mut self,
+        port: &mut dyn Port,
+        pool: &mut FramePool,
+        emit: impl FnOnce(MacAddr, &mut [u8]) -> Result<usize, WireError>,
+    ) -> Result<Option<u64>, LinkError> {
+        let Some(stamper) = self.stamper.as_mut() else {
+            return self.send(port, pool, emit);
+        };
+        let len = emit(self.mac, &mut self.stamp_buf)?;
+        let before = (self.clock)();
+        match stamper.send(&self.stamp_buf[..len]) {
+            Ok(stamp) => {
+                self.counters.tx += 1;
+                if stamp.is_none() {
+                    self.counters.tx_stamp_missed += 1;
+                }
+                Ok(Some(stamp.unwrap_or(before)))
+            }
+            Err(e) => {
+                self.counters.tx_dropped += 1;
+                tracing::debug!(error = %e, "peer-delay frame not sent");
+                Ok(None)
+            }
+        }
     }
 
     /// Emits one frame and sends it; returns the TX time (read just before the kick), or

@@ -182,6 +182,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             port.mac(),
             start,
         )
+        .with_kernel_tx_stamps(port.name())
     });
     let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
     let prio = usize::from(setup.priority) % PRIORITIES;
