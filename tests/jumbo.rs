@@ -14,10 +14,7 @@
 
 mod common;
 
-use std::{
-    process::{Child, Stdio},
-    time::Duration,
-};
+use std::time::Duration;
 
 use common::{
     control_section, has_native_xdp, http_get, json_u64 as u, metric, report_port as port,
@@ -53,39 +50,6 @@ fn wire_at_9000() -> Wire {
     wire_at(9000)
 }
 
-/// tshark capturing the first `count` UDP frames on `iface` in `ns` into `pcap`; returns once
-/// it captures.
-fn capture_udp(ns: &common::Netns, iface: &str, pcap: &str, count: u32) -> Child {
-    use std::io::{BufRead, BufReader};
-    let mut t = ns
-        .cmd("tshark")
-        .args([
-            "-i",
-            iface,
-            "-f",
-            "udp",
-            "-c",
-            &count.to_string(),
-            "-w",
-            pcap,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("tshark is installed by scripts/setup");
-    let mut err = BufReader::new(t.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("Capturing on") {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "tshark exited before capturing"
-        );
-    }
-    std::thread::sleep(Duration::from_millis(500));
-    t
-}
-
 /// 9,000-byte frames, priority 3, gen (1 Gbit/s) → daemon (`backend`; d1 shaped to
 /// 500 Mbit/s, PFC on priority 3) → sink over AF_PACKET, so that tshark on the sink's
 /// interface sees what arrived.
@@ -106,7 +70,7 @@ fn jumbo_frames_cross_losslessly(backend: &str) {
     );
     let sink = common::start_sink_with(&w.sink_ns, &w.s, &["--backend", "af-packet"]);
     let pcap = TempFile::new("pcap", "");
-    let tshark = capture_udp(&w.sink_ns, &w.s, pcap.path(), 200);
+    let tshark = common::capture_matching(&w.sink_ns, &w.s, "udp", pcap.path(), 200);
     let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     if backend == "af-xdp" {

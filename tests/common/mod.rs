@@ -374,13 +374,25 @@ pub fn has_native_xdp(ns: &Netns, iface: &str) -> bool {
 
 /// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.
 pub fn capture(ns: &Netns, iface: &str, pcap: &str, count: u32) -> std::process::Child {
+    capture_matching(ns, iface, "ether proto 0x8808", pcap, count)
+}
+
+/// Starts tshark on `iface` in `ns` for the first `count` frames that `filter` (a capture
+/// filter) passes, into `pcap`, returning once it captures.
+pub fn capture_matching(
+    ns: &Netns,
+    iface: &str,
+    filter: &str,
+    pcap: &str,
+    count: u32,
+) -> std::process::Child {
     let mut t = ns
         .cmd("tshark")
         .args([
             "-i",
             iface,
             "-f",
-            "ether proto 0x8808",
+            filter,
             "-c",
             &count.to_string(),
             "-w",
