@@ -6,24 +6,14 @@ mod common;
 
 use std::{
     io::{BufRead, BufReader},
-    process::{Child, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
-use common::{status_of, traffic_lock, unique, veth, Netns, Proc};
+use common::{ptp4l, status_of, traffic_lock, unique, veth, Guard, Netns, Proc};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(20);
-
-/// A child process (ptp4l, lldpd, tshark) killed and reaped on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Two namespaces joined by a veth pair: (ns A, a_if, ns B, b_if).
 fn pair() -> (Netns, String, Netns, String) {
@@ -37,23 +27,6 @@ fn mac_of(ns: &Netns, iface: &str) -> String {
     ns.run(&["cat", &format!("/sys/class/net/{iface}/address")])
         .trim()
         .to_string()
-}
-
-/// `ptp4l` in peer-to-peer mode over layer 2 with software timestamps, 4 requests a second,
-/// debug logging (which prints each peer-delay result), its control socket unique to the test.
-fn ptp4l(ns: &Netns, iface: &str) -> (Guard, BufReader<std::process::ChildStdout>) {
-    let uds = std::env::temp_dir().join(unique("ptp"));
-    let mut child = ns
-        .cmd("ptp4l")
-        .args(["-i", iface, "-P", "-2", "-S", "-m", "-l", "7"])
-        .args(["--logMinPdelayReqInterval", "-2", "--uds_address"])
-        .arg(&uds)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ptp4l is installed by scripts/setup (Debian linuxptp)");
-    let out = BufReader::new(child.stdout.take().expect("piped"));
-    (Guard(child), out)
 }
 
 fn f(v: &Value, path: &[&str]) -> f64 {

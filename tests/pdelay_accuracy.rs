@@ -10,13 +10,12 @@
 mod common;
 
 use std::{
-    io::{BufRead, BufReader},
-    process::{Child, Stdio},
+    io::BufRead,
     sync::mpsc,
     time::{Duration, Instant},
 };
 
-use common::{traffic_lock, unique, veth, Netns, Proc};
+use common::{traffic_lock, unique, veth, Guard, Netns, Proc};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -31,30 +30,10 @@ const GAP_BOUND_NS: f64 = 4_000.0;
 /// Our interquartile spread may not exceed this, ns (user-space TX stamps: 3.3 µs).
 const SPREAD_BOUND_NS: f64 = 2_000.0;
 
-/// A child process killed and reaped on drop.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `ptp4l` in peer-to-peer mode over layer 2, software stamps, 4 requests a second; returns
 /// the process and a channel of the raw path delays (ns) it logs.
-fn ptp4l(ns: &Netns, iface: &str) -> (Guard, mpsc::Receiver<i64>) {
-    let uds = std::env::temp_dir().join(unique("ptpacc"));
-    let mut child = ns
-        .cmd("ptp4l")
-        .args(["-i", iface, "-P", "-2", "-S", "-m", "-l", "7"])
-        .args(["--logMinPdelayReqInterval", "-2", "--uds_address"])
-        .arg(&uds)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("ptp4l is installed by scripts/setup (Debian linuxptp)");
-    let out = BufReader::new(child.stdout.take().expect("piped"));
+fn ptp4l_delays(ns: &Netns, iface: &str) -> (Guard, mpsc::Receiver<i64>) {
+    let (guard, out) = common::ptp4l(ns, iface);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         // "delay   filtered <ns>   raw <ns>" for each completed exchange.
@@ -68,7 +47,7 @@ fn ptp4l(ns: &Netns, iface: &str) -> (Guard, mpsc::Receiver<i64>) {
             }
         }
     });
-    (Guard(child), rx)
+    (guard, rx)
 }
 
 fn collect(rx: &mpsc::Receiver<i64>, n: usize, within: Duration) -> Vec<i64> {
@@ -101,8 +80,8 @@ fn our_path_delay_tracks_ptp4l_on_one_veth() {
     const N: usize = 20;
 
     // 1. ptp4l <-> ptp4l: the reference, read on A's side.
-    let (peer, peer_rx) = ptp4l(&b, &bi);
-    let (refp, ref_rx) = ptp4l(&a, &ai);
+    let (peer, peer_rx) = ptp4l_delays(&b, &bi);
+    let (refp, ref_rx) = ptp4l_delays(&a, &ai);
     // ptp4l's first exchanges include its start-up; skip two.
     let mut reference = collect(&ref_rx, N + 2, Duration::from_secs(15));
     drop(refp);
@@ -143,7 +122,7 @@ fn our_path_delay_tracks_ptp4l_on_one_veth() {
         &["measure", "--iface", &ai, "--respond-for", "12s", "--json"],
     );
     resp.wait_ready(T);
-    let (ptp, ptp_rx) = ptp4l(&b, &bi);
+    let (ptp, ptp_rx) = ptp4l_delays(&b, &bi);
     let mut theirs = collect(&ptp_rx, N + 2, Duration::from_secs(10));
     drop(ptp);
     resp.interrupt();

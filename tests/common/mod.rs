@@ -372,6 +372,34 @@ pub fn has_native_xdp(ns: &Netns, iface: &str) -> bool {
     ns.run(&["ip", "link", "show", iface]).contains(" xdp ")
 }
 
+/// A child process killed and reaped on drop.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `ptp4l` on `iface` in `ns`: peer-to-peer mode over layer 2 with software timestamps, 4
+/// requests a second, debug logging (which prints each peer-delay result), its control socket
+/// unique to the test. Returns the process and its stdout.
+pub fn ptp4l(ns: &Netns, iface: &str) -> (Guard, BufReader<std::process::ChildStdout>) {
+    let uds = std::env::temp_dir().join(unique("ptp"));
+    let mut child = ns
+        .cmd("ptp4l")
+        .args(["-i", iface, "-P", "-2", "-S", "-m", "-l", "7"])
+        .args(["--logMinPdelayReqInterval", "-2", "--uds_address"])
+        .arg(&uds)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("ptp4l is installed by scripts/setup (Debian linuxptp)");
+    let out = BufReader::new(child.stdout.take().expect("piped"));
+    (Guard(child), out)
+}
+
 /// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.
 pub fn capture(ns: &Netns, iface: &str, pcap: &str, count: u32) -> std::process::Child {
     capture_matching(ns, iface, "ether proto 0x8808", pcap, count)
