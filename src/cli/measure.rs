@@ -142,7 +142,8 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
         respond: true,
     };
     let start = now_ns();
-    let mut agent = LinkAgent::new(cfg, mac, start).with_kernel_tx_stamps(&args.iface.iface);
+    let mut agent = LinkAgent::new(cfg, mac, start)
+        .with_kernel_tx_stamps(&args.iface.iface, crate::linkup::tx_stamp::STAMP_TIMEOUT);
     let time_stamping = TimeStamping::of(port.as_ref(), agent.tx_stamping());
     let mut idler = Idler::new([port.poll_fd()], args.iface.busy_poll);
     tracing::info!(iface = %args.iface.iface, backend = wp.backend, %mac, "ready");

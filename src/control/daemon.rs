@@ -498,7 +498,10 @@ pub fn run(
         .iter()
         .map(|p| {
             // What the workers' link-up agents will get (they open the same socket).
-            let tx = match crate::linkup::tx_stamp::TxStamper::open(p.name()) {
+            let tx = match crate::linkup::tx_stamp::TxStamper::open(
+                p.name(),
+                crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
+            ) {
                 Ok(_) => Stamping::Kernel,
                 Err(_) => Stamping::User,
             };

@@ -358,7 +358,10 @@ impl ForwardWorker {
                             initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
                             respond: true,
                         };
-                        LinkAgent::new(cfg, port.mac(), now).with_kernel_tx_stamps(port.name())
+                        LinkAgent::new(cfg, port.mac(), now).with_kernel_tx_stamps(
+                            port.name(),
+                            crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
+                        )
                     })
                     .collect(),
                 _ => Vec::new(),

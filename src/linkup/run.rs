@@ -124,9 +124,11 @@ impl LinkAgent {
     /// sends them, instead of through the port (see [`crate::linkup::tx_stamp`]). If that
     /// socket cannot be opened (no CAP_NET_RAW, not a real interface) the agent keeps the
     /// user-space time read before the kick, says so in the log and in
-    /// [`LinkAgent::tx_stamping`].
-    pub fn with_kernel_tx_stamps(mut self, iface: &str) -> Self {
-        match TxStamper::open(iface) {
+    /// [`LinkAgent::tx_stamping`]. `wait` bounds the wait for each stamp
+    /// ([`crate::linkup::tx_stamp::STAMP_TIMEOUT`] for a measuring tool,
+    /// [`crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT`] in a thread that forwards).
+    pub fn with_kernel_tx_stamps(mut self, iface: &str, wait: std::time::Duration) -> Self {
+        match TxStamper::open(iface, wait) {
             Ok(s) => {
                 self.stamper = Some(s);
                 self.stamp_buf = vec![0; STAMP_BUF];

@@ -31,11 +31,15 @@ use std::{
 
 use thiserror::Error;
 
-/// How long to wait for the kernel's TX stamp of one frame: ptp4l's `tx_timestamp_timeout`
-/// default. A software stamp is taken within the send (veth, and any driver calling
-/// `skb_tx_timestamp` in its xmit), so this bounds only what a worker can lose to a stamp
-/// that never comes.
+/// How long `lossless measure` waits for the kernel's TX stamp of one frame: ptp4l's
+/// `tx_timestamp_timeout` default. A software stamp is taken within the send (veth, and any
+/// driver calling `skb_tx_timestamp` in its xmit), so it is normally on the error queue when
+/// `sendto` returns and this bounds only a stamp that comes late (a frame a qdisc held).
 pub const STAMP_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// The same for a forwarding or generating thread, which must not stall: a stamp this late is
+/// given up (counted in `missed`; the user-space time stands in).
+pub const DATAPLANE_STAMP_TIMEOUT: Duration = Duration::from_micros(50);
 
 /// Errors of the stamping socket.
 #[derive(Debug, Error)]
@@ -119,14 +123,17 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 pub struct TxStamper {
     fd: OwnedFd,
     ifindex: i32,
-    /// Stamps that did not come within [`STAMP_TIMEOUT`].
+    /// How long [`TxStamper::send`] waits for a stamp.
+    timeout: Duration,
+    /// Stamps that did not come within the timeout.
     pub missed: u64,
 }
 
 impl TxStamper {
-    /// Opens the socket on `iface` (needs CAP_NET_RAW). It is bound with protocol 0, so it
-    /// receives nothing: RX stays with the port (and its XDP stamps).
-    pub fn open(iface: &str) -> Result<Self, TxStampError> {
+    /// Opens the socket on `iface` (needs CAP_NET_RAW), waiting up to `timeout` for each
+    /// stamp. It is bound with protocol 0, so it receives nothing: RX stays with the port (and
+    /// its XDP stamps).
+    pub fn open(iface: &str, timeout: Duration) -> Result<Self, TxStampError> {
         let name = std::ffi::CString::new(iface)
             .map_err(|_| TxStampError::NoInterface(iface.to_string()))?;
         // SAFETY: `name` is a valid NUL-terminated string.
@@ -179,11 +186,12 @@ impl TxStamper {
         Ok(TxStamper {
             fd,
             ifindex,
+            timeout,
             missed: 0,
         })
     }
 
-    /// Sends `frame` (a whole Ethernet frame) and waits up to [`STAMP_TIMEOUT`] for its
+    /// Sends `frame` (a whole Ethernet frame) and waits up to its timeout for its
     /// kernel TX stamp; returns it as CLOCK_MONOTONIC ns, or `None` if none came (the frame
     /// was sent all the same).
     pub fn send(&mut self, frame: &[u8]) -> Result<Option<u64>, TxStampError> {
@@ -210,7 +218,7 @@ impl TxStamper {
                 len: frame.len(),
             });
         }
-        let deadline = std::time::Instant::now() + STAMP_TIMEOUT;
+        let deadline = std::time::Instant::now() + self.timeout;
         loop {
             if let Some(real) = self.read_stamp()? {
                 return Ok(Some(ClockOffset::sample().realtime_to_mono(real)));
@@ -355,7 +363,7 @@ mod tests {
     #[test]
     fn loopback_stamps_a_frame_between_the_reads_around_its_send() {
         // Needs CAP_NET_RAW (the tests run as root); `lo` stamps in loopback_xmit.
-        let mut s = TxStamper::open("lo").expect("AF_PACKET socket on lo");
+        let mut s = TxStamper::open("lo", STAMP_TIMEOUT).expect("AF_PACKET socket on lo");
         let mut frame = [0u8; 68];
         frame[..6].copy_from_slice(&[0x01, 0x80, 0xc2, 0, 0, 0x0e]);
         frame[12..14].copy_from_slice(&0x88f7u16.to_be_bytes());
@@ -376,7 +384,7 @@ mod tests {
     #[test]
     fn opening_a_missing_interface_fails() {
         assert!(matches!(
-            TxStamper::open("no-such-if0"),
+            TxStamper::open("no-such-if0", STAMP_TIMEOUT),
             Err(TxStampError::NoInterface(_))
         ));
     }

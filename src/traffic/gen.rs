@@ -182,7 +182,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             port.mac(),
             start,
         )
-        .with_kernel_tx_stamps(port.name())
+        .with_kernel_tx_stamps(
+            port.name(),
+            crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
+        )
     });
     let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
     let prio = usize::from(setup.priority) % PRIORITIES;
