@@ -314,42 +314,42 @@ impl<'a> LinkMonitor<'a> {
         link.own_lag_ns = software.own_lag_ns;
         link.peer_reaction_ns = software.peer_reaction_ns;
         link.software_rate_bps = software.peak_rx_bps;
-        let model = match model_for_round_trip(m.estimate_ns, &link) {
-            Ok(a) => model_terms(&a, software),
-            Err(e) => {
-                tracing::warn!(
-                    iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
-                    "link measurement unusable; keeping the thresholds in force"
-                );
-                return;
-            }
+        let unusable = |e: HeadroomError| {
+            tracing::warn!(
+                iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
+                "link measurement unusable; keeping the thresholds in force"
+            )
         };
-        let plan = match plan_headroom(m, &link) {
-            Ok(h) => PfcPlan {
-                xoff: h.xoff_bytes,
-                xon: h.xon_bytes,
-                headroom: h.headroom_bytes,
-            },
+        let (plan, adaptive) = match plan_headroom(m, &link) {
+            Ok(h) => (
+                PfcPlan {
+                    xoff: h.xoff_bytes,
+                    xon: h.xon_bytes,
+                    headroom: h.headroom_bytes,
+                },
+                h.adaptive,
+            ),
+            // Only the buffer is short: the model (rare path: computed again) still stands.
             Err(HeadroomError::BufferTooSmall { headroom, .. }) => {
+                let adaptive = match model_for_round_trip(m.estimate_ns, &link) {
+                    Ok(a) => a,
+                    Err(e) => return unusable(e),
+                };
                 let xoff = min_xoff(max_frame).min(buffer);
                 tracing::warn!(
                     iface = %port.iface, model = headroom, buffer, xoff,
                     "the measured link needs more headroom than the buffer holds: XOFF at its minimum; raise xoff + headroom"
                 );
-                PfcPlan {
+                let plan = PfcPlan {
                     xoff,
                     xon: 0,
                     headroom: buffer - xoff,
-                }
+                };
+                (plan, adaptive)
             }
-            Err(e) => {
-                tracing::warn!(
-                    iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
-                    "link measurement unusable; keeping the thresholds in force"
-                );
-                return;
-            }
+            Err(e) => return unusable(e),
         };
+        let model = model_terms(&adaptive, software);
         let mut s = live.get();
         s.measured[i] = Some(plan);
         s.model[i] = Some(model);
@@ -358,7 +358,7 @@ impl<'a> LinkMonitor<'a> {
             iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns,
             own_lag_ns = software.own_lag_ns, peer_reaction_ns = software.peer_reaction_ns,
             peak_rx_bps = software.peak_rx_bps,
-            wire = model.wire, own_lag = model.own_lag, peer = model.peer, frames = model.frames,
+            wire = model.split.wire, own_lag = model.split.own_lag, peer = model.split.peer, frames = model.split.frames,
             headroom = plan.headroom, xoff = plan.xoff, xon = plan.xon,
             "link measured; PFC thresholds applied"
         );

@@ -125,12 +125,8 @@ impl SoftwareWindow {
 
 /// The terms of `model` in bytes, computed with the software terms `software`.
 pub fn model_terms(model: &AdaptiveResult, software: SoftwareTerms) -> ModelTerms {
-    let split = model.split();
     ModelTerms {
-        wire: split.wire,
-        own_lag: split.own_lag,
-        peer: split.peer,
-        frames: split.frames,
+        split: model.split(),
         own_lag_ns: software.own_lag_ns,
         peer_reaction_ns: software.peer_reaction_ns,
         rate_bps: model.software_rate.bps_f64() as u64,

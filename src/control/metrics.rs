@@ -722,10 +722,10 @@ impl Collector for DaemonCollector {
                     .into_iter()
                     .flat_map(move |m| {
                         [
-                            ("wire", m.wire),
-                            ("own_lag", m.own_lag),
-                            ("peer", m.peer),
-                            ("frames", m.frames),
+                            ("wire", m.split.wire),
+                            ("own_lag", m.split.own_lag),
+                            ("peer", m.split.peer),
+                            ("frames", m.split.frames),
                         ]
                         .map(|(term, v)| {
                             let mut l = device(port);

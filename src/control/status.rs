@@ -417,13 +417,13 @@ pub fn text(s: &Status) -> String {
             let _ = writeln!(
                 out,
                 "  headroom model {} B = wire {} + own lag {} ({:.1} us) + peer {} (reaction {:.1} us) + frames {}; lag and reaction at {}",
-                m.total(),
-                m.wire,
-                m.own_lag,
+                m.split.total(),
+                m.split.wire,
+                m.split.own_lag,
                 m.own_lag_ns as f64 / 1e3,
-                m.peer,
+                m.split.peer,
                 m.peer_reaction_ns as f64 / 1e3,
-                m.frames,
+                m.split.frames,
                 crate::units::format_rate(m.rate_bps as f64),
             );
         }

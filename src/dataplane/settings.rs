@@ -8,6 +8,7 @@ use std::sync::{
 };
 
 use crate::fc::adaptive::HeadroomSettings;
+use crate::headroom::adaptive::HeadroomSplit;
 use crate::{
     config::{PfcPlan, Plan, PrioPlan, SfcSettings},
     fc::{watchdog::WatchdogConfig, PRIORITIES},
@@ -35,20 +36,14 @@ pub struct LiveSettings {
     pub headroom: HeadroomSettings,
 }
 
-/// The terms of link-up's headroom model of one port, bytes (`crate::headroom::adaptive`):
-/// they add up to the measured headroom before it is fitted into the buffer.
+/// The terms of link-up's headroom model of one port (what status and metrics show).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct ModelTerms {
-    /// Speed × the measured wire round trip.
-    pub wire: u64,
-    /// Rate × the daemon's own lag (receive lag at p99.99 since the last measurement).
-    pub own_lag: u64,
-    /// The peer's response: the larger of the 802.3 allowance (or `peer_response`) and rate ×
-    /// its measured reaction.
-    pub peer: u64,
-    /// Two maximum frames, the PFC frame and rounding.
-    pub frames: u64,
-    /// The own lag used, ns.
+    /// Wire (speed × round trip), own lag and peer (each × the rate below), frames, bytes:
+    /// they add up to the measured headroom before it is fitted into the buffer.
+    #[serde(flatten)]
+    pub split: HeadroomSplit,
+    /// The own lag used (receive lag at p99.99 since the last measurement), ns.
     pub own_lag_ns: u64,
     /// The peer reaction measured (p99.99 of XOFF to last arrival, less the wire round trip),
     /// ns.
@@ -56,13 +51,6 @@ pub struct ModelTerms {
     /// The rate the own lag and peer reaction were charged at: the fastest the port received
     /// since the previous measurement, at most the speed, bit/s.
     pub rate_bps: u64,
-}
-
-impl ModelTerms {
-    /// Their sum, bytes.
-    pub fn total(&self) -> u64 {
-        self.wire + self.own_lag + self.peer + self.frames
-    }
 }
 
 impl LiveSettings {

@@ -199,7 +199,7 @@ pub struct AdaptiveResult {
 
 /// The headroom split into what causes it, bytes (rounded up, the frames term taking the rest
 /// of the total, cell overhead included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 pub struct HeadroomSplit {
     /// Speed × the measured loop.
     pub wire: u64,
@@ -209,6 +209,13 @@ pub struct HeadroomSplit {
     pub peer: u64,
     /// Two maximum frames, the PFC frame, rounding and cell overhead.
     pub frames: u64,
+}
+
+impl HeadroomSplit {
+    /// Their sum, bytes.
+    pub fn total(&self) -> u64 {
+        self.wire + self.own_lag + self.peer + self.frames
+    }
 }
 
 impl AdaptiveResult {
