@@ -663,11 +663,13 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
         measured > 0 && measured < 256 * 1024,
         "link-up measured the wire: {p3}"
     );
-    // A measurement after traffic has run: the model holds the software terms.
+    // A measurement after traffic has run: the model holds the software terms (the peer
+    // term is at least the 802.3 allowance).
     let model = loop {
         let st = status_of(&socket);
         let m = st["ports"][0]["headroom_model"].clone();
-        if m["own_lag_ns"].as_u64() > Some(0) && m["peer_reaction_ns"].as_u64() > Some(0) {
+        // The peer's reaction beyond the wire may be 0 (a generator that obeys at once).
+        if m["own_lag_ns"].as_u64() > Some(0) && m["peer_reaction_ns"].is_u64() {
             break m;
         }
         assert!(
