@@ -1,6 +1,7 @@
-//! Real-time threads that the kernel never stops: each of our `SCHED_FIFO` threads gives up
-//! its real-time policy for a short, aligned slice of every [`WINDOW_NS`], so the kernel's
-//! safety nets against runaway real-time work never fire.
+//! Real-time threads that the kernel never stops: a `SCHED_FIFO` thread of ours that keeps its
+//! CPU busy gives up its real-time policy for a short, aligned slice of every [`WINDOW_NS`], so
+//! the kernel's safety nets against runaway real-time work never fire; one that leaves its CPU
+//! that much time of its own accord keeps `SCHED_FIFO` throughout.
 //!
 //! Why: a Linux CPU keeps a share of its time for normal (`SCHED_OTHER`) tasks. Before 6.12
 //! that is real-time throttling (`kernel.sched_rt_runtime_us` of `sched_rt_period_us`, 0.95 s
@@ -13,19 +14,35 @@
 //! thousands of frames lost in a two-daemon chain.
 //!
 //! The cure is to hand out that share ourselves, in small pieces: for the last
-//! [`Duty::fair_ns`] of every window aligned to CLOCK_MONOTONIC, every enrolled thread runs
+//! [`Duty::fair_ns`] of a window aligned to CLOCK_MONOTONIC, an enrolled thread runs
 //! `SCHED_OTHER` (at its own nice value), and at the window's end `SCHED_FIFO` again. Both
 //! nets then see what they want: real-time time per CPU stays under the throttling runtime
 //! (time spent `SCHED_OTHER` is not real-time time), and normal tasks, our demoted threads
 //! among them, run in every window, which uses up the fair server's runtime before it would
-//! run them in one block (normal tasks running outside the server are charged to it). The
-//! worst a worker meets is sharing its CPU fairly for one slice, a millisecond, not a 50 ms
-//! stop; all enrolled threads switch together, so several of ours on one CPU cannot add up.
+//! run them in one block (normal tasks running outside the server are charged to it).
 //!
-//! One duty thread per process does the switching (two `sched_setscheduler` calls per thread
-//! per window, none in the frame loops); it runs `SCHED_FIFO` one priority above the workers
-//! so that it wakes on time on a CPU they keep busy. Threads enroll when they enter
-//! `SCHED_FIFO` ([`super::sched::enter_fifo`]) and leave when they exit.
+//! **Only what is owed.** The slice costs a worker its CPU whenever a normal task wants it,
+//! and on a busy host that is time in which its RX ring fills (measured: with other work on
+//! both CPUs, 9.5 % of the frames waited 0.5 ms or more, all of it the slices; without them
+//! 0.2 %). A thread that over a window's real-time part ran less than that part minus one slice
+//! has already left its CPU a slice's worth of time, which normal tasks used (the fair server
+//! is charged for it) or which nobody wanted (an idle CPU starves nobody); a slice on top buys
+//! the kernel nothing. So at each window's start the duty thread notes, per enrolled thread,
+//! the time it has run and waited runnable so far (`/proc/self/task/<tid>/schedstat`), and at
+//! the slice's start demotes it only for what it still owes: the slice less the time it left
+//! its CPU since the window began ([`Duty::owed_ns`]), back to `SCHED_FIFO` as soon as that is
+//! paid. Waiting counts as running: a `SCHED_FIFO` thread waits only behind real-time work
+//! (another process's, softirq work, or the kernel's fair server stopping it), which uses its
+//! CPU as much as it does. Threads pinned to one CPU are judged together (their times add up
+//! on it), as are all unpinned ones (they may share a CPU); a thread whose times cannot be read
+//! owes the whole slice. Not seen: a real-time thread of another process that shares the CPU
+//! without ever making ours wait; that process's own duty thread answers for its threads.
+//!
+//! One duty thread per process does the switching (two `sched_setscheduler` calls per demoted
+//! thread per window and two small `/proc` reads per thread, none in the frame loops); it runs
+//! `SCHED_FIFO` one priority above the workers so that it wakes on time on a CPU they keep
+//! busy. Threads enroll when they enter `SCHED_FIFO` ([`super::sched::enter_fifo`]) and leave
+//! when they exit.
 
 use std::{
     cell::RefCell,
@@ -89,8 +106,152 @@ impl Duty {
     }
 }
 
-/// The enrolled threads: (thread id, `SCHED_FIFO` priority).
-static ENROLLED: Mutex<Vec<(i32, u8)>> = Mutex::new(Vec::new());
+/// What a thread did over a stretch of time, as the kernel counts it (`schedstat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuUse {
+    /// Time it ran (ns).
+    pub run_ns: u64,
+    /// Time it waited on a run queue while runnable (ns).
+    pub wait_ns: u64,
+}
+
+impl CpuUse {
+    /// Thread `tid`'s totals since it started (`None`: not readable, e.g. a kernel without
+    /// `CONFIG_SCHED_INFO`, or the thread is gone).
+    fn of(tid: i32) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+        Self::parse(&text)
+    }
+
+    /// Parses `schedstat`: "run_ns wait_ns timeslices".
+    fn parse(text: &str) -> Option<Self> {
+        let mut f = text.split_ascii_whitespace().map(str::parse::<u64>);
+        Some(CpuUse {
+            run_ns: f.next()?.ok()?,
+            wait_ns: f.next()?.ok()?,
+        })
+    }
+
+    /// What was added between `earlier` and `self`.
+    fn since(self, earlier: Self) -> Self {
+        CpuUse {
+            run_ns: self.run_ns.saturating_sub(earlier.run_ns),
+            wait_ns: self.wait_ns.saturating_sub(earlier.wait_ns),
+        }
+    }
+
+    fn add(self, other: Self) -> Self {
+        CpuUse {
+            run_ns: self.run_ns + other.run_ns,
+            wait_ns: self.wait_ns + other.wait_ns,
+        }
+    }
+}
+
+impl Duty {
+    /// How much of this window's slice threads sharing a CPU owe the kernel, when over
+    /// `elapsed_ns` of the window they ran and waited `used` (summed): what they did not
+    /// leave their CPU of a slice's worth (`None`, not known: all of it).
+    pub fn owed_ns(&self, used: Option<CpuUse>, elapsed_ns: u64) -> u64 {
+        used.map_or(self.fair_ns, |u| {
+            (u.run_ns + u.wait_ns + self.fair_ns)
+                .saturating_sub(elapsed_ns)
+                .min(self.fair_ns)
+        })
+    }
+
+    /// One turn of the duty cycle over the threads of `list` at `now`: threads whose slice
+    /// is over return to `SCHED_FIFO`; at a window's start each thread's totals are noted
+    /// (`use_of`); at its slice's start the threads that owe part of it run `SCHED_OTHER` for
+    /// that part. `switch(thread, phase)` makes a change, false when the thread must leave
+    /// the cycle. Returns when the next turn is due.
+    fn turn(
+        &self,
+        list: &mut Vec<Enrolled>,
+        now: u64,
+        use_of: impl Fn(i32) -> Option<CpuUse>,
+        mut switch: impl FnMut(&Enrolled, Phase) -> bool,
+    ) -> u64 {
+        let start = now - now % self.window_ns;
+        let fair_from = start + self.window_ns - self.fair_ns;
+        list.retain_mut(|t| match t.demoted_until {
+            Some(until) if until <= now => {
+                t.demoted_until = None;
+                switch(t, Phase::Realtime)
+            }
+            _ => true,
+        });
+        for t in list.iter_mut() {
+            if t.since.is_none_or(|(at, _)| at < start) {
+                t.since = use_of(t.tid).map(|u| (now, u));
+                t.window = None;
+                t.decided = false;
+            }
+        }
+        if now >= fair_from && list.iter().any(|t| !t.decided) {
+            for t in list.iter_mut() {
+                t.window = t.since.and_then(|(at, then)| {
+                    Some((use_of(t.tid)?.since(then), now.saturating_sub(at)))
+                });
+            }
+            let owed: Vec<u64> = list.iter().map(|t| self.group_owed(list, t.cpu)).collect();
+            let mut owed = owed.into_iter();
+            list.retain_mut(|t| {
+                let owed = owed.next().unwrap_or(self.fair_ns);
+                let decided = std::mem::replace(&mut t.decided, true);
+                if decided || owed == 0 || t.demoted_until.is_some() {
+                    return true;
+                }
+                t.demoted_until = Some(fair_from + owed);
+                switch(t, Phase::Fair)
+            });
+        }
+        let next_phase = if now < fair_from {
+            fair_from
+        } else {
+            start + self.window_ns
+        };
+        list.iter()
+            .filter_map(|t| t.demoted_until)
+            .fold(next_phase, u64::min)
+    }
+
+    /// What the threads of `list` on `cpu` (a pinned CPU, or `None`: the unpinned ones) owe
+    /// of this window's slice, judged on their summed use.
+    fn group_owed(&self, list: &[Enrolled], cpu: Option<usize>) -> u64 {
+        let sum = list
+            .iter()
+            .filter(|t| t.cpu == cpu)
+            .try_fold((CpuUse::default(), 0u64), |(sum, elapsed), t| {
+                t.window.map(|(u, e)| (sum.add(u), elapsed.max(e)))
+            });
+        match sum {
+            Some((used, elapsed)) => self.owed_ns(Some(used), elapsed),
+            None => self.fair_ns,
+        }
+    }
+}
+
+/// One thread under the duty cycle.
+#[derive(Debug, Clone, Copy)]
+struct Enrolled {
+    tid: i32,
+    /// Its `SCHED_FIFO` priority.
+    priority: u8,
+    /// The one CPU it may run on, if pinned.
+    cpu: Option<usize>,
+    /// It runs `SCHED_OTHER` until then (ns).
+    demoted_until: Option<u64>,
+    /// When this window began for it (ns) and its totals then.
+    since: Option<(u64, CpuUse)>,
+    /// At this window's slice: its use since then, and the time elapsed (ns).
+    window: Option<(CpuUse, u64)>,
+    /// This window's slice has been settled for it.
+    decided: bool,
+}
+
+/// The enrolled threads.
+static ENROLLED: Mutex<Vec<Enrolled>> = Mutex::new(Vec::new());
 /// Started once, by the first enrollment.
 static DUTY_THREAD: OnceLock<()> = OnceLock::new();
 
@@ -99,7 +260,7 @@ struct Enrollment(i32);
 
 impl Drop for Enrollment {
     fn drop(&mut self) {
-        enrolled().retain(|&(tid, _)| tid != self.0);
+        enrolled().retain(|t| t.tid != self.0);
     }
 }
 
@@ -107,7 +268,7 @@ thread_local! {
     static ENROLLMENT: RefCell<Option<Enrollment>> = const { RefCell::new(None) };
 }
 
-fn enrolled() -> MutexGuard<'static, Vec<(i32, u8)>> {
+fn enrolled() -> MutexGuard<'static, Vec<Enrolled>> {
     ENROLLED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -115,25 +276,34 @@ fn enrolled() -> MutexGuard<'static, Vec<(i32, u8)>> {
 pub fn priority_of(tid: i32) -> Option<u8> {
     enrolled()
         .iter()
-        .find_map(|&(t, priority)| (t == tid).then_some(priority))
+        .find_map(|t| (t.tid == tid).then_some(t.priority))
 }
 
-/// Puts the calling thread `tid`, just made `SCHED_FIFO` at `priority`, under the duty
-/// cycle, and starts the process's duty thread (`SCHED_FIFO` at `own_priority`, schedule
-/// `duty`) if this is the first.
-pub(super) fn enroll(tid: i32, priority: u8, own_priority: u8, duty: Duty) {
+/// Puts the calling thread `tid`, just made `SCHED_FIFO` at `priority` and pinned to `cpu`
+/// (if it is), under the duty cycle, and starts the process's duty thread (`SCHED_FIFO` at
+/// `own_priority`, schedule `duty`) if this is the first.
+pub(super) fn enroll(tid: i32, priority: u8, cpu: Option<usize>, own_priority: u8, duty: Duty) {
     {
         let mut list = enrolled();
-        list.retain(|&(t, _)| t != tid);
-        list.push((tid, priority));
+        list.retain(|t| t.tid != tid);
+        list.push(Enrolled {
+            tid,
+            priority,
+            cpu,
+            demoted_until: None,
+            since: None,
+            window: None,
+            decided: false,
+        });
     }
     ENROLLMENT.with(|e| *e.borrow_mut() = Some(Enrollment(tid)));
     DUTY_THREAD.get_or_init(|| {
         tracing::info!(
             window_us = duty.window_ns / 1000,
             fair_us = duty.fair_ns / 1000,
-            "real-time duty cycle: real-time threads run SCHED_OTHER for the end of each \
-             window, so the kernel's real-time throttling and fair server never stop them"
+            "real-time duty cycle: a real-time thread that keeps its CPU busy runs \
+             SCHED_OTHER for the end of each window, so the kernel's real-time throttling and \
+             fair server never stop it"
         );
         if let Err(e) = std::thread::Builder::new()
             .name("lossless-duty".into())
@@ -144,7 +314,8 @@ pub(super) fn enroll(tid: i32, priority: u8, own_priority: u8, duty: Duty) {
     });
 }
 
-/// The duty thread: switches every enrolled thread at each phase boundary, for ever.
+/// The duty thread: at each window's start returns the demoted threads to `SCHED_FIFO` and
+/// notes every thread's totals; at each slice's start demotes the threads that owe it.
 fn run(duty: Duty, own: u8, workers: u8) {
     if set_policy(0, libc::SCHED_FIFO, own).is_err() {
         // Without a priority above the workers', theirs: late wake-ups but still a cycle.
@@ -153,25 +324,31 @@ fn run(duty: Duty, own: u8, workers: u8) {
         }
     }
     loop {
-        let (phase, until) = duty.at(super::clock::now_ns());
-        let (policy, for_fifo) = match phase {
-            Phase::Realtime => (libc::SCHED_FIFO, true),
-            Phase::Fair => (libc::SCHED_OTHER, false),
-        };
-        enrolled().retain(|&(tid, prio)| {
-            let prio = if for_fifo { prio } else { 0 };
-            match set_policy(tid, policy, prio) {
-                Ok(()) => true,
-                // Gone: its Enrollment drop removes it too.
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => false,
-                Err(e) => {
-                    tracing::warn!(tid, error = %e, "duty cycle: cannot switch a real-time \
-                        thread's policy, so it leaves the cycle (status reads its policy as is)");
-                    false
-                }
-            }
-        });
-        sleep_until(until);
+        let next = duty.turn(
+            &mut enrolled(),
+            super::clock::now_ns(),
+            CpuUse::of,
+            |t, phase| match phase {
+                Phase::Realtime => switch(t, libc::SCHED_FIFO, t.priority),
+                Phase::Fair => switch(t, libc::SCHED_OTHER, 0),
+            },
+        );
+        sleep_until(next);
+    }
+}
+
+/// Switches enrolled thread `t` to `policy` at `priority`; false when it must leave the cycle
+/// (gone, or the switch is refused: `status` then reads its policy as it is).
+fn switch(t: &Enrolled, policy: i32, priority: u8) -> bool {
+    match set_policy(t.tid, policy, priority) {
+        Ok(()) => true,
+        // Gone: its Enrollment drop removes it too.
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => false,
+        Err(e) => {
+            tracing::warn!(tid = t.tid, error = %e, "duty cycle: cannot switch a real-time \
+                thread's policy, so it leaves the cycle (status reads its policy as is)");
+            false
+        }
     }
 }
 
@@ -238,5 +415,134 @@ mod tests {
         assert_eq!(d.at(29_000), (Phase::Fair, 30_000));
         assert_eq!(d.at(29_999), (Phase::Fair, 30_000));
         assert_eq!(d.at(30_000), (Phase::Realtime, 39_000));
+    }
+
+    /// A duty of 10 ms windows with a 1 ms slice, and thread `tid` pinned to `cpu`.
+    fn duty() -> Duty {
+        Duty {
+            window_ns: 10_000_000,
+            fair_ns: 1_000_000,
+        }
+    }
+
+    fn thread(tid: i32, cpu: Option<usize>) -> Enrolled {
+        Enrolled {
+            tid,
+            priority: 50,
+            cpu,
+            demoted_until: None,
+            since: None,
+            window: None,
+            decided: false,
+        }
+    }
+
+    /// Runs the cycle over `list` from 0 to `until` ns, each thread's totals growing by its
+    /// busy fraction (ppm) of the elapsed time (`None`: unreadable); returns the switches
+    /// made as (time, tid, phase).
+    fn simulate(
+        list: &mut Vec<Enrolled>,
+        busy_ppm: &[(i32, Option<u64>)],
+        until: u64,
+    ) -> Vec<(u64, i32, Phase)> {
+        let d = duty();
+        let mut switches = Vec::new();
+        let mut now = 0;
+        while now < until {
+            let use_of = |tid: i32| {
+                let ppm = busy_ppm.iter().find(|(t, _)| *t == tid)?.1?;
+                Some(CpuUse {
+                    run_ns: now * ppm / 1_000_000,
+                    wait_ns: 0,
+                })
+            };
+            now = d.turn(list, now, use_of, |t, phase| {
+                switches.push((now, t.tid, phase));
+                true
+            });
+        }
+        switches
+    }
+
+    #[test]
+    fn a_thread_that_leaves_its_cpu_a_slice_keeps_sched_fifo() {
+        // 80 % busy leaves 1.8 ms of each 9 ms real-time part: nothing is owed.
+        let mut list = vec![thread(1, None)];
+        assert_eq!(simulate(&mut list, &[(1, Some(800_000))], 100_000_000), []);
+    }
+
+    #[test]
+    fn a_busy_thread_pays_the_whole_slice_each_window() {
+        let mut list = vec![thread(1, None)];
+        let s = simulate(&mut list, &[(1, Some(1_000_000))], 30_000_000);
+        assert_eq!(
+            s,
+            [
+                (9_000_000, 1, Phase::Fair),
+                (10_000_000, 1, Phase::Realtime),
+                (19_000_000, 1, Phase::Fair),
+                (20_000_000, 1, Phase::Realtime),
+                (29_000_000, 1, Phase::Fair),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_thread_pays_only_what_it_did_not_leave() {
+        // 95 % busy: 8.55 ms of 9 ms, 0.45 ms left, 0.55 ms owed.
+        let mut list = vec![thread(1, None)];
+        let s = simulate(&mut list, &[(1, Some(950_000))], 20_000_000);
+        assert_eq!(
+            s[..2],
+            [(9_000_000, 1, Phase::Fair), (9_550_000, 1, Phase::Realtime)]
+        );
+    }
+
+    #[test]
+    fn threads_on_one_cpu_are_judged_together() {
+        // Two threads at 50 % each: together on CPU 0 they leave it nothing; on CPUs 0 and 1
+        // each leaves half.
+        let busy = [(1, Some(500_000)), (2, Some(500_000))];
+        let mut shared = vec![thread(1, Some(0)), thread(2, Some(0))];
+        let s = simulate(&mut shared, &busy, 10_000_000);
+        assert_eq!(
+            s,
+            [(9_000_000, 1, Phase::Fair), (9_000_000, 2, Phase::Fair)]
+        );
+        let mut apart = vec![thread(1, Some(0)), thread(2, Some(1))];
+        assert_eq!(simulate(&mut apart, &busy, 10_000_000), []);
+    }
+
+    #[test]
+    fn unreadable_times_owe_the_whole_slice() {
+        let mut list = vec![thread(1, None)];
+        let s = simulate(&mut list, &[(1, None)], 10_000_000);
+        assert_eq!(s, [(9_000_000, 1, Phase::Fair)]);
+        assert_eq!(list[0].demoted_until, Some(10_000_000));
+    }
+
+    #[test]
+    fn a_thread_whose_switch_fails_leaves_the_cycle() {
+        let d = duty();
+        let mut list = vec![thread(1, None)];
+        let use_of = |_| None;
+        d.turn(&mut list, 0, use_of, |_, _| true);
+        d.turn(&mut list, 9_000_000, use_of, |_, _| false);
+        assert!(list.is_empty());
+    }
+
+    #[test]
+    fn schedstat_parses_run_and_wait() {
+        assert_eq!(
+            CpuUse::parse("176912851 20257492 391\n"),
+            Some(CpuUse {
+                run_ns: 176_912_851,
+                wait_ns: 20_257_492
+            })
+        );
+        assert_eq!(CpuUse::parse("12"), None);
+        assert_eq!(CpuUse::parse("x 1 2"), None);
+        // This thread's own line is readable here (the kernel has CONFIG_SCHED_INFO).
+        assert!(CpuUse::of(crate::dataplane::sched::this_thread_id()).is_some());
     }
 }

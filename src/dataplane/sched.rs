@@ -303,6 +303,7 @@ pub fn enter_fifo(priority: u8) -> io::Result<()> {
     rt_duty::enroll(
         this_thread_id(),
         priority,
+        pinned_cpu(),
         priority.saturating_add(1).min(MAX_PRIORITY),
         rt_duty::Duty::for_kernel(rt_throttle()),
     );
@@ -335,6 +336,21 @@ pub fn pin_this_thread(core: usize) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The one CPU the calling thread may run on, if it is pinned to one.
+fn pinned_cpu() -> Option<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid buffer of the size given; pid 0 is this thread;
+    // CPU_COUNT and CPU_ISSET only read the set the kernel filled in.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0
+            || libc::CPU_COUNT(&set) != 1
+        {
+            return None;
+        }
+        (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set))
+    }
 }
 
 /// The calling thread's id (what `/proc/<pid>/task/` lists and `chrt -p` takes).
@@ -620,29 +636,45 @@ mod tests {
                 Ok(()) => {
                     assert!(allowed);
                     // Under the duty cycle the kernel shows SCHED_FIFO 3, and SCHED_OTHER in
-                    // each window's slice (three windows show both); the worker's report
-                    // shows SCHED_FIFO 3 throughout.
+                    // the slices of windows the thread keeps its CPU busy (it spins here for
+                    // five windows), never while it leaves its CPU enough time (it sleeps
+                    // here for five more); the worker's report shows SCHED_FIFO 3 throughout.
                     let tid = this_thread_id();
-                    let (mut fifo, mut other) = (false, false);
-                    let end = std::time::Instant::now()
-                        + std::time::Duration::from_nanos(3 * rt_duty::WINDOW_NS);
-                    while std::time::Instant::now() < end {
-                        let s = ThreadSched::of(tid).unwrap();
-                        match s.policy {
-                            Policy::Fifo => fifo |= s.priority == 3,
-                            Policy::Other => other = true,
-                            _ => panic!("{s:?}"),
+                    let watch = |spin: bool| {
+                        let (mut fifo, mut other) = (false, false);
+                        let end = std::time::Instant::now()
+                            + std::time::Duration::from_nanos(5 * rt_duty::WINDOW_NS);
+                        while std::time::Instant::now() < end {
+                            let s = ThreadSched::of(tid).unwrap();
+                            match s.policy {
+                                Policy::Fifo => fifo |= s.priority == 3,
+                                Policy::Other => other = true,
+                                _ => panic!("{s:?}"),
+                            }
+                            let w = WorkerSched::read(0, tid);
+                            assert!(
+                                w.realtime && w.policy == "SCHED_FIFO" && w.priority == 3,
+                                "{w:?}"
+                            );
+                            if !spin {
+                                std::thread::sleep(std::time::Duration::from_micros(500));
+                            }
                         }
-                        let w = WorkerSched::read(0, tid);
-                        assert!(
-                            w.realtime && w.policy == "SCHED_FIFO" && w.priority == 3,
-                            "{w:?}"
-                        );
-                        std::thread::sleep(std::time::Duration::from_micros(100));
-                    }
-                    assert!(
-                        fifo && other,
-                        "SCHED_FIFO 3 seen: {fifo}, SCHED_OTHER: {other}"
+                        (fifo, other)
+                    };
+                    let busy = watch(true);
+                    assert_eq!(
+                        busy,
+                        (true, true),
+                        "busy: (SCHED_FIFO 3 seen, SCHED_OTHER seen)"
+                    );
+                    // The last busy window's slice may still run: start idle after it.
+                    std::thread::sleep(std::time::Duration::from_nanos(2 * rt_duty::WINDOW_NS));
+                    let idle = watch(false);
+                    assert_eq!(
+                        idle,
+                        (true, false),
+                        "idle: (SCHED_FIFO 3 seen, SCHED_OTHER seen)"
                     );
                 }
                 Err(e) => assert!(!allowed && e.raw_os_error() == Some(libc::EPERM), "{e}"),
