@@ -574,6 +574,15 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
         .unwrap_or_else(|| panic!("no headroom terms: {p3}"));
     assert!(measured > 0, "{p3}");
     assert!(n(&p3["headroom_bytes"]) >= measured, "{p3}");
+    // Changes of the value in force are counted, with when the last was (here the prior, half
+    // the buffer, may hold it from the start: then none).
+    assert_eq!(
+        n(&p3["headroom_changes"]) > 0,
+        p3["headroom_changed_ago_s"]
+            .as_f64()
+            .is_some_and(|s| s >= 0.0),
+        "{p3}"
+    );
     let d0 = &dut["ports"][0];
     let sent = n(&gen["frames_sent"]);
     assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");

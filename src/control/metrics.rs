@@ -596,6 +596,47 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "headroom_changes",
+            "Changes of the PFC headroom in force since the start (each is also logged, with \
+             its terms, as \"PFC headroom changed\").",
+            None,
+            Counter,
+            s.iter().flat_map(|p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| p.headroom_in_force[prio] > 0)
+                    .map(move |prio| {
+                        (
+                            device_prio(p, prio),
+                            ConstCounter::new(p.headroom_changes[prio]),
+                        )
+                    })
+            }),
+        )?;
+        // Monotonic stamps become wall-clock ones against one pair of readings.
+        let (mono_now, wall_now) = (
+            now_ns(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+        family(
+            &mut enc,
+            "headroom_last_change_timestamp",
+            "When the PFC headroom in force last changed (Unix time; absent while it never \
+             changed).",
+            Some(Unit::Seconds),
+            Gauge,
+            s.iter().flat_map(move |p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| p.headroom_changed_ns[prio] > 0)
+                    .map(move |prio| {
+                        let ago = mono_now.saturating_sub(p.headroom_changed_ns[prio]) as f64 / 1e9;
+                        (device_prio(p, prio), ConstGauge::new(wall_now - ago))
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
             "kernel_drops",
             "Frames the kernel dropped at the AF_XDP socket before the daemon saw them.",
             None,

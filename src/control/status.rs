@@ -59,6 +59,12 @@ pub struct PrioStatus {
     /// The terms of the headroom in force: floor, measured model, observed evidence, bytes.
     #[serde(default)]
     pub headroom_terms: Option<[u64; 3]>,
+    /// How often the headroom in force changed since the start.
+    #[serde(default)]
+    pub headroom_changes: u64,
+    /// How long ago it last changed, seconds (`None`: never).
+    #[serde(default)]
+    pub headroom_changed_ago_s: Option<f64>,
     /// Largest overshoot seen after an XOFF (upper bound of its power-of-two bucket), bytes.
     #[serde(default)]
     pub overshoot_max_bytes: u64,
@@ -189,6 +195,13 @@ impl StatusSource {
                                     counters.headroom_evidence[prio],
                                 ]
                             }),
+                            headroom_changes: counters.headroom_changes[prio],
+                            headroom_changed_ago_s: (counters.headroom_changed_ns[prio] > 0).then(
+                                || {
+                                    now.saturating_sub(counters.headroom_changed_ns[prio]) as f64
+                                        / 1e9
+                                },
+                            ),
                             overshoot_max_bytes: counters
                                 .overshoot
                                 .get(prio)
@@ -466,9 +479,15 @@ pub fn text(s: &Status) -> String {
             if let (Some(src), Some([floor, measured, observed])) =
                 (&q.headroom_source, q.headroom_terms)
             {
+                let changed = match q.headroom_changed_ago_s {
+                    Some(ago) => {
+                        format!("changed {} times, last {ago:.1} s ago", q.headroom_changes)
+                    }
+                    None => "never changed".to_string(),
+                };
                 let _ = writeln!(
                     out,
-                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; largest overshoot after XOFF < {}",
+                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; {changed}; largest overshoot after XOFF < {}",
                     o(q.headroom_bytes),
                     q.overshoot_max_bytes
                 );

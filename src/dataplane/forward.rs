@@ -1033,6 +1033,8 @@ impl ForwardWorker {
                 c.headroom_floor[prio].set(r.floor);
                 c.headroom_model[prio].set(r.model);
                 c.headroom_evidence[prio].set(r.evidence);
+                c.headroom_changes[prio].set(r.changes.0);
+                c.headroom_changed_ns[prio].set(r.changes.1.unwrap_or(0));
                 c.xoff_in_force[prio].set(r.xoff);
                 c.xon_in_force[prio].set(r.xon);
             }

@@ -43,6 +43,8 @@ pub struct HeadroomReport {
     pub xoff: u64,
     /// XON in force.
     pub xon: u64,
+    /// Changes of the value in force since the start, and when the last was (ns).
+    pub changes: (u64, Option<u64>),
 }
 
 #[derive(Debug, Clone)]
@@ -131,7 +133,7 @@ impl PortHeadroom {
             let mut adaptive = match slot.take() {
                 Some(old) => {
                     let mut a = old.adaptive;
-                    a.set_config(cfg);
+                    a.set_config(now, cfg);
                     a
                 }
                 None => AdaptiveHeadroom::new(cfg, now),
@@ -215,6 +217,7 @@ impl PortHeadroom {
             evidence: s.adaptive.evidence(now),
             xoff: t.xoff,
             xon: t.xon,
+            changes: s.adaptive.changes(),
         })
     }
 }
@@ -253,6 +256,7 @@ mod tests {
         let r = h.report(3, 2 * MS).unwrap();
         assert_eq!(r.source, HeadroomSource::Observed);
         assert_eq!(r.in_force, 1_800_000);
+        assert_eq!(r.changes, (1, Some(2 * MS)), "one change, when it was seen");
         // On a jumbo port the minimum is two of its frames.
         let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);
         assert_eq!(min_xoff(9018), 18_036);

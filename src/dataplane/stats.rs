@@ -306,6 +306,10 @@ pub struct PortCounters {
     pub headroom_model: [Counter; PRIORITIES],
     /// Observed overshoot × margin, decayed.
     pub headroom_evidence: [Counter; PRIORITIES],
+    /// Changes of the headroom in force since the start.
+    pub headroom_changes: [Counter; PRIORITIES],
+    /// When the headroom in force last changed, CLOCK_MONOTONIC ns (0: never).
+    pub headroom_changed_ns: [Counter; PRIORITIES],
     /// XOFF and XON in force.
     pub xoff_in_force: [Counter; PRIORITIES],
     /// XON in force.
@@ -486,6 +490,12 @@ pub struct PortSnapshot {
     /// Observed overshoot × margin, decayed.
     #[serde(default)]
     pub headroom_evidence: [u64; PRIORITIES],
+    /// Changes of it since the start.
+    #[serde(default)]
+    pub headroom_changes: [u64; PRIORITIES],
+    /// When it last changed, CLOCK_MONOTONIC ns (0: never).
+    #[serde(default)]
+    pub headroom_changed_ns: [u64; PRIORITIES],
     /// XOFF in force.
     #[serde(default)]
     pub xoff_in_force: [u64; PRIORITIES],
@@ -629,6 +639,8 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         headroom_floor: arr(|p| &p.headroom_floor),
         headroom_model: arr(|p| &p.headroom_model),
         headroom_evidence: arr(|p| &p.headroom_evidence),
+        headroom_changes: arr(|p| &p.headroom_changes),
+        headroom_changed_ns: arr(|p| &p.headroom_changed_ns),
         xoff_in_force: arr(|p| &p.xoff_in_force),
         xon_in_force: arr(|p| &p.xon_in_force),
         kernel_drops: {

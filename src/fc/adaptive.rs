@@ -100,6 +100,9 @@ pub struct AdaptiveHeadroom {
     evidence_at: u64,
     in_force: u64,
     source: HeadroomSource,
+    /// Changes of `in_force` since the start, and when the last one was (ns).
+    changes: u64,
+    changed_at: Option<u64>,
 }
 
 impl AdaptiveHeadroom {
@@ -112,6 +115,8 @@ impl AdaptiveHeadroom {
             evidence_at: now,
             in_force: 0,
             source: HeadroomSource::Configured,
+            changes: 0,
+            changed_at: None,
         };
         h.recompute();
         h
@@ -142,10 +147,16 @@ impl AdaptiveHeadroom {
         self.cfg.floor
     }
 
-    /// New settings (a reload); the evidence seen so far is kept.
-    pub fn set_config(&mut self, cfg: AdaptiveConfig) {
+    /// How often the headroom in force changed since the start, and when it last did (ns;
+    /// `None`: never, it is what it started at).
+    pub fn changes(&self) -> (u64, Option<u64>) {
+        (self.changes, self.changed_at)
+    }
+
+    /// New settings (a reload) at `now`; the evidence seen so far is kept.
+    pub fn set_config(&mut self, now: u64, cfg: AdaptiveConfig) {
         self.cfg = cfg;
-        self.recompute();
+        self.settle(now);
     }
 
     /// A new model term (a link-up measurement). Returns whether the headroom changed.
@@ -160,14 +171,24 @@ impl AdaptiveHeadroom {
         let seen = bytes as f64 * self.cfg.margin;
         self.evidence = self.decayed(now).max(seen);
         self.evidence_at = now;
-        self.recompute()
+        self.settle(now)
     }
 
     /// Lets the evidence decay to `now`. Returns whether the headroom changed.
     pub fn advance(&mut self, now: u64) -> bool {
         self.evidence = self.decayed(now);
         self.evidence_at = now;
-        self.recompute()
+        self.settle(now)
+    }
+
+    /// Recomputes at `now`, counting a change.
+    fn settle(&mut self, now: u64) -> bool {
+        let changed = self.recompute();
+        if changed {
+            self.changes += 1;
+            self.changed_at = Some(now);
+        }
+        changed
     }
 
     fn decayed(&self, now: u64) -> f64 {
@@ -278,28 +299,34 @@ mod tests {
         }
         // 200 ms of decay is 13 %: two steps of at least 1/16, not 200.
         assert_eq!(changes, 2);
+        assert_eq!(h.changes().0, 3, "the rise and two steps");
         assert!(
             h.in_force() < 300_032 && h.in_force() > 260_000,
             "{}",
             h.in_force()
         );
         // A floor that moves applies at once, even by a little.
-        h.set_config(AdaptiveConfig {
-            floor: 270_000,
-            ..h.cfg
-        });
+        h.set_config(
+            200 * MS,
+            AdaptiveConfig {
+                floor: 270_000,
+                ..h.cfg
+            },
+        );
         assert!(h.in_force() >= 270_000);
     }
 
     #[test]
     fn rises_within_one_event_and_decays_slowly_to_the_floor() {
         let mut h = adaptive();
+        assert_eq!(h.changes(), (0, None));
         assert!(h.on_overshoot(0, 200_000));
         assert_eq!(
             h.in_force(),
             300_032,
             "1.5 x 200,000 rounded up to 256-byte cells"
         );
+        assert_eq!(h.changes(), (1, Some(0)), "one change, counted at its time");
         assert_eq!(h.source(), HeadroomSource::Observed);
         // A smaller overshoot does not lower it.
         assert!(!h.on_overshoot(MS, 50_000));
