@@ -120,7 +120,14 @@ impl CpuUse {
     /// `CONFIG_SCHED_INFO`, or the thread is gone).
     fn of(tid: i32) -> Option<Self> {
         let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-        Self::parse(&text)
+        let stat = Self::parse(&text)?;
+        // schedstat's run time of a thread running on another CPU lags by up to a scheduler
+        // tick (4 ms at HZ=250: more than the slice); the thread's CPU clock is brought up to
+        // date when read.
+        Some(CpuUse {
+            run_ns: thread_cpu_ns(tid).unwrap_or(stat.run_ns),
+            ..stat
+        })
     }
 
     /// Parses `schedstat`: "run_ns wait_ns timeslices".
@@ -230,6 +237,24 @@ impl Duty {
             None => self.fair_ns,
         }
     }
+}
+
+/// The CPU time thread `tid` of this process has used (ns), current to the moment of reading
+/// (its per-thread CPU clock: `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)` of the kernel's
+/// `posix-timers.h`, readable for threads of the caller's own process).
+fn thread_cpu_ns(tid: i32) -> Option<u64> {
+    const CPUCLOCK_SCHED: libc::clockid_t = 2;
+    const CPUCLOCK_PERTHREAD: libc::clockid_t = 4;
+    let clock = (!tid << 3) | CPUCLOCK_SCHED | CPUCLOCK_PERTHREAD;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write; the kernel validates the clock id.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// One thread under the duty cycle.
@@ -542,7 +567,25 @@ mod tests {
         );
         assert_eq!(CpuUse::parse("12"), None);
         assert_eq!(CpuUse::parse("x 1 2"), None);
-        // This thread's own line is readable here (the kernel has CONFIG_SCHED_INFO).
-        assert!(CpuUse::of(crate::dataplane::sched::this_thread_id()).is_some());
+        // This thread's own line is readable here (the kernel has CONFIG_SCHED_INFO), and its
+        // CPU clock, read through the thread id, agrees with the one the thread reads itself.
+        let tid = crate::dataplane::sched::this_thread_id();
+        assert!(CpuUse::of(tid).is_some());
+        let own = |c| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: a valid timespec to write.
+            assert_eq!(unsafe { libc::clock_gettime(c, &mut ts) }, 0);
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let before = own(libc::CLOCK_THREAD_CPUTIME_ID);
+        let by_tid = thread_cpu_ns(tid).unwrap();
+        let after = own(libc::CLOCK_THREAD_CPUTIME_ID);
+        assert!(
+            before <= by_tid && by_tid <= after,
+            "{before} {by_tid} {after}"
+        );
     }
 }
