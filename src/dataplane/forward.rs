@@ -95,23 +95,15 @@ struct Admission {
     lossless: bool,
 }
 
-/// Admission of every priority on each of `ports` ingress ports, `plan(port, prio)` giving
-/// the plan in force.
-fn admission_table(
-    ports: usize,
-    plan: impl Fn(usize, usize) -> PrioPlan,
-) -> Vec<[Admission; PRIORITIES]> {
-    (0..ports)
-        .map(|p| {
-            std::array::from_fn(|prio| {
-                let plan = plan(p, prio);
-                Admission {
-                    limit: plan.admit_limit(),
-                    lossless: plan.lossless(),
-                }
-            })
-        })
-        .collect()
+/// Admission of every priority of one ingress port, `plan(prio)` giving the plan in force.
+fn admission_row(plan: impl Fn(usize) -> PrioPlan) -> [Admission; PRIORITIES] {
+    std::array::from_fn(|prio| {
+        let plan = plan(prio);
+        Admission {
+            limit: plan.admit_limit(),
+            lossless: plan.lossless(),
+        }
+    })
 }
 
 /// Longest a stopping worker keeps forwarding to empty its queues; what is left after it is
@@ -203,58 +195,67 @@ pub struct ForwardSetup {
 /// One worker of wire mode.
 pub struct ForwardWorker {
     pool: FramePool,
-    ports: Vec<Box<dyn Port>>,
-    shared: Vec<Arc<SharedPort>>,
+    /// The ports, in `setup.ports` order.
+    ports: Vec<PortState>,
     stats: Arc<WorkerStats>,
     setup: ForwardSetup,
-    egress: Vec<PrioQueues>,
-    shapers: Vec<Shaper>,
-    timers: Vec<PauseTimers>,
-    generators: Vec<PfcGenerator>,
-    /// One per egress port when the watchdog is enabled.
-    watchdogs: Vec<PfcWatchdog>,
-    /// Link agents (LLDP, peer delay) per port, on the leader worker when link-up is enabled.
-    agents: Vec<LinkAgent>,
-    /// LLDP neighbours each agent knew when last published.
-    neighbours_seen: Vec<usize>,
     /// When the gauges are next published.
     gauges_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
-    /// Admission per ingress port and priority, from the settings in force (per-port
-    /// measured thresholds included).
-    admission: Vec<[Admission; PRIORITIES]>,
-    /// Control frames (PFC, SFCM) waiting for TX, per port; sent ahead of data.
-    ctrl: Vec<Ring>,
-    /// SFC congestion point per egress port and priority (SFC priorities only).
-    sfc_cps: Vec<[Option<SfcCongestionPoint>; PRIORITIES]>,
-    /// SFC reaction point per port (pauses that port's egress).
-    sfc_rps: Vec<SfcReactionPoint>,
-    /// Whose SFC messages each port's reaction point obeys.
-    sfc_guards: Vec<SfcGuard>,
-    /// Credit lanes per port: the receive side accounts frames that arrived on the port, the
-    /// transmit side gates what the port sends.
-    credit: Vec<CreditPort>,
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
     /// are tail-dropped, so a lossy flood cannot starve the RX fill ring of lossless traffic.
     lossy_reserve: usize,
-    /// This worker's share of each port's RX backlog as last published in [`SharedPort`].
-    rx_backlog: Vec<[u64; PRIORITIES]>,
-    /// Bytes arrived per priority on this worker's queue of each port, as last published.
-    arrived: Vec<[u64; PRIORITIES]>,
-    /// Headroom in force per PFC priority of each ingress port (the leader's; empty on
-    /// other workers).
-    headroom: Vec<PortHeadroom>,
-    /// Whether this worker's fill ring of each port is short of buffers (published in
-    /// [`SharedPort`]).
-    fill_watch: Vec<FillWatch>,
-    /// The port's count of `oversize` drops before the socket (XDP), as last added to the
-    /// stats.
-    oversize_seen: Vec<[u64; PRIORITIES]>,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
     /// The priority of each data frame in `tx` (per-priority TX counters).
     tx_prios: [u8; BATCH],
+}
+
+/// What a worker keeps for one port: its socket, the state it shares with the other workers,
+/// and the port's part in each flow-control role: as ingress (admission, PFC and credit
+/// receive side, SFC guard), as egress (queues, shaper, pause timers, SFC congestion and
+/// reaction points, credit transmit side) and on its link (control frames, link agent).
+struct PortState {
+    io: Box<dyn Port>,
+    shared: Arc<SharedPort>,
+    /// Data queued to leave through this port, per priority.
+    egress: PrioQueues,
+    shaper: Shaper,
+    /// Pauses received on this port (its egress).
+    timers: PauseTimers,
+    /// PFC this port sends for its ingress occupancy.
+    generator: PfcGenerator,
+    /// When the watchdog is enabled.
+    watchdog: Option<PfcWatchdog>,
+    /// LLDP and peer delay, on the leader worker when link-up is enabled.
+    agent: Option<LinkAgent>,
+    /// LLDP neighbours the agent knew when last published.
+    neighbours_seen: usize,
+    /// Admission per priority, from the settings in force (measured thresholds included).
+    admission: [Admission; PRIORITIES],
+    /// Control frames (PFC, SFCM, credit) waiting for TX; sent ahead of data.
+    ctrl: Ring,
+    /// SFC congestion point per priority of this egress (SFC priorities only).
+    sfc_cps: [Option<SfcCongestionPoint>; PRIORITIES],
+    /// SFC reaction point (pauses this port's egress).
+    sfc_rp: SfcReactionPoint,
+    /// Whose SFC messages the reaction point obeys.
+    sfc_guard: SfcGuard,
+    /// Credit lanes: the receive side accounts frames that arrived on the port, the transmit
+    /// side gates what the port sends.
+    credit: CreditPort,
+    /// This worker's share of the port's RX backlog as last published in [`SharedPort`].
+    rx_backlog: [u64; PRIORITIES],
+    /// Bytes arrived per priority on this worker's queue, as last published.
+    arrived: [u64; PRIORITIES],
+    /// Headroom in force per PFC priority (the leader's; `None` on other workers).
+    headroom: Option<PortHeadroom>,
+    /// Whether this worker's fill ring is short of buffers (published in [`SharedPort`]).
+    fill_watch: FillWatch,
+    /// The port's count of `oversize` drops before the socket (XDP), as last added to the
+    /// stats.
+    oversize_seen: [u64; PRIORITIES],
 }
 
 /// Why a worker stopped early.
@@ -275,129 +276,97 @@ impl ForwardWorker {
         setup: ForwardSetup,
         now: u64,
     ) -> Self {
-        let n = ports.len();
         let cap = pool.capacity() as usize;
-        let headroom: Vec<PortHeadroom> = if setup.pfc_generator {
-            (0..n)
-                .map(|p| {
+        let pfc_enabled = (0..PRIORITIES)
+            .filter(|&p| setup.prios[p].pfc.is_some())
+            .fold(0u8, |m, p| m | (1 << p));
+        let ports = ports
+            .into_iter()
+            .zip(shared)
+            .zip(&setup.ports)
+            .map(|((io, shared), port)| {
+                let headroom = setup.pfc_generator.then(|| {
                     PortHeadroom::new(
                         setup.headroom,
-                        u64::from(setup.ports[p].max_frame),
+                        u64::from(port.max_frame),
                         &setup.prios,
                         |p| (setup.prios[p], false),
                         now,
                     )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let thresholds = |e: usize| {
-            headroom.get(e).map_or_else(
-                || std::array::from_fn(|p| setup.prios[p].thresholds()),
-                PortHeadroom::thresholds,
-            )
-        };
-        ForwardWorker {
-            egress: (0..n).map(|_| PrioQueues::new(cap)).collect(),
-            shapers: setup
-                .ports
-                .iter()
-                .map(|p| {
-                    let rate = ((p.speed_bps as f64) * setup.rate_share) as u64;
-                    Shaper::paced(rate, now)
-                })
-                .collect(),
-            timers: setup
-                .ports
-                .iter()
-                .map(|p| PauseTimers::new(p.speed_bps))
-                .collect(),
-            generators: setup
-                .ports
-                .iter()
-                .enumerate()
-                .map(|(e, p)| PfcGenerator::new(thresholds(e), p.pause_quanta, p.speed_bps))
-                .collect(),
-            watchdogs: match setup.watchdog {
-                Some(c) => (0..n).map(|_| PfcWatchdog::new(c)).collect(),
-                None => Vec::new(),
-            },
-            ctrl: (0..n).map(|_| Ring::new(CTRL_QUEUE)).collect(),
-            sfc_cps: setup
-                .ports
-                .iter()
-                .map(|port| {
-                    sfc_congestion_points(
+                });
+                let thresholds = headroom.as_ref().map_or_else(
+                    || std::array::from_fn(|p| setup.prios[p].thresholds()),
+                    PortHeadroom::thresholds,
+                );
+                let agent = match (&setup.linkup, setup.pfc_generator) {
+                    (Some((l, _)), true) => Some(
+                        LinkAgent::new(
+                            LinkAgentConfig {
+                                lldp: LldpConfig::new(io.mac(), io.name(), pfc_enabled),
+                                initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
+                                respond: true,
+                            },
+                            io.mac(),
+                            now,
+                        )
+                        .with_kernel_tx_stamps(
+                            io.name(),
+                            crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
+                        ),
+                    ),
+                    _ => None,
+                };
+                let lanes = (0..PRIORITIES)
+                    .filter(|&p| port.credit && setup.prios[p].credit)
+                    .map(|p| (p as u8, setup.prios[p].limit));
+                PortState {
+                    egress: PrioQueues::new(cap),
+                    shaper: Shaper::paced(((port.speed_bps as f64) * setup.rate_share) as u64, now),
+                    timers: PauseTimers::new(port.speed_bps),
+                    generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
+                    watchdog: setup.watchdog.map(PfcWatchdog::new),
+                    agent,
+                    neighbours_seen: usize::MAX,
+                    // Nothing measured yet: every port has the configured plans.
+                    admission: admission_row(|prio| setup.prios[prio]),
+                    ctrl: Ring::new(CTRL_QUEUE),
+                    sfc_cps: sfc_congestion_points(
                         &setup.prios,
                         &setup.sfc,
                         port.speed_bps,
                         setup.rate_share,
-                    )
-                })
-                .collect(),
-            sfc_rps: (0..n)
-                .map(|_| {
-                    SfcReactionPoint::new(SfcRpConfig {
+                    ),
+                    sfc_rp: SfcReactionPoint::new(SfcRpConfig {
                         scope: ReactionScope::Class,
                         ..SfcRpConfig::default()
                     })
-                    .expect("the default reaction-point config is valid")
-                })
-                .collect(),
-            sfc_guards: (0..n).map(|_| SfcGuard::new(setup.sfc.sources)).collect(),
-            agents: match (&setup.linkup, setup.pfc_generator) {
-                (Some((l, _)), true) => ports
-                    .iter()
-                    .map(|port| {
-                        let pfc_enabled = (0..PRIORITIES)
-                            .filter(|&p| setup.prios[p].pfc.is_some())
-                            .fold(0u8, |m, p| m | (1 << p));
-                        let cfg = LinkAgentConfig {
-                            lldp: LldpConfig::new(port.mac(), port.name(), pfc_enabled),
-                            initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
-                            respond: true,
-                        };
-                        LinkAgent::new(cfg, port.mac(), now).with_kernel_tx_stamps(
-                            port.name(),
-                            crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
-                        )
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            },
-            credit: setup
-                .ports
-                .iter()
-                .map(|port| {
-                    let lanes = (0..PRIORITIES)
-                        .filter(|&p| port.credit && setup.prios[p].credit)
-                        .map(|p| (p as u8, setup.prios[p].limit));
-                    CreditPort::new(lanes, &setup.credit, now)
-                        .expect("validated credit settings make valid lanes")
-                })
-                .collect(),
+                    .expect("the default reaction-point config is valid"),
+                    sfc_guard: SfcGuard::new(setup.sfc.sources),
+                    credit: CreditPort::new(lanes, &setup.credit, now)
+                        .expect("validated credit settings make valid lanes"),
+                    rx_backlog: [0; PRIORITIES],
+                    arrived: [0; PRIORITIES],
+                    headroom,
+                    fill_watch: FillWatch::default(),
+                    oversize_seen: [0; PRIORITIES],
+                    io,
+                    shared,
+                }
+            })
+            .collect();
+        ForwardWorker {
             lossy_reserve: if setup.prios.iter().any(PrioPlan::lossless) {
                 cap / LOSSY_RESERVE_DIVISOR
             } else {
                 0
             },
-            rx_backlog: vec![[0; PRIORITIES]; n],
-            arrived: vec![[0; PRIORITIES]; n],
-            headroom,
-            fill_watch: vec![FillWatch::default(); n],
-            oversize_seen: vec![[0; PRIORITIES]; n],
-            neighbours_seen: vec![usize::MAX; n],
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
-            // Nothing measured yet: every port has the configured plans.
-            admission: admission_table(n, |_, prio| setup.prios[prio]),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
             pool,
             ports,
-            shared,
             stats,
             setup,
         }
@@ -406,11 +375,14 @@ impl ForwardWorker {
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
     /// [`ForwardWorker::drain`]) and releases the rest, counted.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
-        let mut idler = Idler::new(self.ports.iter().map(|p| p.poll_fd()), self.setup.busy_poll);
+        let mut idler = Idler::new(
+            self.ports.iter().map(|p| p.io.poll_fd()),
+            self.setup.busy_poll,
+        );
         if self.setup.pfc_generator {
             // Resume whatever a previous instance paused upstream when it stopped.
             for p in 0..self.ports.len() {
-                if let Some(m) = self.generators[p].resume_all() {
+                if let Some(m) = self.ports[p].generator.resume_all() {
                     self.send_pfc(p, &m);
                 }
             }
@@ -451,15 +423,17 @@ impl ForwardWorker {
         let start = now_ns();
         if self.setup.pfc_generator {
             for p in 0..self.ports.len() {
-                if let Some(m) = self.generators[p].hold(start) {
+                if let Some(m) = self.ports[p].generator.hold(start) {
                     self.send_pfc(p, &m);
                 }
             }
         }
         loop {
             let now = now_ns();
-            let empty = self.egress.iter().all(PrioQueues::is_empty)
-                && self.ctrl.iter().all(Ring::is_empty);
+            let empty = self
+                .ports
+                .iter()
+                .all(|s| s.egress.is_empty() && s.ctrl.is_empty());
             if (empty && now >= start + STOP_GRACE_NS) || now >= start + STOP_DRAIN_NS {
                 return Ok(());
             }
@@ -472,7 +446,7 @@ impl ForwardWorker {
 
     fn read_kernel_drops(&self) {
         for (p, port) in self.ports.iter().enumerate() {
-            self.stats.ports[p].set_kernel_drops(&port.kernel_drops());
+            self.stats.ports[p].set_kernel_drops(&port.io.kernel_drops());
         }
     }
 
@@ -509,16 +483,18 @@ impl ForwardWorker {
     }
 
     fn receive(&mut self, p: usize, now: u64) -> Result<usize, WorkerError> {
-        self.ports[p].reclaim(&mut self.pool)?;
+        self.ports[p].io.reclaim(&mut self.pool)?;
         self.rx.clear();
-        let n = self.ports[p].recv(&mut self.pool, &mut self.rx, BATCH, now)?;
+        let n = self.ports[p]
+            .io
+            .recv(&mut self.pool, &mut self.rx, BATCH, now)?;
         for i in 0..n {
             let mut rx = self.rx[i];
             if rx.frame.len > self.setup.ports[p].max_frame {
                 self.oversize(p, rx.frame);
                 continue;
             }
-            if let Some(agent) = self.agents.get_mut(p) {
+            if let Some(agent) = self.ports[p].agent.as_mut() {
                 let malformed = agent.counters().rx_malformed;
                 match agent.handle_rx(&mut self.pool, rx, now) {
                     Some(r) => rx = r,
@@ -534,7 +510,10 @@ impl ForwardWorker {
             self.ingress(p, rx, now);
         }
         // An empty turn with nothing published as waiting has nothing new to say.
-        if n > 0 || self.rx_backlog[p] != [0; PRIORITIES] || self.fill_watch[p].starved() {
+        if n > 0
+            || self.ports[p].rx_backlog != [0; PRIORITIES]
+            || self.ports[p].fill_watch.starved()
+        {
             self.account_rx_backlog(p);
         }
         Ok(n)
@@ -544,18 +523,22 @@ impl ForwardWorker {
     /// whether its fill ring is short of buffers: both are congestion the PFC and SFC
     /// congestion points of `p` act on, before the kernel has to drop anything.
     fn account_rx_backlog(&mut self, p: usize) {
-        let b = self.ports[p].rx_backlog();
-        if b.bytes != self.rx_backlog[p] {
-            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &b.bytes);
-            self.rx_backlog[p] = b.bytes;
+        let b = self.ports[p].io.rx_backlog();
+        if b.bytes != self.ports[p].rx_backlog {
+            self.ports[p]
+                .shared
+                .update_rx_backlog(&self.ports[p].rx_backlog, &b.bytes);
+            self.ports[p].rx_backlog = b.bytes;
         }
-        if b.arrived != self.arrived[p] {
-            self.shared[p].add_arrived(&self.arrived[p], &b.arrived);
-            self.arrived[p] = b.arrived;
+        if b.arrived != self.ports[p].arrived {
+            self.ports[p]
+                .shared
+                .add_arrived(&self.ports[p].arrived, &b.arrived);
+            self.ports[p].arrived = b.arrived;
         }
         let c = &self.stats.ports[p];
-        if let Some(starved) = self.fill_watch[p].update(&b) {
-            self.shared[p].set_fill_starved(starved);
+        if let Some(starved) = self.ports[p].fill_watch.update(&b) {
+            self.ports[p].shared.set_fill_starved(starved);
             if starved {
                 c.fill_starved_events.add(1);
             }
@@ -597,11 +580,11 @@ impl ForwardWorker {
             };
         }
         if ethertype == EtherType::LOSSLESS && is_credit_payload(eth.payload()) {
-            if self.credit[p].is_empty() {
+            if self.ports[p].credit.is_empty() {
                 // Credits are not enabled on this port: link-local, not forwarded.
                 return self.discard(p, rx.frame, DropReason::LinkLocal);
             }
-            return match self.credit[p].on_update(now, eth.payload()) {
+            return match self.ports[p].credit.on_update(now, eth.payload()) {
                 Ok(_) => self.pool.release(rx.frame.idx),
                 Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
             };
@@ -609,7 +592,7 @@ impl ForwardWorker {
         if ethertype == EtherType::LOSSLESS {
             let parsed = SfcmFrame::parse(data);
             return match parsed {
-                Ok(f) => match self.sfc_guards[p].admit(f.eth.src, now) {
+                Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
                     Ok(()) => {
                         self.react_sfc(p, &f.msg, now);
                         self.pool.release(rx.frame.idx);
@@ -633,11 +616,11 @@ impl ForwardWorker {
         self.stats.ports[p].rx_data_frames[prio].add(1);
         self.stats.ports[p].rx_data_bytes[prio].add(len);
         // Every data frame counts towards the blocks received, kept or not.
-        if !self.credit[p].on_data(now, prio, rx.frame.len) {
+        if !self.ports[p].credit.on_data(now, prio, rx.frame.len) {
             return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
         }
-        let admit = self.admission[p][prio];
-        let before = self.shared[p].occupancy(prio);
+        let admit = self.ports[p].admission[prio];
+        let before = self.ports[p].shared.occupancy(prio);
         let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
         if before + len > admit.limit || reserve_hit {
             let reason = if admit.lossless {
@@ -645,12 +628,12 @@ impl ForwardWorker {
             } else {
                 DropReason::TailDrop
             };
-            self.credit[p].on_drain(prio, rx.frame.len);
+            self.ports[p].credit.on_drain(prio, rx.frame.len);
             return self.discard_data(p, rx.frame, reason, prio);
         }
         let e = 1 - p;
         if self.watchdog_dropping(e) & (1 << prio) != 0 {
-            self.credit[p].on_drain(prio, rx.frame.len);
+            self.ports[p].credit.on_drain(prio, rx.frame.len);
             return self.discard_data(p, rx.frame, DropReason::Watchdog, prio);
         }
         let q = Queued {
@@ -659,13 +642,13 @@ impl ForwardWorker {
             ingress: p as u8,
             rx_ns: rx.rx_ns,
         };
-        match self.egress[e].push(prio, q) {
+        match self.ports[e].egress.push(prio, q) {
             Ok(()) => {
-                self.shared[p].charge(prio, len);
+                self.ports[p].shared.charge(prio, len);
                 self.congestion_sfc(p, e, prio, source, rx.frame, now);
             }
             Err(_) => {
-                self.credit[p].on_drain(prio, rx.frame.len);
+                self.ports[p].credit.on_drain(prio, rx.frame.len);
                 self.discard_data(p, rx.frame, DropReason::NoBuffer, prio)
             }
         }
@@ -675,28 +658,29 @@ impl ForwardWorker {
     /// occupancy and credit get the room back.
     fn release_queued(&mut self, prio: usize, q: &Queued) {
         let ingress = usize::from(q.ingress);
-        self.shared[ingress].release(prio, u64::from(q.len));
-        self.credit[ingress].on_drain(prio, q.len);
+        self.ports[ingress].shared.release(prio, u64::from(q.len));
+        self.ports[ingress].credit.on_drain(prio, q.len);
     }
 
     /// Queues the credit update port `p` has due, behind the data frames its FCTBS counts
     /// (control frames go out before any later data), and logs lane re-initialisations.
     fn send_credit(&mut self, p: usize, now: u64) {
-        if self.credit[p].is_empty() {
+        if self.ports[p].credit.is_empty() {
             return;
         }
-        let iface = self.ports[p].name();
-        for (priority, reason) in self.credit[p].take_reinits() {
+        let port = &mut self.ports[p];
+        let iface = port.io.name();
+        for (priority, reason) in port.credit.take_reinits() {
             tracing::warn!(iface, priority, ?reason, "credit lane re-initialised");
         }
-        let Some(update) = self.credit[p].poll(now) else {
+        let Some(update) = self.ports[p].credit.poll(now) else {
             return;
         };
         let Some(idx) = self.pool.alloc() else {
             // Lost like an update lost on the wire: the next one carries the same credit.
             return self.stats.ports[p].drop(DropReason::NoBuffer);
         };
-        let len = emit_update(&update, self.ports[p].mac(), self.pool.buf_mut(idx));
+        let len = emit_update(&update, self.ports[p].io.mac(), self.pool.buf_mut(idx));
         self.queue_control(
             p,
             Frame {
@@ -718,8 +702,8 @@ impl ForwardWorker {
         now: u64,
     ) {
         // What waits in the ingress RX ring must drain through this queue too.
-        let queued = self.egress[e].ring_ref(prio).bytes() + self.rx_backlog[p][prio];
-        let Some(cp) = self.sfc_cps[e][prio].as_mut() else {
+        let queued = self.ports[e].egress.ring_ref(prio).bytes() + self.ports[p].rx_backlog[prio];
+        let Some(cp) = self.ports[e].sfc_cps[prio].as_mut() else {
             return;
         };
         let flow = Ipv4Flow::of_frame(self.pool.data(offending));
@@ -728,7 +712,7 @@ impl ForwardWorker {
         };
         let eth = EthernetRepr {
             dst: source,
-            src: self.ports[p].mac(),
+            src: self.ports[p].io.mac(),
             vlan: None,
             ethertype: EtherType::LOSSLESS,
         };
@@ -768,12 +752,14 @@ impl ForwardWorker {
     fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
         let prio = usize::from(msg.priority & 7);
         self.stats.ports[p].sfcm_rx[prio].add(1);
-        match self.sfc_rps[p].on_sfcm(msg, now) {
+        match self.ports[p].sfc_rp.on_sfcm(msg, now) {
             SfcReaction::Class { priority, until } | SfcReaction::Escalated { priority, until } => {
-                self.shared[p].sfc_pause(usize::from(priority & 7), until)
+                self.ports[p]
+                    .shared
+                    .sfc_pause(usize::from(priority & 7), until)
             }
             SfcReaction::Interface { until } => {
-                (0..PRIORITIES).for_each(|q| self.shared[p].sfc_pause(q, until))
+                (0..PRIORITIES).for_each(|q| self.ports[p].shared.sfc_pause(q, until))
             }
             // Class scope is configured, so no flow pauses arrive here.
             SfcReaction::Flow { .. } => {}
@@ -788,7 +774,7 @@ impl ForwardWorker {
             ingress: p as u8,
             rx_ns: 0,
         };
-        if self.ctrl[p].push(q).is_err() {
+        if self.ports[p].ctrl.push(q).is_err() {
             self.stats.ports[p].drop(DropReason::NoBuffer);
             self.pool.release(frame.idx);
         }
@@ -820,26 +806,27 @@ impl ForwardWorker {
             }
         }
         let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
-        self.shared[p].set_pause(&deadlines);
-        self.timers[p].on_frame(m, now);
+        self.ports[p].shared.set_pause(&deadlines);
+        self.ports[p].timers.on_frame(m, now);
     }
 
     /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
     /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     fn generate_pfc(&mut self, p: usize, now: u64) {
-        let occupancy = self.shared[p].pfc_occupancy();
+        let occupancy = self.ports[p].shared.pfc_occupancy();
         // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
-        let congested = if self.shared[p].fill_starved() {
+        let congested = if self.ports[p].shared.fill_starved() {
             u8::MAX
         } else {
             0
         };
-        let before = self.generators[p].xoff_mask();
-        let sent = self.generators[p].poll(now, &occupancy, congested);
-        let after = self.generators[p].xoff_mask();
+        let before = self.ports[p].generator.xoff_mask();
+        let sent = self.ports[p].generator.poll(now, &occupancy, congested);
+        let after = self.ports[p].generator.xoff_mask();
         let c = &self.stats.ports[p];
-        if let Some(h) = self.headroom.get_mut(p) {
-            let arrived = self.shared[p].arrived_all();
+        let port = &mut self.ports[p];
+        if let Some(h) = port.headroom.as_mut() {
+            let arrived = port.shared.arrived_all();
             if h.observe(now, before, after, &arrived, |prio, o| {
                 c.overshoot[prio].record(o.bytes);
                 c.pfc_reaction_ns[prio].record(o.settle_ns);
@@ -851,10 +838,15 @@ impl ForwardWorker {
             return;
         };
         let c = &self.stats.ports[p];
-        for (prio, n) in self.generators[p].xoff_transitions().iter().enumerate() {
+        for (prio, n) in self.ports[p]
+            .generator
+            .xoff_transitions()
+            .iter()
+            .enumerate()
+        {
             c.xoff_transitions[prio].set(*n);
         }
-        for (prio, ns) in self.generators[p].xoff_held_ns(now).iter().enumerate() {
+        for (prio, ns) in self.ports[p].generator.xoff_held_ns(now).iter().enumerate() {
             c.xoff_held_ns[prio].set(*ns);
         }
         self.send_pfc(p, &m);
@@ -863,15 +855,18 @@ impl ForwardWorker {
     /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
     /// says why.
     fn retune(&mut self, p: usize, now: u64) {
-        let Some(h) = self.headroom.get(p) else {
+        let state = &mut self.ports[p];
+        let Some(h) = state.headroom.as_ref() else {
             return;
         };
         let port = &self.setup.ports[p];
-        self.generators[p].reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
+        state
+            .generator
+            .reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
         for prio in 0..PRIORITIES {
             if let Some(r) = h.report(prio, now) {
                 tracing::info!(
-                    iface = self.ports[p].name(),
+                    iface = state.io.name(),
                     priority = prio,
                     headroom = r.in_force,
                     source = r.source.label(),
@@ -900,7 +895,7 @@ impl ForwardWorker {
             // No frame to build it in: the generator will refresh the signal shortly.
             return c.drop(DropReason::NoBuffer);
         };
-        let src = self.ports[p].mac();
+        let src = self.ports[p].io.mac();
         let len = m
             .emit_frame(src, self.pool.buf_mut(idx))
             .expect("a pool frame holds a MAC control frame");
@@ -915,15 +910,17 @@ impl ForwardWorker {
 
     fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
         let mut sent = 0;
-        if !self.ctrl[e].is_empty() {
+        if !self.ports[e].ctrl.is_empty() {
             self.tx.clear();
-            let room = self.ports[e].tx_room().min(BATCH);
+            let room = self.ports[e].io.tx_room().min(BATCH);
             while self.tx.len() < room {
-                let Some(q) = self.ctrl[e].pop() else { break };
-                self.shapers[e].charge(q.len, now);
+                let Some(q) = self.ports[e].ctrl.pop() else {
+                    break;
+                };
+                self.ports[e].shaper.charge(q.len, now);
                 self.tx.push(q.frame());
             }
-            let n = self.ports[e].send(&mut self.pool, &self.tx)?;
+            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
             let c = &self.stats.ports[e];
             c.tx_frames.add(n as u64);
             c.tx_bytes
@@ -934,41 +931,42 @@ impl ForwardWorker {
             }
             sent += n;
         }
-        if !self.ctrl[e].is_empty() {
+        if !self.ports[e].ctrl.is_empty() {
             // A credit update waiting here counts only the data sent before it: no data
             // overtakes it.
             return Ok(sent);
         }
-        let (received_pause, _) = self.shared[e].paused(now);
+        let (received_pause, _) = self.ports[e].shared.paused(now);
         let mut paused = received_pause & !self.watch(e, received_pause, now);
-        if !self.shared[e].link_up() {
+        if !self.ports[e].shared.link_up() {
             // No carrier: hold every frame rather than send it into a dead link.
             paused = u8::MAX;
         }
-        let room = self.ports[e].tx_room().min(BATCH);
+        let room = self.ports[e].io.tx_room().min(BATCH);
         self.tx.clear();
         // `room` counts buffers: a jumbo frame over AF_XDP takes several. A frame the port
         // would refuse is never taken (the port would have it dropped).
         let mut slots = 0;
         while slots < room {
-            let Some(prio) = self.egress[e].select(paused) else {
+            let Some(prio) = self.ports[e].egress.select(paused) else {
                 break;
             };
-            let head = *self.egress[e]
+            let head = *self.ports[e]
+                .egress
                 .front(prio)
                 .expect("selected ring is non-empty");
             let k = self.pool.tx_slots(head.frame());
             if slots > 0 && slots + k > room {
                 break;
             }
-            match self.credit[e].gate(prio, head.len) {
+            match self.ports[e].credit.gate(prio, head.len) {
                 Gate::Free | Gate::Send => {}
                 Gate::Wait => {
                     paused |= 1 << prio;
                     continue;
                 }
                 Gate::NeverFits => {
-                    self.egress[e].pop(prio);
+                    self.ports[e].egress.pop(prio);
                     self.release_queued(prio, &head);
                     self.discard_data(
                         usize::from(head.ingress),
@@ -979,15 +977,16 @@ impl ForwardWorker {
                     continue;
                 }
             }
-            if !self.shapers[e].try_send(head.len, now) {
+            if !self.ports[e].shaper.try_send(head.len, now) {
                 break;
             }
-            self.egress[e].pop(prio);
-            self.credit[e].on_sent(prio, head.len);
+            self.ports[e].egress.pop(prio);
+            self.ports[e].credit.on_sent(prio, head.len);
             self.release_queued(prio, &head);
-            if let Some(cp) = self.sfc_cps[e][prio].as_mut() {
+            let port = &mut self.ports[e];
+            if let Some(cp) = port.sfc_cps[prio].as_mut() {
                 cp.on_dequeue(u64::from(head.len), now);
-                if self.egress[e].ring_ref(prio).is_empty() {
+                if port.egress.ring_ref(prio).is_empty() {
                     cp.on_empty();
                 }
             }
@@ -996,7 +995,7 @@ impl ForwardWorker {
             slots += k;
         }
         if !self.tx.is_empty() {
-            let n = self.ports[e].send(&mut self.pool, &self.tx)?;
+            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
             let c = &self.stats.ports[e];
             let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
             c.tx_frames.add(n as u64);
@@ -1019,13 +1018,19 @@ impl ForwardWorker {
     /// Publishes the gauges readers see (queue depth and peak, paused time, headroom) for
     /// every port, and lets the observed headroom evidence decay.
     fn publish_gauges(&mut self, now: u64) {
-        for p in 0..self.headroom.len() {
-            if self.headroom[p].advance(now) {
+        for p in 0..self.ports.len() {
+            let Some(h) = self.ports[p].headroom.as_mut() else {
+                continue;
+            };
+            if h.advance(now) {
                 self.retune(p, now);
             }
             let c = &self.stats.ports[p];
+            let Some(h) = self.ports[p].headroom.as_ref() else {
+                continue;
+            };
             for prio in 0..PRIORITIES {
-                let Some(r) = self.headroom[p].report(prio, now) else {
+                let Some(r) = h.report(prio, now) else {
                     continue;
                 };
                 c.headroom_in_force[prio].set(r.in_force);
@@ -1041,12 +1046,13 @@ impl ForwardWorker {
         }
         for e in 0..self.ports.len() {
             let c = &self.stats.ports[e];
-            let depth = self.egress[e].bytes();
-            let peak = self.egress[e].peak_bytes();
-            let paused_ns = self.timers[e].paused_ns(now);
-            let sfc_paused = self.sfc_rps[e].paused_ns(now).class;
+            let depth = self.ports[e].egress.bytes();
+            let peak = self.ports[e].egress.peak_bytes();
+            let paused_ns = self.ports[e].timers.paused_ns(now);
+            let sfc_paused = self.ports[e].sfc_rp.paused_ns(now).class;
             for p in 0..PRIORITIES {
-                let (Some(lane), Some(r)) = (self.credit[e].lane(p), self.credit[e].report(p))
+                let (Some(lane), Some(r)) =
+                    (self.ports[e].credit.lane(p), self.ports[e].credit.report(p))
                 else {
                     continue;
                 };
@@ -1062,15 +1068,15 @@ impl ForwardWorker {
                 c.credit_resyncs[p].set(r.resyncs);
                 c.credit_reinits[p].set(r.reinits);
             }
-            let backlog_drops = self.ports[e].backlog_drops();
-            let oversize = self.ports[e].oversize_drops();
+            let backlog_drops = self.ports[e].io.backlog_drops();
+            let oversize = self.ports[e].io.oversize_drops();
             for p in 0..PRIORITIES {
-                let new = oversize[p].saturating_sub(self.oversize_seen[e][p]);
+                let new = oversize[p].saturating_sub(self.ports[e].oversize_seen[p]);
                 if new > 0 {
                     c.drop_oversize(p, new);
-                    self.oversize_seen[e][p] = oversize[p];
+                    self.ports[e].oversize_seen[p] = oversize[p];
                 }
-                c.rx_backlog_bytes[p].set(self.rx_backlog[e][p]);
+                c.rx_backlog_bytes[p].set(self.ports[e].rx_backlog[p]);
                 c.rx_backlog_drops[p].set(backlog_drops[p]);
                 c.sfc_paused_ns[p].set(sfc_paused[p]);
                 c.queue_bytes[p].set(depth[p]);
@@ -1086,23 +1092,26 @@ impl ForwardWorker {
         let Some((_, links)) = &self.setup.linkup else {
             return;
         };
-        for (p, agent) in self.agents.iter_mut().enumerate() {
-            if links[p].take_request() {
+        for (port, link) in self.ports.iter_mut().zip(links) {
+            let Some(agent) = port.agent.as_mut() else {
+                continue;
+            };
+            if link.take_request() {
                 agent.start_measurement(now);
             }
-            if let Err(e) = agent.transmit(&mut *self.ports[p], &mut self.pool, now) {
-                tracing::warn!(iface = self.ports[p].name(), error = %e, "link-up transmit failed");
+            if let Err(e) = agent.transmit(&mut *port.io, &mut self.pool, now) {
+                tracing::warn!(iface = port.io.name(), error = %e, "link-up transmit failed");
             }
             if let Some(r) = agent.take_measurement(now) {
-                links[p].finish(r);
+                link.finish(r);
             }
             let known = agent.lldp().neighbours();
-            if known.len() != self.neighbours_seen[p] {
-                self.neighbours_seen[p] = known.len();
+            if known.len() != port.neighbours_seen {
+                port.neighbours_seen = known.len();
                 let peer = known
                     .first()
                     .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
-                links[p].set_peer(peer);
+                link.set_peer(peer);
             }
         }
     }
@@ -1110,72 +1119,68 @@ impl ForwardWorker {
     /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
     /// thresholds from now on; PFC and watchdog keep their state.
     fn apply(&mut self, s: &LiveSettings) {
-        if s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc {
-            self.sfc_cps = self
-                .setup
-                .ports
-                .iter()
-                .map(|port| {
-                    sfc_congestion_points(&s.prios, &s.sfc, port.speed_bps, self.setup.rate_share)
-                })
-                .collect();
-            if s.sfc.sources != self.setup.sfc.sources {
-                self.sfc_guards = (0..self.ports.len())
-                    .map(|_| SfcGuard::new(s.sfc.sources))
-                    .collect();
-            }
-            self.setup.sfc = s.sfc;
-        }
+        let sfc_changed =
+            s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc;
+        let guards_changed = s.sfc.sources != self.setup.sfc.sources;
+        self.setup.sfc = s.sfc;
         self.setup.prios = s.prios;
         self.setup.headroom = s.headroom;
+        self.setup.watchdog = s.watchdog;
         let now = now_ns();
-        for (i, g) in self.generators.iter_mut().enumerate() {
+        for (i, (state, port)) in self.ports.iter_mut().zip(&mut self.setup.ports).enumerate() {
+            if sfc_changed {
+                state.sfc_cps =
+                    sfc_congestion_points(&s.prios, &s.sfc, port.speed_bps, self.setup.rate_share);
+            }
+            if guards_changed {
+                state.sfc_guard = SfcGuard::new(s.sfc.sources);
+            }
             let in_force = |p| {
                 let (plan, source) = s.plan_for(i, p);
                 (plan, source == "measured")
             };
-            let thresholds = match self.headroom.get_mut(i) {
+            let thresholds = match state.headroom.as_mut() {
                 Some(h) => {
                     h.reconfigure(s.headroom, &s.prios, in_force, now);
                     h.thresholds()
                 }
                 None => std::array::from_fn(|p| s.plan_for(i, p).0.thresholds()),
             };
-            let quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
-            self.setup.ports[i].pause_quanta = quanta;
-            g.reconfigure(thresholds, quanta, self.setup.ports[i].speed_bps);
-        }
-        // SFC: the sources of egress e's queues sit behind the other port of the wire.
-        for (e, cps) in self.sfc_cps.iter_mut().enumerate() {
-            let rtt = s.rtt_ns.get(1 - e).copied().flatten();
-            for cp in cps.iter_mut().flatten() {
+            port.pause_quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
+            state
+                .generator
+                .reconfigure(thresholds, port.pause_quanta, port.speed_bps);
+            // SFC: the sources of this egress's queues sit behind the other port of the wire.
+            let rtt = s.rtt_ns.get(1 - i).copied().flatten();
+            for cp in state.sfc_cps.iter_mut().flatten() {
                 cp.set_link_rtt(rtt);
             }
-        }
-        self.admission = admission_table(self.ports.len(), |p, prio| s.plan_for(p, prio).0);
-        self.setup.watchdog = s.watchdog;
-        match s.watchdog {
-            None => self.watchdogs.clear(),
-            Some(c) if self.watchdogs.is_empty() => {
-                self.watchdogs = (0..self.ports.len()).map(|_| PfcWatchdog::new(c)).collect();
+            state.admission = admission_row(|prio| s.plan_for(i, prio).0);
+            match (s.watchdog, state.watchdog.as_mut()) {
+                (None, _) => state.watchdog = None,
+                (Some(c), None) => state.watchdog = Some(PfcWatchdog::new(c)),
+                (Some(c), Some(w)) => w.set_config(c),
             }
-            Some(c) => self.watchdogs.iter_mut().for_each(|w| w.set_config(c)),
         }
     }
 
     /// Priorities whose frames egress `e` drops because the watchdog declared them stormed.
     fn watchdog_dropping(&self, e: usize) -> u8 {
-        self.watchdogs.get(e).map_or(0, PfcWatchdog::dropping)
+        self.ports[e]
+            .watchdog
+            .as_ref()
+            .map_or(0, PfcWatchdog::dropping)
     }
 
     /// Runs egress `e`'s watchdog on the pause state received; applies the drop action to
     /// queued frames and returns the priorities whose pause is overridden.
     fn watch(&mut self, e: usize, received_pause: u8, now: u64) -> u8 {
-        let Some(wd) = self.watchdogs.get_mut(e) else {
+        let leader = self.setup.pfc_generator;
+        let port = &mut self.ports[e];
+        let Some(wd) = port.watchdog.as_mut() else {
             return 0;
         };
-        let leader = self.setup.pfc_generator;
-        let iface = self.ports[e].name();
+        let iface = port.io.name();
         wd.tick(now, received_pause, |ev| {
             if !leader {
                 return;
@@ -1208,7 +1213,7 @@ impl ForwardWorker {
             c.watchdog_storms[p].set(storms);
             c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
             if dropping & (1 << p) != 0 {
-                while let Some(q) = self.egress[e].pop(p) {
+                while let Some(q) = self.ports[e].egress.pop(p) {
                     self.release_queued(p, &q);
                     let ingress = usize::from(q.ingress);
                     self.discard_data(ingress, q.frame(), DropReason::Watchdog, p);
@@ -1223,50 +1228,48 @@ impl ForwardWorker {
         let mut next: Option<u64> = None;
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         for e in 0..self.ports.len() {
-            if !self.ctrl[e].is_empty() {
+            if !self.ports[e].ctrl.is_empty() {
                 consider(now);
             }
-            if self.egress[e].is_empty() {
+            if self.ports[e].egress.is_empty() {
                 continue;
             }
-            if !self.shared[e].link_up() {
+            if !self.ports[e].shared.link_up() {
                 // Held for a dead link: look again soon (the carrier watch has no wake-up).
                 consider(now + LINK_DOWN_RECHECK_NS);
                 continue;
             }
-            let (received_pause, resume) = self.shared[e].paused(now);
-            let overridden = self.watchdogs.get(e).map_or(0, PfcWatchdog::overridden);
-            let waiting = self.credit[e].waiting(self.egress[e].queued(), |p| {
-                self.egress[e].front(p).map(|q| q.len)
-            });
-            if self.egress[e]
+            let (received_pause, resume) = self.ports[e].shared.paused(now);
+            let overridden = self.ports[e]
+                .watchdog
+                .as_ref()
+                .map_or(0, PfcWatchdog::overridden);
+            let waiting = self.ports[e]
+                .credit
+                .waiting(self.ports[e].egress.queued(), |p| {
+                    self.ports[e].egress.front(p).map(|q| q.len)
+                });
+            if self.ports[e]
+                .egress
                 .select((received_pause & !overridden) | waiting)
                 .is_some()
             {
-                consider(self.shapers[e].wake_at());
+                consider(self.ports[e].shaper.wake_at());
             } else if let Some(r) = resume {
                 consider(r);
             }
         }
-        for wd in &self.watchdogs {
-            if let Some(t) = wd.next_deadline() {
-                consider(t);
-            }
-        }
-        for a in &self.agents {
-            consider(a.next_deadline());
-        }
-        for c in &self.credit {
-            if let Some(t) = c.next_deadline() {
-                consider(t);
-            }
-        }
-        if self.setup.pfc_generator {
-            for g in &self.generators {
-                if let Some(t) = g.next_deadline() {
-                    consider(t);
-                }
-            }
+        for port in &self.ports {
+            let timers = [
+                port.watchdog.as_ref().and_then(PfcWatchdog::next_deadline),
+                port.agent.as_ref().map(LinkAgent::next_deadline),
+                port.credit.next_deadline(),
+                self.setup
+                    .pfc_generator
+                    .then(|| port.generator.next_deadline())
+                    .flatten(),
+            ];
+            timers.into_iter().flatten().for_each(&mut consider);
         }
         next
     }
@@ -1274,20 +1277,22 @@ impl ForwardWorker {
     fn shutdown(&mut self) {
         // This worker's share of what waits at ingress goes with it.
         for p in 0..self.ports.len() {
-            self.shared[p].update_rx_backlog(&self.rx_backlog[p], &[0; PRIORITIES]);
-            self.rx_backlog[p] = [0; PRIORITIES];
-            if std::mem::take(&mut self.fill_watch[p]).starved() {
-                self.shared[p].set_fill_starved(false);
+            self.ports[p]
+                .shared
+                .update_rx_backlog(&self.ports[p].rx_backlog, &[0; PRIORITIES]);
+            self.ports[p].rx_backlog = [0; PRIORITIES];
+            if std::mem::take(&mut self.ports[p].fill_watch).starved() {
+                self.ports[p].shared.set_fill_starved(false);
             }
         }
-        for r in &mut self.ctrl {
-            while let Some(q) = r.pop() {
+        for port in &mut self.ports {
+            while let Some(q) = port.ctrl.pop() {
                 self.pool.release(q.idx);
             }
         }
-        for e in 0..self.egress.len() {
+        for e in 0..self.ports.len() {
             for prio in 0..PRIORITIES {
-                while let Some(q) = self.egress[e].pop(prio) {
+                while let Some(q) = self.ports[e].egress.pop(prio) {
                     self.release_queued(prio, &q);
                     let ingress = usize::from(q.ingress);
                     self.discard_data(ingress, q.frame(), DropReason::Shutdown, prio);
