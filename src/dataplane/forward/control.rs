@@ -1,0 +1,242 @@
+//! What the worker sends of its own: PFC frames from each ingress port's occupancy (and the
+//! headroom they imply), SFCMs to the sources of a congested egress, credit updates, link-up's
+//! LLDP and peer-delay frames. Control frames wait in their port's control queue and leave
+//! ahead of data.
+
+use crate::dataplane::{pool::Frame, queue::Queued, stats::DropReason};
+use crate::{
+    fc::{credit_port::emit_update, sfc::FrameSource, PRIORITIES},
+    wire::{sfcm::Ipv4Flow, EtherType, EthernetRepr, MacAddr, MacControl, SfcmFrame, SfcmUdpFrame},
+};
+
+use super::ForwardWorker;
+
+impl ForwardWorker {
+    /// Queues the credit update port `p` has due, behind the data frames its FCTBS counts
+    /// (control frames go out before any later data), and logs lane re-initialisations.
+    pub(super) fn send_credit(&mut self, p: usize, now: u64) {
+        if self.ports[p].credit.is_empty() {
+            return;
+        }
+        let port = &mut self.ports[p];
+        let iface = port.io.name();
+        for (priority, reason) in port.credit.take_reinits() {
+            tracing::warn!(iface, priority, ?reason, "credit lane re-initialised");
+        }
+        let Some(update) = self.ports[p].credit.poll(now) else {
+            return;
+        };
+        let Some(idx) = self.pool.alloc() else {
+            // Lost like an update lost on the wire: the next one carries the same credit.
+            return self.stats.ports[p].drop(DropReason::NoBuffer);
+        };
+        let len = emit_update(&update, self.ports[p].io.mac(), self.pool.buf_mut(idx));
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
+    }
+
+    /// SFC congestion point: a frame queued for `e` at `prio` above the threshold earns its
+    /// source (behind ingress port `p`) an SFCM with the time the queue needs to drain.
+    pub(super) fn congestion_sfc(
+        &mut self,
+        p: usize,
+        e: usize,
+        prio: usize,
+        source: MacAddr,
+        offending: Frame,
+        now: u64,
+    ) {
+        // What waits in the ingress RX ring must drain through this queue too.
+        let queued = self.ports[e].egress.ring_ref(prio).bytes() + self.ports[p].rx_backlog[prio];
+        let Some(cp) = self.ports[e].sfc_cps[prio].as_mut() else {
+            return;
+        };
+        let flow = Ipv4Flow::of_frame(self.pool.data(offending));
+        let Some(msg) = cp.on_arrival(now, queued, &FrameSource { mac: source, flow }) else {
+            return;
+        };
+        let eth = EthernetRepr {
+            dst: source,
+            src: self.ports[p].io.mac(),
+            vlan: None,
+            ethertype: EtherType::LOSSLESS,
+        };
+        let c = &self.stats.ports[p];
+        let Some(idx) = self.pool.alloc() else {
+            return c.drop(DropReason::NoBuffer);
+        };
+        let buf = self.pool.buf_mut(idx);
+        // UDP reaches a source beyond this L2 segment (via its MAC as the next hop back).
+        let emitted = match (self.setup.sfc.udp, flow) {
+            (Some((port, src_ip)), Some(f)) => SfcmUdpFrame {
+                eth,
+                src_ip,
+                dst_ip: f.src_ip,
+                dscp: 48,
+                ttl: 64,
+                src_port: port,
+                dst_port: port,
+                msg,
+            }
+            .emit(buf),
+            _ => SfcmFrame { eth, msg }.emit(buf),
+        };
+        let len = emitted.expect("a pool frame holds an SFCM");
+        let c = &self.stats.ports[p];
+        c.sfcm_tx[prio].add(1);
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
+    }
+
+    /// Queues a control frame for TX on `p` ahead of data; counts a drop if the queue is full.
+    pub(super) fn queue_control(&mut self, p: usize, frame: Frame) {
+        let q = Queued {
+            idx: frame.idx,
+            len: frame.len,
+            ingress: p as u8,
+            rx_ns: 0,
+        };
+        if self.ports[p].ctrl.push(q).is_err() {
+            self.stats.ports[p].drop(DropReason::NoBuffer);
+            self.pool.release(frame.idx);
+        }
+    }
+
+    /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
+    /// watches what arrives after each XOFF (the overshoot the headroom must hold).
+    pub(super) fn generate_pfc(&mut self, p: usize, now: u64) {
+        let occupancy = self.ports[p].shared.pfc_occupancy();
+        // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
+        let congested = if self.ports[p].shared.fill_starved() {
+            u8::MAX
+        } else {
+            0
+        };
+        let before = self.ports[p].generator.xoff_mask();
+        let sent = self.ports[p].generator.poll(now, &occupancy, congested);
+        let after = self.ports[p].generator.xoff_mask();
+        let c = &self.stats.ports[p];
+        let port = &mut self.ports[p];
+        if let Some(h) = port.headroom.as_mut() {
+            let arrived = port.shared.arrived_all();
+            if h.observe(now, before, after, &arrived, |prio, o| {
+                c.overshoot[prio].record(o.bytes);
+                c.pfc_reaction_ns[prio].record(o.settle_ns);
+            }) {
+                self.retune(p, now);
+            }
+        }
+        let Some(m) = sent else {
+            return;
+        };
+        let c = &self.stats.ports[p];
+        for (prio, n) in self.ports[p]
+            .generator
+            .xoff_transitions()
+            .iter()
+            .enumerate()
+        {
+            c.xoff_transitions[prio].set(*n);
+        }
+        for (prio, ns) in self.ports[p].generator.xoff_held_ns(now).iter().enumerate() {
+            c.xoff_held_ns[prio].set(*ns);
+        }
+        self.send_pfc(p, &m);
+    }
+
+    /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
+    /// says why.
+    pub(super) fn retune(&mut self, p: usize, now: u64) {
+        let state = &mut self.ports[p];
+        let Some(h) = state.headroom.as_ref() else {
+            return;
+        };
+        let port = &self.setup.ports[p];
+        state
+            .generator
+            .reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
+        for prio in 0..PRIORITIES {
+            if let Some(r) = h.report(prio, now) {
+                tracing::info!(
+                    iface = state.io.name(),
+                    priority = prio,
+                    headroom = r.in_force,
+                    source = r.source.label(),
+                    floor = r.floor,
+                    measured = r.model,
+                    observed = r.evidence,
+                    xoff = r.xoff,
+                    xon = r.xon,
+                    "PFC headroom changed"
+                );
+            }
+        }
+    }
+
+    /// Queues the PFC frame `m` for TX on port `p` and counts it.
+    pub(super) fn send_pfc(&mut self, p: usize, m: &MacControl) {
+        let c = &self.stats.ports[p];
+        if let MacControl::Pfc { enable, .. } = *m {
+            for (prio, counter) in c.pfc_tx.iter().enumerate() {
+                if enable & (1 << prio) != 0 {
+                    counter.add(1);
+                }
+            }
+        }
+        let Some(idx) = self.pool.alloc() else {
+            // No frame to build it in: the generator will refresh the signal shortly.
+            return c.drop(DropReason::NoBuffer);
+        };
+        let src = self.ports[p].io.mac();
+        let len = m
+            .emit_frame(src, self.pool.buf_mut(idx))
+            .expect("a pool frame holds a MAC control frame");
+        self.queue_control(
+            p,
+            Frame {
+                idx,
+                len: len as u32,
+            },
+        );
+    }
+
+    /// Link-up: starts requested measurements, sends what the agents have due, and hands
+    /// finished measurements to the control plane.
+    pub(super) fn run_link_agents(&mut self, now: u64) {
+        let Some((_, links)) = &self.setup.linkup else {
+            return;
+        };
+        for (port, link) in self.ports.iter_mut().zip(links) {
+            let Some(agent) = port.agent.as_mut() else {
+                continue;
+            };
+            if link.take_request() {
+                agent.start_measurement(now);
+            }
+            if let Err(e) = agent.transmit(&mut *port.io, &mut self.pool, now) {
+                tracing::warn!(iface = port.io.name(), error = %e, "link-up transmit failed");
+            }
+            if let Some(r) = agent.take_measurement(now) {
+                link.finish(r);
+            }
+            let known = agent.lldp().neighbours();
+            if known.len() != port.neighbours_seen {
+                port.neighbours_seen = known.len();
+                let peer = known
+                    .first()
+                    .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
+                link.set_peer(peer);
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The worker's receive side: a batch from a port's RX ring, each frame classified once
+//! (oversize, link-up's, PAUSE/PFC, credit update, SFCM, link-local, data), data admitted
+//! against its (ingress port, priority) limit and queued for the other port or dropped with a
+//! reason; what waits in the RX ring is accounted from the XDP program's counters.
+
+use crate::dataplane::{
+    classify,
+    pool::Frame,
+    port::RxFrame,
+    queue::Queued,
+    stats::{DropReason, PortCounters},
+};
+use crate::{
+    fc::{sfc::SfcReaction, sfc_guard::Refusal, PauseTimers, PRIORITIES},
+    wire::{credit::is_credit_payload, EtherType, EthernetFrame, MacControl, Sfcm, SfcmFrame},
+};
+
+use super::{ForwardWorker, WorkerError, BATCH};
+
+impl ForwardWorker {
+    pub(super) fn receive(&mut self, p: usize, now: u64) -> Result<usize, WorkerError> {
+        self.ports[p].io.reclaim(&mut self.pool)?;
+        self.rx.clear();
+        let n = self.ports[p]
+            .io
+            .recv(&mut self.pool, &mut self.rx, BATCH, now)?;
+        for i in 0..n {
+            let mut rx = self.rx[i];
+            if rx.frame.len > self.setup.ports[p].max_frame {
+                self.oversize(p, rx.frame);
+                continue;
+            }
+            if let Some(agent) = self.ports[p].agent.as_mut() {
+                let malformed = agent.counters().rx_malformed;
+                match agent.handle_rx(&mut self.pool, rx, now) {
+                    Some(r) => rx = r,
+                    // LLDP or PTP, taken by the link agent (which counts what did not parse).
+                    None => {
+                        if agent.counters().rx_malformed != malformed {
+                            self.stats.ports[p].drop(DropReason::Malformed);
+                        }
+                        continue;
+                    }
+                }
+            }
+            self.ingress(p, rx, now);
+        }
+        // An empty turn with nothing published as waiting has nothing new to say.
+        if n > 0
+            || self.ports[p].rx_backlog != [0; PRIORITIES]
+            || self.ports[p].fill_watch.starved()
+        {
+            self.account_rx_backlog(p);
+        }
+        Ok(n)
+    }
+
+    /// Publishes what still waits in port `p`'s RX ring (from the XDP program's counters) and
+    /// whether its fill ring is short of buffers: both are congestion the PFC and SFC
+    /// congestion points of `p` act on, before the kernel has to drop anything.
+    pub(super) fn account_rx_backlog(&mut self, p: usize) {
+        let b = self.ports[p].io.rx_backlog();
+        if b.bytes != self.ports[p].rx_backlog {
+            self.ports[p]
+                .shared
+                .update_rx_backlog(&self.ports[p].rx_backlog, &b.bytes);
+            self.ports[p].rx_backlog = b.bytes;
+        }
+        if b.arrived != self.ports[p].arrived {
+            self.ports[p]
+                .shared
+                .add_arrived(&self.ports[p].arrived, &b.arrived);
+            self.ports[p].arrived = b.arrived;
+        }
+        let c = &self.stats.ports[p];
+        if let Some(starved) = self.ports[p].fill_watch.update(&b) {
+            self.ports[p].shared.set_fill_starved(starved);
+            if starved {
+                c.fill_starved_events.add(1);
+            }
+        }
+        c.rx_backlog_frames_peak.max(b.frames);
+    }
+
+    /// Drops a frame longer than port `p` takes (a backend that cannot see it before the
+    /// worker: AF_PACKET reports a truncated frame's real length), counted per priority.
+    pub(super) fn oversize(&mut self, p: usize, frame: Frame) {
+        let prio = EthernetFrame::new_checked(self.pool.data(frame))
+            .map_or(0, |eth| classify::priority(&eth, self.setup.ports[p].trust));
+        self.stats.ports[p].drop_oversize(prio, 1);
+        self.pool.release(frame.idx);
+    }
+
+    /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
+    /// is consumed, data is admitted to the other port's queue or dropped with a reason.
+    pub(super) fn ingress(&mut self, p: usize, rx: RxFrame, now: u64) {
+        let c = &self.stats.ports[p];
+        let len = u64::from(rx.frame.len);
+        c.rx_frames.add(1);
+        c.rx_bytes.add(len);
+        c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
+        let data = self.pool.data(rx.frame);
+        let Ok(eth) = EthernetFrame::new_checked(data) else {
+            return self.discard(p, rx.frame, DropReason::Malformed);
+        };
+        // The header is parsed once per frame: every test below reads this EtherType.
+        let ethertype = eth.ethertype();
+        if ethertype == EtherType::MAC_CONTROL {
+            let parsed = MacControl::parse(eth.payload());
+            return match parsed {
+                Ok(m) => {
+                    self.react(p, &m, now);
+                    self.pool.release(rx.frame.idx);
+                }
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        if ethertype == EtherType::LOSSLESS && is_credit_payload(eth.payload()) {
+            if self.ports[p].credit.is_empty() {
+                // Credits are not enabled on this port: link-local, not forwarded.
+                return self.discard(p, rx.frame, DropReason::LinkLocal);
+            }
+            return match self.ports[p].credit.on_update(now, eth.payload()) {
+                Ok(_) => self.pool.release(rx.frame.idx),
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        if ethertype == EtherType::LOSSLESS {
+            let parsed = SfcmFrame::parse(data);
+            return match parsed {
+                Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
+                    Ok(()) => {
+                        self.react_sfc(p, &f.msg, now);
+                        self.pool.release(rx.frame.idx);
+                    }
+                    Err(Refusal::NotAllowed) => {
+                        self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
+                    }
+                    Err(Refusal::RateLimited) => {
+                        self.discard(p, rx.frame, DropReason::SfcmRateLimited)
+                    }
+                },
+                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+            };
+        }
+        let source = eth.src();
+        let dst = eth.dst().0;
+        if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
+            return self.discard(p, rx.frame, DropReason::LinkLocal);
+        }
+        let prio = classify::priority(&eth, self.setup.ports[p].trust);
+        self.stats.ports[p].rx_data_frames[prio].add(1);
+        self.stats.ports[p].rx_data_bytes[prio].add(len);
+        // Every data frame counts towards the blocks received, kept or not.
+        if !self.ports[p].credit.on_data(now, prio, rx.frame.len) {
+            return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
+        }
+        let admit = self.ports[p].admission[prio];
+        let before = self.ports[p].shared.occupancy(prio);
+        let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
+        if before + len > admit.limit || reserve_hit {
+            let reason = if admit.lossless {
+                DropReason::HeadroomOverflow
+            } else {
+                DropReason::TailDrop
+            };
+            self.ports[p].credit.on_drain(prio, rx.frame.len);
+            return self.discard_data(p, rx.frame, reason, prio);
+        }
+        let e = 1 - p;
+        if self.watchdog_dropping(e) & (1 << prio) != 0 {
+            self.ports[p].credit.on_drain(prio, rx.frame.len);
+            return self.discard_data(p, rx.frame, DropReason::Watchdog, prio);
+        }
+        let q = Queued {
+            idx: rx.frame.idx,
+            len: rx.frame.len,
+            ingress: p as u8,
+            rx_ns: rx.rx_ns,
+        };
+        match self.ports[e].egress.push(prio, q) {
+            Ok(()) => {
+                self.ports[p].shared.charge(prio, len);
+                self.congestion_sfc(p, e, prio, source, rx.frame, now);
+            }
+            Err(_) => {
+                self.ports[p].credit.on_drain(prio, rx.frame.len);
+                self.discard_data(p, rx.frame, DropReason::NoBuffer, prio)
+            }
+        }
+    }
+
+    /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
+    /// occupancy and credit get the room back.
+    pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
+        let ingress = usize::from(q.ingress);
+        self.ports[ingress].shared.release(prio, u64::from(q.len));
+        self.ports[ingress].credit.on_drain(prio, q.len);
+    }
+
+    /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class (max rule).
+    pub(super) fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
+        let prio = usize::from(msg.priority & 7);
+        self.stats.ports[p].sfcm_rx[prio].add(1);
+        match self.ports[p].sfc_rp.on_sfcm(msg, now) {
+            SfcReaction::Class { priority, until } | SfcReaction::Escalated { priority, until } => {
+                self.ports[p]
+                    .shared
+                    .sfc_pause(usize::from(priority & 7), until)
+            }
+            SfcReaction::Interface { until } => {
+                (0..PRIORITIES).for_each(|q| self.ports[p].shared.sfc_pause(q, until))
+            }
+            // Class scope is configured, so no flow pauses arrive here.
+            SfcReaction::Flow { .. } => {}
+        }
+    }
+
+    pub(super) fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
+        self.stats.ports[p].drop(reason);
+        self.pool.release(frame.idx);
+    }
+
+    /// Drops a data frame of priority `prio` that arrived on port `p`, counted per reason and
+    /// per priority.
+    pub(super) fn discard_data(&mut self, p: usize, frame: Frame, reason: DropReason, prio: usize) {
+        self.stats.ports[p].drop_data(reason, prio);
+        self.pool.release(frame.idx);
+    }
+
+    /// Reaction point: a PAUSE/PFC frame received on port `p` pauses `p`'s egress.
+    pub(super) fn react(&mut self, p: usize, m: &MacControl, now: u64) {
+        let c: &PortCounters = &self.stats.ports[p];
+        match *m {
+            MacControl::Pause { .. } => c.pause_rx.add(1),
+            MacControl::Pfc { enable, .. } => {
+                for (prio, counter) in c.pfc_rx.iter().enumerate() {
+                    if enable & (1 << prio) != 0 {
+                        counter.add(1);
+                    }
+                }
+            }
+        }
+        let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
+        self.ports[p].shared.set_pause(&deadlines);
+        self.ports[p].timers.on_frame(m, now);
+    }
+}

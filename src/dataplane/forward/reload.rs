@@ -1,0 +1,127 @@
+//! Settings reloaded while the worker runs, and the gauges it publishes for readers.
+
+use crate::dataplane::{clock::now_ns, settings::LiveSettings};
+use crate::fc::{sfc_guard::SfcGuard, watchdog::PfcWatchdog, PRIORITIES};
+
+use super::{admission_row, sfc_congestion_points, ForwardWorker};
+
+impl ForwardWorker {
+    /// Publishes the gauges readers see (queue depth and peak, paused time, headroom) for
+    /// every port, and lets the observed headroom evidence decay.
+    pub(super) fn publish_gauges(&mut self, now: u64) {
+        for p in 0..self.ports.len() {
+            let Some(h) = self.ports[p].headroom.as_mut() else {
+                continue;
+            };
+            if h.advance(now) {
+                self.retune(p, now);
+            }
+            let c = &self.stats.ports[p];
+            let Some(h) = self.ports[p].headroom.as_ref() else {
+                continue;
+            };
+            for prio in 0..PRIORITIES {
+                let Some(r) = h.report(prio, now) else {
+                    continue;
+                };
+                c.headroom_in_force[prio].set(r.in_force);
+                c.headroom_source[prio].set(r.source as u64);
+                c.headroom_floor[prio].set(r.floor);
+                c.headroom_model[prio].set(r.model);
+                c.headroom_evidence[prio].set(r.evidence);
+                c.headroom_changes[prio].set(r.changes.0);
+                c.headroom_changed_ns[prio].set(r.changes.1.unwrap_or(0));
+                c.xoff_in_force[prio].set(r.xoff);
+                c.xon_in_force[prio].set(r.xon);
+            }
+        }
+        for e in 0..self.ports.len() {
+            let c = &self.stats.ports[e];
+            let depth = self.ports[e].egress.bytes();
+            let peak = self.ports[e].egress.peak_bytes();
+            let paused_ns = self.ports[e].timers.paused_ns(now);
+            let sfc_paused = self.ports[e].sfc_rp.paused_ns(now).class;
+            for p in 0..PRIORITIES {
+                let (Some(lane), Some(r)) =
+                    (self.ports[e].credit.lane(p), self.ports[e].credit.report(p))
+                else {
+                    continue;
+                };
+                let available = if r.active {
+                    lane.tx().available_blocks()
+                } else {
+                    0
+                };
+                c.credit_available[p].set(u64::from(available) * crate::fc::credit::BLOCK_BYTES);
+                c.credit_active[p].set(u64::from(r.active));
+                c.credit_updates_tx[p].set(r.updates_sent);
+                c.credit_updates_rx[p].set(r.updates_received);
+                c.credit_resyncs[p].set(r.resyncs);
+                c.credit_reinits[p].set(r.reinits);
+            }
+            let backlog_drops = self.ports[e].io.backlog_drops();
+            let oversize = self.ports[e].io.oversize_drops();
+            for p in 0..PRIORITIES {
+                let new = oversize[p].saturating_sub(self.ports[e].oversize_seen[p]);
+                if new > 0 {
+                    c.drop_oversize(p, new);
+                    self.ports[e].oversize_seen[p] = oversize[p];
+                }
+                c.rx_backlog_bytes[p].set(self.ports[e].rx_backlog[p]);
+                c.rx_backlog_drops[p].set(backlog_drops[p]);
+                c.sfc_paused_ns[p].set(sfc_paused[p]);
+                c.queue_bytes[p].set(depth[p]);
+                c.queue_peak_bytes[p].set(peak[p]);
+                c.paused_ns[p].set(paused_ns[p]);
+            }
+        }
+    }
+
+    /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
+    /// thresholds from now on; PFC and watchdog keep their state.
+    pub(super) fn apply(&mut self, s: &LiveSettings) {
+        let sfc_changed =
+            s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc;
+        let guards_changed = s.sfc.sources != self.setup.sfc.sources;
+        self.setup.sfc = s.sfc;
+        self.setup.prios = s.prios;
+        self.setup.headroom = s.headroom;
+        self.setup.watchdog = s.watchdog;
+        let now = now_ns();
+        for (i, (state, port)) in self.ports.iter_mut().zip(&mut self.setup.ports).enumerate() {
+            if sfc_changed {
+                state.sfc_cps =
+                    sfc_congestion_points(&s.prios, &s.sfc, port.speed_bps, self.setup.rate_share);
+            }
+            if guards_changed {
+                state.sfc_guard = SfcGuard::new(s.sfc.sources);
+            }
+            let in_force = |p| {
+                let (plan, source) = s.plan_for(i, p);
+                (plan, source == "measured")
+            };
+            let thresholds = match state.headroom.as_mut() {
+                Some(h) => {
+                    h.reconfigure(s.headroom, &s.prios, in_force, now);
+                    h.thresholds()
+                }
+                None => std::array::from_fn(|p| s.plan_for(i, p).0.thresholds()),
+            };
+            port.pause_quanta = s.pause_quanta.get(i).copied().unwrap_or(u16::MAX);
+            state
+                .generator
+                .reconfigure(thresholds, port.pause_quanta, port.speed_bps);
+            // SFC: the sources of this egress's queues sit behind the other port of the wire.
+            let rtt = s.rtt_ns.get(1 - i).copied().flatten();
+            for cp in state.sfc_cps.iter_mut().flatten() {
+                cp.set_link_rtt(rtt);
+            }
+            state.admission = admission_row(|prio| s.plan_for(i, prio).0);
+            match (s.watchdog, state.watchdog.as_mut()) {
+                (None, _) => state.watchdog = None,
+                (Some(c), None) => state.watchdog = Some(PfcWatchdog::new(c)),
+                (Some(c), Some(w)) => w.set_config(c),
+            }
+        }
+    }
+}

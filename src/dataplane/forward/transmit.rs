@@ -1,0 +1,178 @@
+//! The worker's transmit side: per egress port, control frames first, then data by priority
+//! as pauses (PFC, SFC, the watchdog's overrides), credit and the port's shaper allow.
+
+use crate::dataplane::stats::DropReason;
+use crate::fc::{
+    credit_port::Gate,
+    watchdog::{PfcWatchdog, WatchdogEvent},
+};
+
+use super::{ForwardWorker, WorkerError, BATCH};
+
+impl ForwardWorker {
+    pub(super) fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
+        let mut sent = 0;
+        if !self.ports[e].ctrl.is_empty() {
+            self.tx.clear();
+            let room = self.ports[e].io.tx_room().min(BATCH);
+            while self.tx.len() < room {
+                let Some(q) = self.ports[e].ctrl.pop() else {
+                    break;
+                };
+                self.ports[e].shaper.charge(q.len, now);
+                self.tx.push(q.frame());
+            }
+            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let c = &self.stats.ports[e];
+            c.tx_frames.add(n as u64);
+            c.tx_bytes
+                .add(self.tx[..n].iter().map(|f| u64::from(f.len)).sum());
+            for f in &self.tx[n..] {
+                c.drop(DropReason::NoBuffer);
+                self.pool.release(f.idx);
+            }
+            sent += n;
+        }
+        if !self.ports[e].ctrl.is_empty() {
+            // A credit update waiting here counts only the data sent before it: no data
+            // overtakes it.
+            return Ok(sent);
+        }
+        let (received_pause, _) = self.ports[e].shared.paused(now);
+        let mut paused = received_pause & !self.watch(e, received_pause, now);
+        if !self.ports[e].shared.link_up() {
+            // No carrier: hold every frame rather than send it into a dead link.
+            paused = u8::MAX;
+        }
+        let room = self.ports[e].io.tx_room().min(BATCH);
+        self.tx.clear();
+        // `room` counts buffers: a jumbo frame over AF_XDP takes several. A frame the port
+        // would refuse is never taken (the port would have it dropped).
+        let mut slots = 0;
+        while slots < room {
+            let Some(prio) = self.ports[e].egress.select(paused) else {
+                break;
+            };
+            let head = *self.ports[e]
+                .egress
+                .front(prio)
+                .expect("selected ring is non-empty");
+            let k = self.pool.tx_slots(head.frame());
+            if slots > 0 && slots + k > room {
+                break;
+            }
+            match self.ports[e].credit.gate(prio, head.len) {
+                Gate::Free | Gate::Send => {}
+                Gate::Wait => {
+                    paused |= 1 << prio;
+                    continue;
+                }
+                Gate::NeverFits => {
+                    self.ports[e].egress.pop(prio);
+                    self.release_queued(prio, &head);
+                    self.discard_data(
+                        usize::from(head.ingress),
+                        head.frame(),
+                        DropReason::CreditTooLarge,
+                        prio,
+                    );
+                    continue;
+                }
+            }
+            if !self.ports[e].shaper.try_send(head.len, now) {
+                break;
+            }
+            self.ports[e].egress.pop(prio);
+            self.ports[e].credit.on_sent(prio, head.len);
+            self.release_queued(prio, &head);
+            let port = &mut self.ports[e];
+            if let Some(cp) = port.sfc_cps[prio].as_mut() {
+                cp.on_dequeue(u64::from(head.len), now);
+                if port.egress.ring_ref(prio).is_empty() {
+                    cp.on_empty();
+                }
+            }
+            self.tx_prios[self.tx.len()] = prio as u8;
+            self.tx.push(head.frame());
+            slots += k;
+        }
+        if !self.tx.is_empty() {
+            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let c = &self.stats.ports[e];
+            let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
+            c.tx_frames.add(n as u64);
+            c.tx_bytes.add(bytes);
+            for (f, &prio) in self.tx[..n].iter().zip(&self.tx_prios) {
+                c.tx_data_frames[usize::from(prio)].add(1);
+                c.tx_data_bytes[usize::from(prio)].add(u64::from(f.len));
+            }
+            // `tx_room` promised space; should the ring still refuse, the frames are dropped
+            // and counted rather than leaked.
+            for f in &self.tx[n..] {
+                c.drop(DropReason::NoBuffer);
+                self.pool.release(f.idx);
+            }
+            sent += n;
+        }
+        Ok(sent)
+    }
+
+    /// Priorities whose frames egress `e` drops because the watchdog declared them stormed.
+    pub(super) fn watchdog_dropping(&self, e: usize) -> u8 {
+        self.ports[e]
+            .watchdog
+            .as_ref()
+            .map_or(0, PfcWatchdog::dropping)
+    }
+
+    /// Runs egress `e`'s watchdog on the pause state received; applies the drop action to
+    /// queued frames and returns the priorities whose pause is overridden.
+    pub(super) fn watch(&mut self, e: usize, received_pause: u8, now: u64) -> u8 {
+        let leader = self.setup.pfc_generator;
+        let port = &mut self.ports[e];
+        let Some(wd) = port.watchdog.as_mut() else {
+            return 0;
+        };
+        let iface = port.io.name();
+        wd.tick(now, received_pause, |ev| {
+            if !leader {
+                return;
+            }
+            match ev {
+                WatchdogEvent::Storm {
+                    priority,
+                    paused_since,
+                } => tracing::warn!(
+                    iface,
+                    priority,
+                    paused_ms = (now - paused_since) / 1_000_000,
+                    "PFC storm detected"
+                ),
+                WatchdogEvent::Restored {
+                    priority,
+                    lasted_ns,
+                } => tracing::info!(
+                    iface,
+                    priority,
+                    lasted_ms = lasted_ns / 1_000_000,
+                    "PFC storm over"
+                ),
+            }
+        });
+        let (overridden, dropping, stormed) = (wd.overridden(), wd.dropping(), wd.stormed());
+        let storms = *wd.storms();
+        for (p, storms) in storms.into_iter().enumerate() {
+            let c = &self.stats.ports[e];
+            c.watchdog_storms[p].set(storms);
+            c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
+            if dropping & (1 << p) != 0 {
+                while let Some(q) = self.ports[e].egress.pop(p) {
+                    self.release_queued(p, &q);
+                    let ingress = usize::from(q.ingress);
+                    self.discard_data(ingress, q.frame(), DropReason::Watchdog, p);
+                }
+            }
+        }
+        overridden
+    }
+}
