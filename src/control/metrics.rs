@@ -1052,7 +1052,7 @@ mod tests {
             headroom: Default::default(),
         }));
         let shared: Vec<Arc<SharedPort>> = (0..2).map(|_| Arc::default()).collect();
-        shared[0].charge(3, 1500);
+        assert!(shared[0].try_charge(3, 1500, u64::MAX));
         shared[1].sfc_pause(3, u64::MAX);
         let r = registry(DaemonCollector {
             ifaces: vec!["a0".into(), "b0".into()],

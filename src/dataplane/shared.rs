@@ -27,10 +27,18 @@ pub struct SharedPort {
 }
 
 impl SharedPort {
-    /// Charges `bytes` to priority `p`; returns the occupancy before the charge.
+    /// Charges `bytes` to priority `p` if its occupancy stays within `limit`; returns whether
+    /// it did. The charge is taken first and given back when it went beyond the limit, so of
+    /// two workers charging at once, never both pass a limit with room for one (another
+    /// reader may see the excess for the instant before it is given back).
     #[inline]
-    pub fn charge(&self, p: usize, bytes: u64) -> u64 {
-        self.occupancy[p].fetch_add(bytes, Relaxed)
+    pub fn try_charge(&self, p: usize, bytes: u64, limit: u64) -> bool {
+        let before = self.occupancy[p].fetch_add(bytes, Relaxed);
+        if before + bytes > limit {
+            self.occupancy[p].fetch_sub(bytes, Relaxed);
+            return false;
+        }
+        true
     }
 
     /// Releases `bytes` of priority `p`.
@@ -147,5 +155,40 @@ impl SharedPort {
             }
         }
         (mask, next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_charge_beyond_the_limit_is_refused_and_given_back() {
+        let s = SharedPort::default();
+        assert!(s.try_charge(3, 1000, 2500));
+        assert!(s.try_charge(3, 1000, 2500));
+        assert!(!s.try_charge(3, 1000, 2500), "3000 > 2500");
+        assert_eq!(s.occupancy(3), 2000, "the refused charge was given back");
+        assert!(s.try_charge(3, 500, 2500), "exactly the limit fits");
+        s.release(3, 2500);
+        assert_eq!(s.occupancy_all(), [0; PRIORITIES]);
+    }
+
+    /// Two threads charging one priority at once never take it past its limit together.
+    #[test]
+    fn concurrent_charges_never_pass_the_limit_together() {
+        let s = std::sync::Arc::new(SharedPort::default());
+        let taken: u64 = std::thread::scope(|scope| {
+            let workers: Vec<_> = (0..2)
+                .map(|_| {
+                    let s = &s;
+                    scope
+                        .spawn(move || (0..10_000).filter(|_| s.try_charge(0, 100, 50_000)).count())
+                })
+                .collect();
+            workers.into_iter().map(|w| w.join().unwrap() as u64).sum()
+        });
+        assert_eq!(taken, 500, "exactly the limit's worth was admitted");
+        assert_eq!(s.occupancy(0), 50_000);
     }
 }

@@ -156,9 +156,10 @@ impl ForwardWorker {
             return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
         }
         let admit = self.ports[p].admission[prio];
-        let before = self.ports[p].shared.occupancy(prio);
         let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
-        if before + len > admit.limit || reserve_hit {
+        // The bytes are reserved by the check itself: two workers admitting to one (port,
+        // priority) at once cannot both pass a limit that has room for one of them.
+        if reserve_hit || !self.ports[p].shared.try_charge(prio, len, admit.limit) {
             let reason = if admit.lossless {
                 DropReason::HeadroomOverflow
             } else {
@@ -168,26 +169,23 @@ impl ForwardWorker {
             return self.discard_data(p, rx.frame, reason, prio);
         }
         let e = 1 - p;
-        if self.watchdog_dropping(e) & (1 << prio) != 0 {
-            self.ports[p].credit.on_drain(prio, rx.frame.len);
-            return self.discard_data(p, rx.frame, DropReason::Watchdog, prio);
-        }
-        let q = Queued {
-            idx: rx.frame.idx,
-            len: rx.frame.len,
-            ingress: p as u8,
-            rx_ns: rx.rx_ns,
+        let refused = if self.watchdog_dropping(e) & (1 << prio) != 0 {
+            DropReason::Watchdog
+        } else {
+            let q = Queued {
+                idx: rx.frame.idx,
+                len: rx.frame.len,
+                ingress: p as u8,
+                rx_ns: rx.rx_ns,
+            };
+            match self.ports[e].egress.push(prio, q) {
+                Ok(()) => return self.congestion_sfc(p, e, prio, source, rx.frame, now),
+                Err(_) => DropReason::NoBuffer,
+            }
         };
-        match self.ports[e].egress.push(prio, q) {
-            Ok(()) => {
-                self.ports[p].shared.charge(prio, len);
-                self.congestion_sfc(p, e, prio, source, rx.frame, now);
-            }
-            Err(_) => {
-                self.ports[p].credit.on_drain(prio, rx.frame.len);
-                self.discard_data(p, rx.frame, DropReason::NoBuffer, prio)
-            }
-        }
+        self.ports[p].shared.release(prio, len);
+        self.ports[p].credit.on_drain(prio, rx.frame.len);
+        self.discard_data(p, rx.frame, refused, prio)
     }
 
     /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
