@@ -5,7 +5,7 @@
 use super::{
     delay_line::{DelayLine, Entry},
     report::{ClassCounts, LaneReport},
-    rules::{classify, stream_seed, Purpose, Rule, SplitMix64, KIND_NAMES},
+    rules::{stream_seed, Kind, Purpose, Rule, SplitMix64, KIND_NAMES},
     LaneSettings,
 };
 use crate::{
@@ -95,15 +95,16 @@ impl Lane {
     /// Takes a received frame. `data` is its bytes (a corruption rule may flip one bit past
     /// the Ethernet header); `rx_ns` is when it arrived.
     pub fn ingress(&mut self, frame: Frame, data: &mut [u8], rx_ns: u64) -> Verdict {
-        let class = classify(data);
+        let class = crate::wire::classify(data);
+        let kind = Kind::from(class.kind);
         let len = u64::from(frame.len);
         self.c.rx_frames += 1;
         self.c.rx_bytes += len;
-        self.c.rx_by_class[class.kind.index()] += 1;
+        self.c.rx_by_class[kind.index()] += 1;
         if let Some(r) = self.loss.as_mut() {
             if r.fires(&class) {
                 self.c.lost += 1;
-                self.c.lost_by_class[class.kind.index()] += 1;
+                self.c.lost_by_class[kind.index()] += 1;
                 return Verdict::Lost;
             }
         }

@@ -4,13 +4,7 @@
 
 use std::{fmt, str::FromStr};
 
-use crate::wire::{mac_control, EtherType, EthernetFrame};
-
-/// Message type (second payload byte after the version byte) of an SFC message on EtherType
-/// 0x88B5. The project's SFC and credit codecs must use these values.
-pub const SFCM_MSG_TYPE: u8 = 0x01;
-/// Message type of a credit update on EtherType 0x88B5.
-pub const CREDIT_MSG_TYPE: u8 = 0x02;
+use crate::wire::{Classified, FrameKind};
 
 /// SplitMix64: a tiny, fast, well-mixed 64-bit generator (Steele, Lea, Flood 2014).
 #[derive(Debug, Clone)]
@@ -92,22 +86,23 @@ impl Chance {
     }
 }
 
-/// The class of a frame, as far as the cable's rules care.
+/// The class of a frame, as far as the cable's rules care: the wire's [`FrameKind`], with a
+/// runt counted as data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// 802.1Qbb PFC (EtherType 0x8808, opcode 0x0101).
+    /// 802.1Qbb PFC.
     Pfc,
-    /// 802.3x PAUSE (EtherType 0x8808, opcode 0x0001), or another MAC control opcode.
+    /// 802.3x PAUSE, or another MAC control opcode.
     Pause,
-    /// Credit update (EtherType 0x88B5, message type [`CREDIT_MSG_TYPE`]).
+    /// Credit update.
     Credit,
-    /// SFC message (EtherType 0x88B5, any other message type).
+    /// SFC message (layer 2).
     Sfc,
-    /// LLDP (EtherType 0x88CC).
+    /// LLDP.
     Lldp,
-    /// PTP over Ethernet (EtherType 0x88F7).
+    /// PTP over Ethernet.
     Ptp,
-    /// Everything else (test traffic, IP, ARP, …).
+    /// Everything else (test traffic, IP, ARP, runts, …).
     Data,
 }
 
@@ -121,51 +116,17 @@ impl Kind {
     }
 }
 
-/// A frame's class and EtherType (inside an 802.1Q tag), read once per frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Classified {
-    /// Class.
-    pub kind: Kind,
-    /// EtherType of the payload (0 for a frame too short to have one).
-    pub ethertype: u16,
-    /// Ethernet header length including the tag (corruption never touches these bytes).
-    pub header_len: usize,
-}
-
-/// Classifies a frame. Never panics; a runt counts as data with EtherType 0.
-pub fn classify(frame: &[u8]) -> Classified {
-    let Ok(eth) = EthernetFrame::new_checked(frame) else {
-        return Classified {
-            kind: Kind::Data,
-            ethertype: 0,
-            header_len: frame.len(),
-        };
-    };
-    let et = eth.ethertype();
-    let p = eth.payload();
-    let kind = match et {
-        EtherType::MAC_CONTROL => {
-            if p.len() >= 2 && u16::from_be_bytes([p[0], p[1]]) == mac_control::OPCODE_PFC {
-                Kind::Pfc
-            } else {
-                Kind::Pause
-            }
+impl From<FrameKind> for Kind {
+    fn from(k: FrameKind) -> Self {
+        match k {
+            FrameKind::Pfc => Kind::Pfc,
+            FrameKind::Pause => Kind::Pause,
+            FrameKind::Credit => Kind::Credit,
+            FrameKind::Sfcm => Kind::Sfc,
+            FrameKind::Lldp => Kind::Lldp,
+            FrameKind::Ptp => Kind::Ptp,
+            FrameKind::Data | FrameKind::Runt => Kind::Data,
         }
-        EtherType::LOSSLESS => {
-            if p.len() >= 2 && p[1] == CREDIT_MSG_TYPE {
-                Kind::Credit
-            } else {
-                Kind::Sfc
-            }
-        }
-        EtherType::LLDP => Kind::Lldp,
-        EtherType::PTP => Kind::Ptp,
-        _ => Kind::Data,
-    };
-    Classified {
-        kind,
-        ethertype: et,
-        header_len: eth.header_len(),
     }
 }
 
@@ -209,8 +170,8 @@ impl Matcher {
     pub fn matches(&self, c: &Classified) -> bool {
         self.terms.iter().any(|t| match *t {
             ClassMatch::All => true,
-            ClassMatch::Kind(k) => k == c.kind,
-            ClassMatch::MacControl => matches!(c.kind, Kind::Pfc | Kind::Pause),
+            ClassMatch::Kind(k) => k == Kind::from(c.kind),
+            ClassMatch::MacControl => c.kind.is_mac_control(),
             ClassMatch::EtherType(e) => e == c.ethertype,
         })
     }
@@ -339,7 +300,7 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{EthernetRepr, MacAddr, MacControl, VlanTag};
+    use crate::wire::{classify, EthernetRepr, MacAddr, MacControl, VlanTag};
 
     fn frame(ethertype: u16, payload: &[u8], vlan: bool) -> Vec<u8> {
         let repr = EthernetRepr {
@@ -394,7 +355,8 @@ mod tests {
     }
 
     #[test]
-    fn classes() {
+    fn classes_and_matchers() {
+        let kind = |f: &[u8]| Kind::from(classify(f).kind);
         let mut pfc = vec![0u8; 64];
         MacControl::Pfc {
             enable: 1 << 3,
@@ -402,28 +364,19 @@ mod tests {
         }
         .emit_frame(MacAddr([2, 0, 0, 0, 0, 1]), &mut pfc)
         .unwrap();
-        assert_eq!(classify(&pfc).kind, Kind::Pfc);
+        assert_eq!(kind(&pfc), Kind::Pfc);
         let mut pause = vec![0u8; 64];
         MacControl::Pause { quanta: 5 }
             .emit_frame(MacAddr([2, 0, 0, 0, 0, 1]), &mut pause)
             .unwrap();
-        assert_eq!(classify(&pause).kind, Kind::Pause);
-        assert_eq!(
-            classify(&frame(0x88B5, &[1, CREDIT_MSG_TYPE], false)).kind,
-            Kind::Credit
-        );
-        assert_eq!(
-            classify(&frame(0x88B5, &[1, SFCM_MSG_TYPE], false)).kind,
-            Kind::Sfc
-        );
-        assert_eq!(classify(&frame(0x88CC, &[], false)).kind, Kind::Lldp);
-        assert_eq!(classify(&frame(0x88F7, &[], false)).kind, Kind::Ptp);
+        assert_eq!(kind(&pause), Kind::Pause);
+        assert_eq!(kind(&frame(0x88B5, &[1, 0x02], false)), Kind::Credit);
+        assert_eq!(kind(&frame(0x88B5, &[1, 0x01], false)), Kind::Sfc);
+        assert_eq!(kind(&frame(0x88CC, &[], false)), Kind::Lldp);
+        assert_eq!(kind(&frame(0x88F7, &[], false)), Kind::Ptp);
         let ip = classify(&frame(0x0800, &[0x45], true));
-        assert_eq!(
-            (ip.kind, ip.ethertype, ip.header_len),
-            (Kind::Data, 0x0800, 18)
-        );
-        assert_eq!(classify(&[1, 2, 3]).kind, Kind::Data);
+        assert_eq!(Kind::from(ip.kind), Kind::Data);
+        assert_eq!(kind(&[1, 2, 3]), Kind::Data, "a runt counts as data");
 
         let m: Matcher = "pfc, ethertype=0x88cc".parse().unwrap();
         assert!(m.matches(&classify(&pfc)));

@@ -10,9 +10,10 @@
 //! - a port that carries only link-up traffic (the `measure` tool, or a daemon's port while it
 //!   is not forwarding): call [`LinkAgent::poll`] every loop turn and sleep until
 //!   [`LinkAgent::next_deadline`] or the port is readable;
-//! - a forwarding worker that receives every frame itself: pass each received frame through
-//!   [`LinkAgent::handle_rx`] (which keeps PTP and LLDP frames and gives the rest back), and
-//!   call [`LinkAgent::transmit`] once per loop turn and when the deadline passes.
+//! - a forwarding worker that receives every frame itself: hand each received frame, with
+//!   the kind [`crate::wire::classify`] found, to [`LinkAgent::on_frame`] (which takes PTP and
+//!   LLDP frames and says so), and call [`LinkAgent::transmit`] once per loop turn and when the
+//!   deadline passes.
 
 use std::collections::VecDeque;
 
@@ -28,9 +29,10 @@ use crate::dataplane::{
     port::{Port, PortError, RxFrame, Stamping},
 };
 use crate::wire::{
+    classify,
     lldp::Lldpdu,
     ptp::{PdelayBody, PdelayMessage, PortIdentity, Ptp},
-    EtherType, EthernetFrame, MacAddr, WireError,
+    FrameKind, MacAddr, WireError,
 };
 
 /// Frames received per [`LinkAgent::poll`].
@@ -59,6 +61,17 @@ pub enum LinkError {
     /// A frame could not be encoded.
     #[error("encoding a link-up frame: {0}")]
     Wire(#[from] WireError),
+}
+
+/// What a [`LinkAgent`] did with a frame handed to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// A PTP or LLDP frame, handled.
+    Consumed,
+    /// A PTP or LLDP frame that did not parse (counted).
+    Malformed,
+    /// Not link-up's: the caller goes on with it.
+    NotMine,
 }
 
 /// Counters of a [`LinkAgent`].
@@ -195,24 +208,20 @@ impl LinkAgent {
         self.counters
     }
 
-    /// Takes in a received frame. PTP and LLDP frames are consumed (their buffer goes back to
-    /// `pool`) and `None` is returned; any other frame is given back untouched.
-    pub fn handle_rx(&mut self, pool: &mut FramePool, rx: RxFrame, now: u64) -> Option<RxFrame> {
-        let data = pool.data(rx.frame);
-        let ethertype = match EthernetFrame::new_checked(data) {
-            Ok(f) => f.ethertype(),
-            Err(_) => return Some(rx),
-        };
-        match ethertype {
-            EtherType::PTP => {
+    /// Takes in a received frame of kind `kind` ([`crate::wire::classify`]) that arrived at
+    /// `rx_ns`: PTP and LLDP frames are the agent's (handled, or counted malformed); any other
+    /// kind is not, and is left alone. The frame's buffer stays the caller's either way.
+    pub fn on_frame(&mut self, kind: FrameKind, data: &[u8], rx_ns: u64, now: u64) -> Taken {
+        match kind {
+            FrameKind::Ptp => {
                 self.counters.rx_ptp += 1;
                 match Ptp::parse_frame(data) {
-                    Ok((src, Ptp::Pdelay(m))) if src != self.mac => self.on_pdelay(rx.rx_ns, &m),
+                    Ok((src, Ptp::Pdelay(m))) if src != self.mac => self.on_pdelay(rx_ns, &m),
                     Ok(_) => {}
-                    Err(_) => self.counters.rx_malformed += 1,
+                    Err(_) => return self.malformed(),
                 }
             }
-            EtherType::LLDP => {
+            FrameKind::Lldp => {
                 self.counters.rx_lldp += 1;
                 match Lldpdu::parse_frame(data, self.lldp.config().org) {
                     Ok((src, pdu)) if src != self.mac => {
@@ -222,18 +231,22 @@ impl LinkAgent {
                     }
                     Ok(_) => {}
                     Err(e) => {
-                        self.counters.rx_malformed += 1;
                         tracing::debug!(error = %e, "malformed LLDPDU");
+                        return self.malformed();
                     }
                 }
             }
             _ => {
                 self.counters.rx_other += 1;
-                return Some(rx);
+                return Taken::NotMine;
             }
         }
-        pool.release(rx.frame.idx);
-        None
+        Taken::Consumed
+    }
+
+    fn malformed(&mut self) -> Taken {
+        self.counters.rx_malformed += 1;
+        Taken::Malformed
     }
 
     fn on_pdelay(&mut self, rx_ns: u64, m: &PdelayMessage) {
@@ -369,9 +382,9 @@ impl LinkAgent {
         rx.clear();
         let n = port.recv(pool, &mut rx, RX_BATCH, now)?;
         for f in rx.drain(..) {
-            if let Some(other) = self.handle_rx(pool, f, now) {
-                pool.release(other.frame.idx);
-            }
+            let data = pool.data(f.frame);
+            self.on_frame(classify(data).kind, data, f.rx_ns, now);
+            pool.release(f.frame.idx);
         }
         self.rx = rx;
         self.transmit(port, pool, now)?;
@@ -524,13 +537,10 @@ mod tests {
         let c = b.counters();
         assert_eq!((c.rx_ptp, c.rx_other, c.answered), (1, 1, 1));
         assert_eq!(pool.available(), 16);
-        // Through handle_rx a non-link-up frame comes back to the caller.
-        let idx = pool.alloc().unwrap();
-        pool.buf_mut(idx)[..60].fill(0);
-        let f = RxFrame {
-            frame: Frame { idx, len: 60 },
-            rx_ns: 1,
-        };
-        assert_eq!(b.handle_rx(&mut pool, f, 1), Some(f));
+        // A frame of another kind is not the agent's; one of its kinds that does not parse is
+        // malformed.
+        assert_eq!(b.on_frame(FrameKind::Data, &[0; 60], 1, 1), Taken::NotMine);
+        assert_eq!(b.on_frame(FrameKind::Ptp, &[0; 60], 1, 1), Taken::Malformed);
+        assert_eq!(b.counters().rx_malformed, 1);
     }
 }

@@ -25,8 +25,8 @@ use crate::{
     },
     wire::{
         ptp::{PdelayBody, PortIdentity, Ptp},
-        CreditEntry, CreditOp, CreditUpdate, EtherType, EthernetRepr, MacAddr, MacControl,
-        SfcScope, Sfcm, SfcmFrame, TestFrame, VlanTag, WireError,
+        CreditEntry, CreditOp, CreditUpdate, EtherType, EthernetRepr, FrameKind, MacAddr,
+        MacControl, SfcScope, Sfcm, SfcmFrame, TestFrame, VlanTag, WireError,
     },
 };
 
@@ -345,34 +345,23 @@ fn build(
     }
 }
 
-/// Which class a received frame belongs to, decoded with the class's own parser (a frame the
-/// parser rejects still counts as its class by EtherType, so it shows up as damaged).
+/// Which class a received frame belongs to, by the wire's classifier (a frame whose payload
+/// is damaged still counts as its class, so it shows up as damaged); test frames are IPv4
+/// data our test-frame parser accepts.
 fn classify(frame: &[u8]) -> Option<FrameClass> {
-    let eth = EthernetRepr::parse(frame).ok()?;
-    match eth.ethertype {
-        EtherType::MAC_CONTROL => match MacControl::parse_frame(frame) {
-            Ok(MacControl::Pause { .. }) => Some(FrameClass::Pause),
-            Ok(MacControl::Pfc { .. }) => Some(FrameClass::Pfc),
-            Err(_) => {
-                // Opcode decides when the body is damaged.
-                match frame.get(eth.header_len()..eth.header_len() + 2) {
-                    Some([0x01, 0x01]) => Some(FrameClass::Pfc),
-                    _ => Some(FrameClass::Pause),
-                }
-            }
-        },
-        EtherType::LLDP => Some(FrameClass::Lldp),
-        EtherType::LOSSLESS => {
-            if crate::wire::credit::credit_payload(frame).is_some() {
-                Some(FrameClass::Credit)
-            } else {
-                Some(FrameClass::Sfcm)
-            }
+    let c = crate::wire::classify(frame);
+    match c.kind {
+        FrameKind::Pause => Some(FrameClass::Pause),
+        FrameKind::Pfc => Some(FrameClass::Pfc),
+        FrameKind::Lldp => Some(FrameClass::Lldp),
+        FrameKind::Credit => Some(FrameClass::Credit),
+        FrameKind::Sfcm => Some(FrameClass::Sfcm),
+        FrameKind::Data if c.ethertype == EtherType::IPV4 => {
+            crate::wire::TestFrameView::parse(frame)
+                .ok()
+                .map(|_| FrameClass::Test)
         }
-        EtherType::IPV4 => crate::wire::TestFrameView::parse(frame)
-            .ok()
-            .map(|_| FrameClass::Test),
-        _ => None,
+        FrameKind::Ptp | FrameKind::Data | FrameKind::Runt => None,
     }
 }
 

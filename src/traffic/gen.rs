@@ -20,11 +20,11 @@ use crate::{
     linkup::{
         lldp::LldpConfig,
         pdelay::InitiatorConfig,
-        run::{LinkAgent, LinkAgentConfig},
+        run::{LinkAgent, LinkAgentConfig, Taken},
     },
     wire::{
-        credit::credit_payload, EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl,
-        SfcmFrame, SfcmUdpFrame, TestFrame, VlanTag,
+        classify, EtherType, EthernetRepr, FrameKind, MacAddr, MacControl, Sfcm, SfcmFrame,
+        SfcmUdpFrame, TestFrame, VlanTag,
     },
 };
 
@@ -216,62 +216,56 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 pool.release(r.frame.idx);
                 continue;
             }
-            let r = match link.as_mut() {
-                Some(l) => match l.handle_rx(&mut pool, *r, now) {
-                    Some(r) => r,
-                    None => continue, // LLDP or PTP, taken by the link agent
-                },
-                None => *r,
-            };
             let data = pool.data(r.frame);
-            if let Some(payload) = credit_payload(data) {
-                if credit.is_empty() || credit.on_update(r.rx_ns.min(now), payload).is_err() {
-                    other_rx += 1;
+            let class = classify(data);
+            if let Some(l) = link.as_mut() {
+                // LLDP or PTP, taken by the link agent (which counts what did not parse).
+                if l.on_frame(class.kind, data, r.rx_ns, now) != Taken::NotMine {
+                    pool.release(r.frame.idx);
+                    continue;
                 }
-                pool.release(r.frame.idx);
-                continue;
             }
-            let ethertype = EthernetFrame::new_checked(data).map(|e| e.ethertype());
-            let sfcm = match ethertype {
-                Ok(EtherType::LOSSLESS) => Some(SfcmFrame::parse(data).map(|f| f.msg)),
-                Ok(EtherType::IPV4) => {
-                    Some(SfcmUdpFrame::parse(data, setup.sfc_udp_port).map(|f| f.msg))
+            let at = r.rx_ns.min(now);
+            let mut on_sfcm = |msg: &Sfcm| {
+                sfcm_rx += 1;
+                if !setup.ignore_pause {
+                    sfc.on_sfcm(msg, at);
                 }
-                _ => None,
             };
-            if let Some(parsed) = sfcm {
-                match parsed {
-                    Ok(msg) => {
-                        sfcm_rx += 1;
+            match class.kind {
+                FrameKind::Credit => {
+                    if credit.is_empty() || credit.on_update(at, class.payload(data)).is_err() {
+                        other_rx += 1;
+                    }
+                }
+                FrameKind::Sfcm => match SfcmFrame::parse(data) {
+                    Ok(f) => on_sfcm(&f.msg),
+                    Err(_) => other_rx += 1,
+                },
+                FrameKind::Data if class.ethertype == EtherType::IPV4 => {
+                    match SfcmUdpFrame::parse(data, setup.sfc_udp_port) {
+                        Ok(f) => on_sfcm(&f.msg),
+                        Err(_) => other_rx += 1,
+                    }
+                }
+                FrameKind::Pfc | FrameKind::Pause => match MacControl::parse(class.payload(data)) {
+                    Ok(m) => {
+                        match m {
+                            MacControl::Pause { .. } => pause_rx += 1,
+                            MacControl::Pfc { enable, .. } => {
+                                pfc_rx_total += 1;
+                                if enable & (1 << prio) != 0 {
+                                    pfc_rx += 1;
+                                }
+                            }
+                        }
                         if !setup.ignore_pause {
-                            sfc.on_sfcm(&msg, r.rx_ns.min(now));
+                            timers.on_frame(&m, at);
                         }
                     }
                     Err(_) => other_rx += 1,
-                }
-                pool.release(r.frame.idx);
-                continue;
-            }
-            let parsed = EthernetFrame::new_checked(data)
-                .ok()
-                .filter(|e| e.ethertype() == EtherType::MAC_CONTROL)
-                .and_then(|e| MacControl::parse(e.payload()).ok());
-            match parsed {
-                Some(m) => {
-                    match m {
-                        MacControl::Pause { .. } => pause_rx += 1,
-                        MacControl::Pfc { enable, .. } => {
-                            pfc_rx_total += 1;
-                            if enable & (1 << prio) != 0 {
-                                pfc_rx += 1;
-                            }
-                        }
-                    }
-                    if !setup.ignore_pause {
-                        timers.on_frame(&m, r.rx_ns.min(now));
-                    }
-                }
-                None => other_rx += 1,
+                },
+                _ => other_rx += 1,
             }
             pool.release(r.frame.idx);
         }

@@ -32,7 +32,7 @@ use crate::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers},
         PfcGenerator, PfcThresholds, PRIORITIES,
     },
-    wire::{credit::credit_payload, EthernetFrame, TestFrameView},
+    wire::{classify, FrameKind, TestFrameView},
 };
 
 /// The sink as a credit receiver.
@@ -265,7 +265,9 @@ pub fn run(
                 continue;
             }
             let data = pool.data(r.frame);
-            if let Some(payload) = credit_payload(data) {
+            let class = classify(data);
+            if class.kind == FrameKind::Credit {
+                let payload = class.payload(data);
                 if credit.is_empty() || credit.on_update(r.rx_ns.min(now), payload).is_err() {
                     other_rx += 1;
                 }
@@ -274,8 +276,8 @@ pub fn run(
             }
             let Some(v) = parse_ours(&pool, r.frame, setup.dst_port) else {
                 // Other tagged data of a credit priority still counts as blocks received.
-                if let Some(p) = EthernetFrame::new_checked(data)
-                    .ok()
+                if let Some(p) = class
+                    .eth(data)
                     .and_then(|e| e.vlan())
                     .map(|t| usize::from(t.pcp & 7))
                 {

@@ -10,7 +10,7 @@
 //! ```text
 //! off len field
 //!   0   1 version              = 1 (CREDIT_VERSION)
-//!   1   1 message type         = 0x02 (cable::rules::CREDIT_MSG_TYPE; 0x01 is an SFCM)
+//!   1   1 message type         = 0x02 (wire::kind::CREDIT_MSG_TYPE; 0x01 is an SFCM)
 //!   2   1 entry count N        1..=16
 //!   3   1 reserved             = 0 (a non-zero value is rejected)
 //!   4  6N entries, one per VL, no VL twice:
@@ -41,8 +41,8 @@
 //! FCTBS describes what the *sender* transmitted on the VL, FCCL what the sender's
 //! *receiver* will accept on it.
 
+use super::kind::CREDIT_MSG_TYPE;
 use super::{need, EtherType, EthernetFrame, EthernetRepr, MacAddr, WireError, MIN_FRAME_LEN};
-use crate::cable::rules::CREDIT_MSG_TYPE;
 
 /// Version byte of this credit-update format.
 pub const CREDIT_VERSION: u8 = 1;
@@ -56,23 +56,6 @@ pub const MAX_CREDIT_ENTRIES: usize = 16;
 pub const CREDIT_FIELD_MAX: u16 = 0x0fff;
 /// Largest virtual lane number (4 bits).
 pub const VL_MAX: u8 = 15;
-
-/// The payload (the bytes after the EtherType) of `frame` if it is a credit update by its
-/// EtherType and message type; not yet validated.
-pub fn credit_payload(frame: &[u8]) -> Option<&[u8]> {
-    let eth = EthernetFrame::new_checked(frame).ok()?;
-    let at = eth.header_len();
-    (eth.ethertype() == EtherType::LOSSLESS && is_credit_payload(&frame[at..]))
-        .then(|| &frame[at..])
-}
-
-/// True if `payload`, the bytes after an [`EtherType::LOSSLESS`] frame's EtherType, carries a
-/// credit update by its message type (not yet validated): [`credit_payload`] for a caller
-/// that has already parsed the Ethernet header.
-#[inline]
-pub fn is_credit_payload(payload: &[u8]) -> bool {
-    payload.get(1) == Some(&CREDIT_MSG_TYPE)
-}
 
 /// InfiniBand's link CRC: generator 0x100B, reflected, initial value 0xFFFF, final XOR 0xFFFF.
 pub fn lpcrc(bytes: &[u8]) -> u16 {

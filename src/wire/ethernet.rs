@@ -70,6 +70,14 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
         Ok(EthernetFrame { buf, header_len })
     }
 
+    /// Wraps `buf` whose header [`Self::new_checked`] (through [`super::classify`]) already
+    /// found `header_len` long: the view again, without checking again.
+    #[inline]
+    pub(super) fn checked_before(buf: T, header_len: usize) -> Self {
+        debug_assert!(buf.as_ref().len() >= header_len && (header_len == 14 || header_len == 18));
+        EthernetFrame { buf, header_len }
+    }
+
     /// Destination address.
     pub fn dst(&self) -> MacAddr {
         let mut m = [0; 6];

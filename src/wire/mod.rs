@@ -6,6 +6,7 @@
 pub mod credit;
 pub mod ethernet;
 pub mod ipv4;
+pub mod kind;
 pub mod lldp;
 pub mod mac_control;
 pub mod ptp;
@@ -16,6 +17,7 @@ use std::fmt;
 
 pub use credit::{CreditEntry, CreditOp, CreditUpdate};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, VlanTag};
+pub use kind::{classify, Classified, FrameKind};
 pub use mac_control::MacControl;
 pub use sfcm::{Ipv4Flow, SfcScope, Sfcm, SfcmFrame, SfcmUdpFrame};
 pub use test_traffic::{TestFrame, TestFrameView};

@@ -15,7 +15,7 @@
 //! ```text
 //! off len field
 //!   0   1 version              = 1 (SFCM_VERSION)
-//!   1   1 message type         = 0x01 (cable::rules::SFCM_MSG_TYPE; 0x02 is a credit update)
+//!   1   1 message type         = 0x01 (wire::kind::SFCM_MSG_TYPE; 0x02 is a credit update)
 //!   2   1 flags                bit 0 FLOW_SCOPE: pause the flow, not the whole class
 //!                              bit 1 IPV4_FLOW: bytes 46..60 carry the offending IPv4 flow
 //!                              bits 2..7 reserved, must be 0
@@ -40,8 +40,8 @@
 //! body re-emits to the same bytes. Bytes after the body (Ethernet padding) are ignored.
 
 use super::ipv4::{ipv4_checksum, Ipv4UdpHeader, IPV4_LEN, UDP_LEN};
+use super::kind::SFCM_MSG_TYPE;
 use super::{be16, need, EtherType, EthernetFrame, EthernetRepr, MacAddr, WireError};
-use crate::cable::rules::SFCM_MSG_TYPE;
 
 /// Version byte of the SFCM format this codec reads and writes.
 pub const SFCM_VERSION: u8 = 1;
@@ -434,6 +434,7 @@ impl SfcmUdpFrame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::{classify, FrameKind};
 
     #[test]
     fn flow_of_a_test_frame() {
@@ -454,7 +455,6 @@ mod tests {
         buf[16] = 0x88; // not IPv4
         assert_eq!(Ipv4Flow::of_frame(&buf), None);
     }
-    use crate::cable::rules::{classify, Kind};
     use crate::wire::VlanTag;
     use proptest::prelude::*;
 
@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(f.emit(&mut out).unwrap(), SFCM_FRAME_LEN);
         assert_eq!(&out[..SFCM_FRAME_LEN], &L2_CLASS[..]);
         // The cable's classifier sees it as an SFC message, not a credit update.
-        assert_eq!(classify(&L2_CLASS).kind, Kind::Sfc);
+        assert_eq!(classify(&L2_CLASS).kind, FrameKind::Sfcm);
         // Ethernet padding after the body is ignored.
         let mut padded = L2_CLASS.to_vec();
         padded.extend_from_slice(&[0; 20]);
@@ -581,7 +581,7 @@ mod tests {
         assert_eq!(f.emit(&mut out).unwrap(), 82);
         assert_eq!(&out[12..18], &[0x81, 0x00, 0xe0, 0x00, 0x88, 0xb5]);
         assert_eq!(SfcmFrame::parse(&out).unwrap(), f);
-        assert_eq!(classify(&out).kind, Kind::Sfc);
+        assert_eq!(classify(&out).kind, FrameKind::Sfcm, "inside the tag");
     }
 
     #[test]

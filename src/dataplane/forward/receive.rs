@@ -12,7 +12,8 @@ use crate::dataplane::{
 };
 use crate::{
     fc::{sfc::SfcReaction, sfc_guard::Refusal, PauseTimers, PRIORITIES},
-    wire::{credit::is_credit_payload, EtherType, EthernetFrame, MacControl, Sfcm, SfcmFrame},
+    linkup::run::Taken,
+    wire::{self, EthernetFrame, FrameKind, MacControl, Sfcm, SfcmFrame},
 };
 
 use super::{ForwardWorker, WorkerError, BATCH};
@@ -25,23 +26,10 @@ impl ForwardWorker {
             .io
             .recv(&mut self.pool, &mut self.rx, BATCH, now)?;
         for i in 0..n {
-            let mut rx = self.rx[i];
+            let rx = self.rx[i];
             if rx.frame.len > self.setup.ports[p].max_frame {
                 self.oversize(p, rx.frame);
                 continue;
-            }
-            if let Some(agent) = self.ports[p].agent.as_mut() {
-                let malformed = agent.counters().rx_malformed;
-                match agent.handle_rx(&mut self.pool, rx, now) {
-                    Some(r) => rx = r,
-                    // LLDP or PTP, taken by the link agent (which counts what did not parse).
-                    None => {
-                        if agent.counters().rx_malformed != malformed {
-                            self.stats.ports[p].drop(DropReason::Malformed);
-                        }
-                        continue;
-                    }
-                }
             }
             self.ingress(p, rx, now);
         }
@@ -94,55 +82,67 @@ impl ForwardWorker {
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
     /// is consumed, data is admitted to the other port's queue or dropped with a reason.
     pub(super) fn ingress(&mut self, p: usize, rx: RxFrame, now: u64) {
+        let data = self.pool.data(rx.frame);
+        // The frame's header is read here, once: everything below goes by this.
+        let class = wire::classify(data);
+        if let (FrameKind::Lldp | FrameKind::Ptp, Some(agent)) =
+            (class.kind, &mut self.ports[p].agent)
+        {
+            match agent.on_frame(class.kind, data, rx.rx_ns, now) {
+                Taken::Consumed => return self.pool.release(rx.frame.idx),
+                Taken::Malformed => return self.discard(p, rx.frame, DropReason::Malformed),
+                Taken::NotMine => {}
+            }
+        }
         let c = &self.stats.ports[p];
         let len = u64::from(rx.frame.len);
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
         c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
-        let data = self.pool.data(rx.frame);
-        let Ok(eth) = EthernetFrame::new_checked(data) else {
-            return self.discard(p, rx.frame, DropReason::Malformed);
-        };
-        // The header is parsed once per frame: every test below reads this EtherType.
-        let ethertype = eth.ethertype();
-        if ethertype == EtherType::MAC_CONTROL {
-            let parsed = MacControl::parse(eth.payload());
-            return match parsed {
-                Ok(m) => {
-                    self.react(p, &m, now);
-                    self.pool.release(rx.frame.idx);
-                }
-                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
-            };
-        }
-        if ethertype == EtherType::LOSSLESS && is_credit_payload(eth.payload()) {
-            if self.ports[p].credit.is_empty() {
-                // Credits are not enabled on this port: link-local, not forwarded.
-                return self.discard(p, rx.frame, DropReason::LinkLocal);
-            }
-            return match self.ports[p].credit.on_update(now, eth.payload()) {
-                Ok(_) => self.pool.release(rx.frame.idx),
-                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
-            };
-        }
-        if ethertype == EtherType::LOSSLESS {
-            let parsed = SfcmFrame::parse(data);
-            return match parsed {
-                Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
-                    Ok(()) => {
-                        self.react_sfc(p, &f.msg, now);
+        match class.kind {
+            FrameKind::Runt => return self.discard(p, rx.frame, DropReason::Malformed),
+            FrameKind::Pfc | FrameKind::Pause => {
+                return match MacControl::parse(class.payload(data)) {
+                    Ok(m) => {
+                        self.react(p, &m, now);
                         self.pool.release(rx.frame.idx);
                     }
-                    Err(Refusal::NotAllowed) => {
-                        self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
-                    }
-                    Err(Refusal::RateLimited) => {
-                        self.discard(p, rx.frame, DropReason::SfcmRateLimited)
-                    }
-                },
-                Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
-            };
+                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+                };
+            }
+            FrameKind::Credit => {
+                if self.ports[p].credit.is_empty() {
+                    // Credits are not enabled on this port: link-local, not forwarded.
+                    return self.discard(p, rx.frame, DropReason::LinkLocal);
+                }
+                return match self.ports[p].credit.on_update(now, class.payload(data)) {
+                    Ok(_) => self.pool.release(rx.frame.idx),
+                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+                };
+            }
+            FrameKind::Sfcm => {
+                return match SfcmFrame::parse(data) {
+                    Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
+                        Ok(()) => {
+                            self.react_sfc(p, &f.msg, now);
+                            self.pool.release(rx.frame.idx);
+                        }
+                        Err(Refusal::NotAllowed) => {
+                            self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
+                        }
+                        Err(Refusal::RateLimited) => {
+                            self.discard(p, rx.frame, DropReason::SfcmRateLimited)
+                        }
+                    },
+                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
+                };
+            }
+            // LLDP and PTP no link agent took go the way of data: link-local, dropped below.
+            FrameKind::Lldp | FrameKind::Ptp | FrameKind::Data => {}
         }
+        let Some(eth) = class.eth(data) else {
+            return self.discard(p, rx.frame, DropReason::Malformed);
+        };
         let source = eth.src();
         let dst = eth.dst().0;
         if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
