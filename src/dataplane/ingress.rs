@@ -150,11 +150,11 @@ impl IngressMap {
         let e = self.queue(q).expect("queue within the map");
         let bytes = e.bytes[prio].fetch_add(len, Relaxed) + len;
         let frames = e.frames.fetch_add(1, Relaxed) + 1;
-        Stamps::decode([
+        Stamps {
             frames,
-            STAMP_VALID | ((prio as u64) << STAMP_PRIO_SHIFT) | (bytes & STAMP_BYTES_MASK),
-        ])
-        .expect("a valid stamp")
+            prio,
+            bytes: bytes & STAMP_BYTES_MASK,
+        }
     }
 }
 
@@ -192,6 +192,16 @@ impl Stamps {
             prio: ((w >> STAMP_PRIO_SHIFT) & 7) as usize,
             bytes: w & STAMP_BYTES_MASK,
         })
+    }
+
+    /// The two metadata words the program writes for these stamps.
+    pub fn encode(self) -> [u64; 2] {
+        [
+            self.frames,
+            STAMP_VALID
+                | ((self.prio as u64 & 7) << STAMP_PRIO_SHIFT)
+                | (self.bytes & STAMP_BYTES_MASK),
+        ]
     }
 }
 

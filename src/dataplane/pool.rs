@@ -49,9 +49,7 @@ pub fn control_reserve(pool_frames: u32) -> usize {
     512.min(pool_frames as usize / 8)
 }
 
-/// 64-bit words the XDP program writes in front of a frame's data (`bpf/lossless.bpf.c`):
-/// the ingress frames stamp, the ingress bytes stamp, the RX timestamp.
-pub const META_WORDS: usize = 3;
+pub use super::rx_meta::META_WORDS;
 
 /// A frame owned by the worker: its index in the pool and its length in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,7 +320,7 @@ impl FramePool {
     }
 
     /// Reads and clears the [`META_WORDS`] words right before the packet data of `idx` (the
-    /// XDP metadata area: ingress stamps, then the RX timestamp), so a later frame in the same
+    /// XDP metadata area, [`super::rx_meta`]), so a later frame in the same
     /// buffer never sees stale values. `None` if the frame has no room for them.
     #[inline]
     pub fn take_meta(&mut self, idx: u32) -> Option<[u64; META_WORDS]> {
