@@ -14,12 +14,30 @@
  * `dataplane::classify`: 802.1Q PCP, or IPv4 DSCP >> 3 when the port trusts
  * DSCP) and adds the frame to per-(RX queue, priority) counters in the
  * mmapable `ingress` array, which the worker reads with plain loads. Each
- * frame also carries, in the XDP metadata area in front of its data:
+ * frame also carries, in the XDP metadata area in front of its data (decoded by
+ * `dataplane::rx_meta`):
  *
  *   data - 24  u64  the queue's steered-frames counter after this frame
  *   data - 16  u64  bit 63 set (valid), priority in bits 60..62, the
  *                   priority's steered-bytes counter after this frame
- *   data -  8  u64  RX timestamp, bpf_ktime_get_ns() (CLOCK_MONOTONIC)
+ *   data -  8  u64  RX timestamp: bit 63 clear, bpf_ktime_get_ns()
+ *                   (CLOCK_MONOTONIC); bit 63 set, the NIC's hardware stamp
+ *                   (its PHC's clock) in bits 0..62
+ *
+ * The program comes in two variants of one body. `lossless_xdp` runs
+ * anywhere. `lossless_xdp_dev` is loaded device-bound (prog_ifindex +
+ * BPF_F_XDP_DEV_BOUND_ONLY, one copy per port) and asks the driver, through
+ * the XDP RX metadata kfuncs, for
+ * - the frame's hardware RX stamp (bpf_xdp_metadata_rx_timestamp: mlx5, ice,
+ *   igc, ... when the port's RX hardware stamping is on; veth passes the skb's
+ *   hardware stamp, none on a plain veth). Without one (kfunc missing, error,
+ *   or 0) the frame gets the bpf_ktime_get_ns() stamp, per frame;
+ * - the VLAN tag the driver stripped or the sender's stack kept as skb
+ *   metadata (bpf_xdp_metadata_rx_vlan_tag, kernel 6.8+; rx-vlan offload on a
+ *   NIC, tx-vlan offload behind a veth). The frame's priority is then that
+ *   tag's PCP, and a frame steered to a socket gets the tag put back in front
+ *   of its EtherType (bpf_xdp_adjust_head): the worker classifies the frame
+ *   by the same tag with the same rule, and forwards it with its tag.
  *
  * A worker taking a frame from the RX ring knows from its stamps that every
  * frame steered before it has been taken or dropped by the kernel, so
@@ -99,13 +117,30 @@ struct {
 	__type(value, struct ingress_queue);
 } ingress SEC(".maps");
 
-/* Per-CPU counters: 0 redirected, 1 passed, 2 redirect failed (no socket). */
+/*
+ * Per-CPU counters (mirrored by `XdpCounters` in the daemon): 0 redirected, 1 passed,
+ * 2 redirect failed (no socket); of the redirected frames (device-bound variant only):
+ * 3 stamped in hardware, 4 stamp kfunc returned an error, 5 stamp kfunc returned 0 as the
+ * stamp, 6 VLAN tag taken from the metadata and put back into the frame.
+ */
+#define CNT_REDIRECTED 0
+#define CNT_PASSED 1
+#define CNT_REDIRECT_FAILED 2
+#define CNT_HW_STAMP 3
+#define CNT_STAMP_ERROR 4
+#define CNT_STAMP_ZERO 5
+#define CNT_META_VLAN 6
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 3);
+	__uint(max_entries, 7);
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* The XDP RX metadata kfuncs (weak: a kernel without them still loads the program). */
+extern int bpf_xdp_metadata_rx_timestamp(const struct xdp_md *ctx, __u64 *timestamp) __ksym __weak;
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+					__u16 *vlan_tci) __ksym __weak;
 
 /* A plain load the compiler may not merge or repeat (the worker writes seen_frames). */
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
@@ -130,13 +165,20 @@ static __always_inline int is_control(__u16 proto)
 	       proto == ETH_P_LOSSLESS;
 }
 
+/*
+ * `meta_tci`: the TCI of a tag the driver holds as metadata, or -1. It is the frame's outer
+ * tag (the one taken off first), so its PCP is the priority, as the worker's classifier sees
+ * it once the tag is back in the frame.
+ */
 static __always_inline int parse(void *data, void *data_end, const struct port_settings *s,
-				 struct parsed *out)
+				 int meta_tci, struct parsed *out)
 {
 	struct ethhdr *eth = data;
 	out->proto = 0;
 	out->prio = 0;
 	out->owned = 0;
+	if (meta_tci >= 0 && !s->trust_dscp)
+		out->prio = (meta_tci >> 13) & 7;
 	if ((void *)(eth + 1) > data_end)
 		return -1;
 	__u16 proto = bpf_ntohs(eth->h_proto);
@@ -146,7 +188,7 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
 		if (l3 + 4 > data_end)
 			return -1;
 		__u16 tci = bpf_ntohs(*(__be16 *)l3);
-		if (!s->trust_dscp)
+		if (!s->trust_dscp && meta_tci < 0)
 			out->prio = tci >> 13;
 		proto = bpf_ntohs(*(__be16 *)(l3 + 2));
 		l3 += 4;
@@ -175,6 +217,29 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
 }
 
 #define STAMP_VALID (1ULL << 63)
+#define STAMP_HARDWARE (1ULL << 63)
+
+/*
+ * Puts a tag the driver held as metadata back into the frame, after the addresses. Returns 0,
+ * or -1 (frame unchanged) when the driver leaves no headroom for it.
+ */
+static __always_inline int push_vlan(struct xdp_md *ctx, __u16 tpid, __u16 tci)
+{
+	if ((void *)(long)ctx->data + 12 > (void *)(long)ctx->data_end)
+		return -1;
+	if (bpf_xdp_adjust_head(ctx, -4))
+		return -1;
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	if (data + 16 > data_end)
+		return -1; /* cannot happen (checked above); the verifier wants it */
+	__u8 macs[12];
+	__builtin_memcpy(macs, data + 4, 12);
+	__builtin_memcpy(data, macs, 12);
+	*(__be16 *)(data + 12) = bpf_htons(tpid);
+	*(__be16 *)(data + 14) = bpf_htons(tci);
+	return 0;
+}
 #define STAMP_PRIO_SHIFT 60
 #define STAMP_BYTES_MASK ((1ULL << STAMP_PRIO_SHIFT) - 1)
 
@@ -187,8 +252,7 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
  * UMEM buffer, or, for a multi-buffer (XDP_USE_SG) socket, in several descriptors chained with
  * XDP_PKT_CONTD. The metadata written here lands in front of the first.
  */
-SEC("xdp.frags")
-int lossless_xdp(struct xdp_md *ctx)
+static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 {
 	__u32 zero = 0;
 	struct port_settings *s = bpf_map_lookup_elem(&settings, &zero);
@@ -196,14 +260,36 @@ int lossless_xdp(struct xdp_md *ctx)
 		return XDP_PASS;
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
+	int meta_tci = -1;
+	__u16 vlan_proto = 0;
+	if (dev_bound && bpf_ksym_exists(bpf_xdp_metadata_rx_vlan_tag)) {
+		__be16 proto = 0;
+		__u16 tci = 0;
+		if (bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) == 0) {
+			meta_tci = tci;
+			vlan_proto = bpf_ntohs(proto);
+		}
+	}
 	struct parsed f;
-	parse(data, data_end, s, &f);
+	parse(data, data_end, s, meta_tci, &f);
 	if (!s->forward_all && !f.owned) {
-		count(1);
+		count(CNT_PASSED);
 		return XDP_PASS;
 	}
-	__u32 len = bpf_xdp_get_buff_len(ctx);
 	__u32 queue = ctx->rx_queue_index;
+	/* A tag held as metadata goes back into a frame that goes to a socket (not one the
+	 * kernel gets: its skb still holds the tag). Put back before anything measures the
+	 * frame: the socket receives it 4 bytes longer. Without headroom for it, the frame
+	 * goes as it is, classified as it is, so the worker sees what the program counted. */
+	if (meta_tci >= 0 && bpf_map_lookup_elem(&xsks, &queue)) {
+		if (push_vlan(ctx, vlan_proto, meta_tci) == 0) {
+			count(CNT_META_VLAN);
+		} else {
+			meta_tci = -1;
+			parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, s, -1, &f);
+		}
+	}
+	__u32 len = bpf_xdp_get_buff_len(ctx);
 	/* The mask after a compiler barrier: the compiler knows f.prio < 8 and would drop a plain
 	 * mask, leaving the verifier an index it cannot bound. */
 	__u32 prio = f.prio;
@@ -226,23 +312,55 @@ int lossless_xdp(struct xdp_md *ctx)
 	bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
 	int rc = bpf_redirect_map(&xsks, queue, XDP_PASS);
 	if (rc != XDP_REDIRECT) {
-		count(2);
+		count(CNT_REDIRECT_FAILED);
 		return rc;
 	}
-	count(0);
+	count(CNT_REDIRECTED);
 	__u64 frames = 0, bytes = 0;
 	if (q) {
 		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |
 			((__sync_fetch_and_add(&q->bytes[prio], len) + len) & STAMP_BYTES_MASK);
 		frames = __sync_fetch_and_add(&q->frames, 1) + 1;
 	}
+	__u64 stamp = 0;
+	if (dev_bound && bpf_ksym_exists(bpf_xdp_metadata_rx_timestamp)) {
+		if (bpf_xdp_metadata_rx_timestamp(ctx, &stamp) != 0) {
+			stamp = 0;
+			count(CNT_STAMP_ERROR);
+		} else if (stamp == 0) {
+			count(CNT_STAMP_ZERO);
+		} else {
+			stamp |= STAMP_HARDWARE; /* a PHC time is far below 2^63 ns */
+			count(CNT_HW_STAMP);
+		}
+	}
+	if (!stamp)
+		stamp = bpf_ktime_get_ns();
 	__u64 *meta = (void *)(long)ctx->data_meta;
 	if ((void *)(meta + 3) <= (void *)(long)ctx->data) {
 		meta[0] = frames;
 		meta[1] = bytes;
-		meta[2] = bpf_ktime_get_ns();
+		meta[2] = stamp;
 	}
 	return rc;
 }
+
+/* The program for any interface and mode. */
+SEC("xdp.frags")
+int lossless_xdp(struct xdp_md *ctx)
+{
+	return steer(ctx, 0);
+}
+
+/*
+ * The device-bound variant: loaded with prog_ifindex and BPF_F_XDP_DEV_BOUND_ONLY for one
+ * port (the kernel refuses the metadata kfuncs in any other program), attached natively only.
+ */
+SEC("xdp.frags")
+int lossless_xdp_dev(struct xdp_md *ctx)
+{
+	return steer(ctx, 1);
+}
+
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

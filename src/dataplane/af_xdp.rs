@@ -11,9 +11,11 @@ use xsk_rs::{
 };
 
 use super::{
-    ingress::{IngressTracker, RxBacklog, Stamps},
+    hwstamp::HwClock,
+    ingress::{IngressTracker, RxBacklog},
     pool::{control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD},
     port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
+    rx_meta::{RxMeta, RxStamp},
     xdp_prog::XdpProgram,
 };
 use crate::fc::PRIORITIES;
@@ -37,6 +39,23 @@ pub const MAX_BATCH: usize = 256;
 const TX_IN_FLIGHT: usize = 128;
 /// An RX stamp older than this is not believed (it would be a stale value in the metadata).
 const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
+
+/// A frame's RX time on CLOCK_MONOTONIC: the program's stamp, converted from the NIC's clock
+/// if it is a hardware stamp; the receive time `now` if there is none or it is not believable
+/// (in the future, or older than [`MAX_STAMP_AGE_NS`]: a stale value, or a PHC stepped since
+/// the last sample).
+#[inline]
+fn rx_time(stamp: RxStamp, hw: Option<&HwClock>, now: u64) -> u64 {
+    let t = match stamp {
+        RxStamp::Xdp(t) => t,
+        RxStamp::Hardware(t) => hw.and_then(|c| c.to_mono(t)).unwrap_or(0),
+        RxStamp::None => 0,
+    };
+    match t {
+        t if t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS => t,
+        _ => now,
+    }
+}
 
 /// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames: at most
 /// [`FILL_TARGET`] and at most a quarter of the pool.
@@ -87,6 +106,8 @@ pub struct AfXdpPort {
     partial: Option<Partial>,
     /// What this socket's RX ring holds, from the XDP program's counters.
     ingress: Option<IngressTracker>,
+    /// The NIC's clock, where the program gives hardware RX stamps.
+    hw_clock: Option<HwClock>,
 }
 
 // SAFETY: the rings are only used from the worker thread that owns the port.
@@ -156,7 +177,6 @@ impl AfXdpPort {
             .map_err(|e| err(e.to_string()))?;
         let mut port = AfXdpPort {
             mac: iface_mac(&iface).unwrap_or_default(),
-            name: iface,
             tx,
             rx,
             fq,
@@ -168,6 +188,14 @@ impl AfXdpPort {
             in_tx: 0,
             partial: None,
             ingress: IngressTracker::new(prog.ingress().clone(), queue),
+            hw_clock: prog.hw_rx_phc().and_then(|phc| {
+                HwClock::open(phc)
+                    .map_err(|e| {
+                        tracing::warn!(iface = %iface, phc, error = %e, "cannot read the PHC: RX stamps from XDP");
+                    })
+                    .ok()
+            }),
+            name: iface,
         };
         port.refill(pool)?;
         Ok(port)
@@ -242,6 +270,9 @@ impl Port for AfXdpPort {
         let max = max.min(MAX_BATCH);
         // SAFETY: the descriptors are written by the kernel for frames of this UMEM.
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
+        if let Some(c) = &mut self.hw_clock {
+            c.refresh(now);
+        }
         let mut frames = 0;
         for d in &self.scratch[..n] {
             let seg = pool.adopt_desc(d);
@@ -266,14 +297,11 @@ impl Port for AfXdpPort {
                 }
                 continue;
             }
-            let meta = pool.take_meta(seg.idx).unwrap_or_default();
-            if let (Some(t), Some(s)) = (&mut self.ingress, Stamps::decode([meta[0], meta[1]])) {
+            let meta = RxMeta::decode(pool.take_meta(seg.idx).unwrap_or_default());
+            if let (Some(t), Some(s)) = (&mut self.ingress, meta.stamps) {
                 t.on_taken(s);
             }
-            let rx_ns = match meta[2] {
-                t if t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS => t,
-                _ => now,
-            };
+            let rx_ns = rx_time(meta.stamp, self.hw_clock.as_ref(), now);
             if more {
                 self.partial = Some(Partial {
                     head: seg,
@@ -395,9 +423,15 @@ impl Port for AfXdpPort {
     }
 
     fn rx_stamping(&self) -> Stamping {
-        // Our XDP program stamps every frame it redirects (a stamp missing or stale falls
-        // back to the receive time, which is then what it is: rare, and only later).
-        Stamping::Xdp
+        // Our XDP program stamps every frame it redirects: with the NIC's stamp where the
+        // device-bound program gets one (RX hardware stamping on, a PHC to convert from),
+        // else with bpf_ktime_get_ns (a stamp missing or stale falls back to the receive
+        // time, which is then what it is: rare, and only later).
+        if self.hw_clock.is_some() {
+            Stamping::Hardware
+        } else {
+            Stamping::Xdp
+        }
     }
 
     fn kernel_drops(&self) -> KernelDrops {

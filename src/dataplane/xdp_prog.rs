@@ -1,4 +1,10 @@
 //! Loading and attaching the XDP steering program (`bpf/lossless.bpf.c`) with libbpf-rs.
+//!
+//! The program is tried device-bound first (`lossless_xdp_dev`, bound to the port's ifindex
+//! with `BPF_F_XDP_DEV_BOUND_ONLY`, so one object per port): it reads the frame's hardware
+//! RX stamp and a VLAN tag held as metadata through the XDP RX metadata kfuncs. A port where
+//! that cannot load or attach (a driver without native XDP, an old kernel, generic mode)
+//! gets the plain program (`lossless_xdp`) and a log line saying so; never an error.
 
 use std::{
     ffi::CString,
@@ -9,10 +15,52 @@ use std::{
     },
 };
 
-use libbpf_rs::{MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
+use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
 use serde::Deserialize;
 
-use super::{classify::Trust, ingress::IngressMap, pool::XSK_MAX_FRAME};
+use super::{classify::Trust, hwstamp, ingress::IngressMap, pool::XSK_MAX_FRAME};
+
+/// A program bound to one device (for the XDP metadata kfuncs), not offloaded to it.
+const BPF_F_XDP_DEV_BOUND_ONLY: u32 = libbpf_rs::libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY;
+
+/// The per-CPU `counters` of the program, in its order (`CNT_*` in `bpf/lossless.bpf.c`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XdpCounters {
+    /// Frames redirected to a socket.
+    pub redirected: u64,
+    /// Frames passed to the kernel.
+    pub passed: u64,
+    /// Frames whose redirect failed (no socket on the queue).
+    pub redirect_failed: u64,
+    /// Redirected frames stamped in hardware (device-bound program).
+    pub hw_stamps: u64,
+    /// Redirected frames for which `bpf_xdp_metadata_rx_timestamp` returned an error.
+    pub stamp_errors: u64,
+    /// Redirected frames for which it returned 0 as the stamp (veth: an skb without one).
+    pub stamp_zero: u64,
+    /// Frames whose VLAN tag came from the metadata (`bpf_xdp_metadata_rx_vlan_tag`).
+    pub meta_vlan: u64,
+}
+
+impl XdpCounters {
+    /// Number of counters in the map.
+    pub const LEN: u32 = 7;
+
+    /// From the counters' values in map order.
+    pub fn from_values(v: [u64; Self::LEN as usize]) -> Self {
+        let [redirected, passed, redirect_failed, hw_stamps, stamp_errors, stamp_zero, meta_vlan] =
+            v;
+        XdpCounters {
+            redirected,
+            passed,
+            redirect_failed,
+            hw_stamps,
+            stamp_errors,
+            stamp_zero,
+            meta_vlan,
+        }
+    }
+}
 
 /// The compiled XDP object, built by `build.rs`.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/lossless.bpf.o"));
@@ -105,6 +153,13 @@ pub struct XdpProgram {
     sock_max_frame: AtomicU32,
     /// The policy last set (rewritten when the sockets' capacity changes).
     policy: Mutex<IngressPolicy>,
+    /// The device-bound variant is attached (hardware stamps and VLAN tags from metadata).
+    device_bound: bool,
+    /// PTP hardware clock of the port's hardware RX stamps, when the device-bound program
+    /// can get them (RX hardware stamping on, a PHC to convert from).
+    hw_rx_phc: Option<u32>,
+    /// Attached (so detached on drop).
+    attached: bool,
 }
 
 /// Interface index of `iface`, if it exists.
@@ -117,18 +172,76 @@ pub fn ifindex(iface: &str) -> Option<i32> {
 
 impl XdpProgram {
     /// Loads a fresh copy of the program, configures its steering and attaches it to `iface`,
-    /// replacing any program left behind by a crashed run.
+    /// replacing any program left behind by a crashed run: the device-bound variant where
+    /// the mode allows a native attachment and the kernel takes it, else the plain one.
     pub fn attach(iface: &str, mode: XdpMode, steering: Steering) -> Result<Self, XdpError> {
         let ifindex = ifindex(iface).ok_or_else(|| XdpError::NoInterface(iface.to_string()))?;
-        let open = ObjectBuilder::default()
+        if mode != XdpMode::Skb {
+            match Self::load(iface, ifindex, mode, steering, true) {
+                Ok(mut prog) => {
+                    prog.hw_rx_phc = match hwstamp::enable_rx(iface) {
+                        Ok(phc) => {
+                            tracing::info!(
+                                iface,
+                                phc,
+                                "RX stamps: hardware where the driver gives one (device-bound XDP)"
+                            );
+                            Some(phc)
+                        }
+                        Err(reason) => {
+                            tracing::info!(iface, %reason, "RX stamps: XDP (bpf_ktime_get_ns), no hardware RX stamps");
+                            None
+                        }
+                    };
+                    return Ok(prog);
+                }
+                Err(e) => tracing::warn!(
+                    iface,
+                    error = %e,
+                    "device-bound XDP program refused (no hardware RX stamps, no VLAN tags \
+                     held as metadata); using the plain program"
+                ),
+            }
+        }
+        Self::load(iface, ifindex, mode, steering, false)
+    }
+
+    /// Loads the program (`dev_bound`: the device-bound variant, bound to `ifindex`, attached
+    /// natively only: the kernel refuses a device-bound program in generic mode).
+    fn load(
+        iface: &str,
+        ifindex: i32,
+        mode: XdpMode,
+        steering: Steering,
+        dev_bound: bool,
+    ) -> Result<Self, XdpError> {
+        let name = if dev_bound {
+            "lossless_xdp_dev"
+        } else {
+            "lossless_xdp"
+        };
+        let mut open = ObjectBuilder::default()
             .open_memory(OBJECT)
             .map_err(|e| XdpError::Load(e.to_string()))?;
+        for mut p in open.progs_mut() {
+            let wanted = p.name() == name;
+            p.set_autoload(wanted);
+            if wanted && dev_bound {
+                p.set_ifindex(ifindex as u32);
+                // SAFETY: the program pointer is valid while `open` lives (libbpf-rs has no
+                // getter for an open program's flags: "xdp.frags" set BPF_F_XDP_HAS_FRAGS).
+                let flags = unsafe {
+                    libbpf_rs::libbpf_sys::bpf_program__flags(p.as_libbpf_object().as_ptr())
+                } | BPF_F_XDP_DEV_BOUND_ONLY;
+                p.set_flags(flags);
+            }
+        }
         let obj = open.load().map_err(|e| XdpError::Load(e.to_string()))?;
         let prog_fd = obj
             .progs()
-            .find(|p| p.name() == "lossless_xdp")
+            .find(|p| p.name() == name)
             .map(|p| p.as_fd().as_raw_fd())
-            .ok_or_else(|| XdpError::Load("object has no program lossless_xdp".into()))?;
+            .ok_or_else(|| XdpError::Load(format!("object has no program {name}")))?;
         let ingress = obj
             .maps()
             .find(|m| m.name() == "ingress")
@@ -151,9 +264,12 @@ impl XdpProgram {
             ingress: Arc::new(ingress),
             sock_max_frame: AtomicU32::new(XSK_MAX_FRAME as u32),
             policy: Mutex::new(IngressPolicy::default()),
+            device_bound: dev_bound,
+            hw_rx_phc: None,
+            attached: false,
         };
         prog.write_settings(IngressPolicy::default())?;
-        prog.attach_mode(mode)?;
+        prog.attach_mode(if dev_bound { XdpMode::Native } else { mode })?;
         Ok(prog)
     }
 
@@ -185,7 +301,13 @@ impl XdpProgram {
             {
                 Ok(()) => {
                     self.flags = flags;
-                    tracing::info!(iface = %self.iface, native = flags == drv, "XDP program attached");
+                    self.attached = true;
+                    tracing::info!(
+                        iface = %self.iface,
+                        native = flags == drv,
+                        device_bound = self.device_bound,
+                        "XDP program attached"
+                    );
                     return Ok(());
                 }
                 Err(e) => last = e.to_string(),
@@ -273,10 +395,58 @@ impl XdpProgram {
     pub fn mode(&self) -> XdpMode {
         self.mode
     }
+
+    /// True if the device-bound variant is attached: frames get hardware RX stamps where
+    /// the driver has them, and a VLAN tag the driver holds as metadata counts.
+    pub fn device_bound(&self) -> bool {
+        self.device_bound
+    }
+
+    /// The PTP hardware clock (`/dev/ptp<n>`) whose time the program's hardware RX stamps
+    /// are in, if the port gets them.
+    pub fn hw_rx_phc(&self) -> Option<u32> {
+        self.hw_rx_phc
+    }
+
+    /// The program's counters, summed over CPUs (a syscall per counter: not for a worker).
+    pub fn counters(&self) -> XdpCounters {
+        let Some(map) = self.obj.maps().find(|m| m.name() == "counters") else {
+            return XdpCounters::default();
+        };
+        let v = std::array::from_fn(|i| {
+            map.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
+                .ok()
+                .flatten()
+                .map_or(0, |cpus| {
+                    cpus.iter()
+                        .filter_map(|c| c.get(..8)?.try_into().ok())
+                        .map(u64::from_ne_bytes)
+                        .sum()
+                })
+        });
+        XdpCounters::from_values(v)
+    }
 }
 
 impl Drop for XdpProgram {
     fn drop(&mut self) {
+        if !self.attached {
+            return;
+        }
+        if self.device_bound {
+            // What the metadata kfuncs gave, for the record (on a plain veth: no hardware
+            // stamp, 0 from the kfunc for every frame from an skb).
+            let c = self.counters();
+            tracing::info!(
+                iface = %self.iface,
+                redirected = c.redirected,
+                hw_stamps = c.hw_stamps,
+                stamp_errors = c.stamp_errors,
+                stamp_zero = c.stamp_zero,
+                meta_vlan = c.meta_vlan,
+                "XDP RX metadata"
+            );
+        }
         match self
             .xdp()
             .detach(self.ifindex, XdpFlags::from_bits_retain(self.flags))
