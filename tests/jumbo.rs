@@ -17,8 +17,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    control_section, has_native_xdp, http_get, json_u64 as u, metric, report_port as port,
-    run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire,
+    control_section, has_native_xdp, http_get, json_u64 as u, metric, pcap_fields,
+    report_port as port, run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire,
 };
 
 /// Normal frames offered (1,000 bytes, priority 3).
@@ -140,27 +140,18 @@ fn jumbo_frames_cross_losslessly(backend: &str) {
     assert!(d1["queue_peak_bytes"][3].as_u64() > Some(64 * 1024), "{d1}");
 
     // tshark on the far side: 9,000-byte frames, whole, well-formed IPv4/UDP of priority 3.
-    let fields = w.sink_ns.run(&[
-        "tshark",
-        "-r",
+    let rows = pcap_fields(
         pcap.path(),
-        "-T",
-        "fields",
-        "-e",
-        "frame.len",
-        "-e",
-        "frame.cap_len",
-        "-e",
-        "vlan.priority",
-        "-e",
-        "ip.len",
-        "-e",
-        "udp.length",
-        "-e",
-        "_ws.malformed",
-    ]);
-    let rows: Vec<&str> = fields.lines().collect();
-    assert_eq!(rows.len(), 200, "{fields}");
+        &[
+            "frame.len",
+            "frame.cap_len",
+            "vlan.priority",
+            "ip.len",
+            "udp.length",
+            "_ws.malformed",
+        ],
+    );
+    assert_eq!(rows.len(), 200, "{rows:?}");
     for r in rows {
         assert_eq!(
             r.split('\t').collect::<Vec<_>>(),

@@ -124,21 +124,8 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
     assert_eq!(r1["tx_data_frames"][5].as_u64(), Some(SENT), "{r1}");
 
     // They left tagged: VID 10, PCP 5, in the frame's bytes.
-    let fields = peer.run(&[
-        "tshark",
-        "-r",
-        pcap.path(),
-        "-T",
-        "fields",
-        "-e",
-        "vlan.id",
-        "-e",
-        "vlan.priority",
-        "-e",
-        "udp.dstport",
-    ]);
-    let rows: Vec<&str> = fields.lines().collect();
-    assert_eq!(rows.len() as u64, SENT, "{fields}");
+    let rows = pcap_fields(pcap.path(), &["vlan.id", "vlan.priority", "udp.dstport"]);
+    assert_eq!(rows.len() as u64, SENT, "{rows:?}");
     for r in rows {
         assert_eq!(
             r.split('\t').collect::<Vec<_>>(),

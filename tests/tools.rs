@@ -5,20 +5,9 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, run_scapy, unique, veth, Netns, Proc, TempFile, BIN,
+    capture, control_section, has_xdp, pcap_fields, run_scapy, unique, veth, Netns, Proc, TempFile,
+    BIN,
 };
-
-fn fields(pcap: &str, fields: &[&str]) -> Vec<String> {
-    let mut c = Command::new("tshark");
-    c.args(["-r", pcap, "-T", "fields"]);
-    for f in fields {
-        c.args(["-e", f]);
-    }
-    String::from_utf8_lossy(&c.output().unwrap().stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
 
 #[test]
 fn send_pfc_and_pause_decode_in_tshark() {
@@ -65,7 +54,7 @@ fn send_pfc_and_pause_decode_in_tshark() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = t.kill();
-    let rows = fields(
+    let rows = pcap_fields(
         pcap,
         &[
             "macc.opcode",

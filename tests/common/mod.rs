@@ -444,6 +444,22 @@ pub fn capture_matching(
     t
 }
 
+/// The `fields` of every frame in `pcap`, as `tshark -T fields` prints them: one line per
+/// frame, the fields separated by tabs. (A capture cut short by killing tshark still gives
+/// its whole frames: tshark's exit status is not checked.)
+pub fn pcap_fields(pcap: &str, fields: &[&str]) -> Vec<String> {
+    let mut c = Command::new("tshark");
+    c.args(["-r", pcap, "-T", "fields"]);
+    for f in fields {
+        c.args(["-e", f]);
+    }
+    let out = c.output().expect("tshark is installed by scripts/setup");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 /// HTTP GET from inside `ns` (a thread joins the namespace), returning (status line, body).
 pub fn http_get(ns: &Netns, addr: &str, path: &str) -> (String, String) {
     use std::{io::Write, os::fd::AsRawFd};
