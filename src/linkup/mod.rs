@@ -10,7 +10,9 @@
 //!
 //! **Clock domains.** Our timestamps are CLOCK_MONOTONIC ns: RX times are
 //! [`crate::dataplane::port::RxFrame::rx_ns`] (the XDP program's `bpf_ktime_get_ns()` where the
-//! AF_XDP backend is used, else the worker's clock at receive), and TX times are read from the
+//! AF_XDP backend is used, or the NIC's hardware stamp converted from its PHC's clock where the
+//! device-bound program gets one, see [`crate::dataplane::hwstamp`]; else the worker's clock at
+//! receive), and TX times are read from the
 //! same clock immediately before the [`crate::dataplane::port::Port::send`] call that kicks the
 //! frame. The responder puts its monotonic T2 and T3 on the wire as PTP timestamps; a peer
 //! such as `ptp4l` puts its own clock (CLOCK_REALTIME with software timestamping) there. Only
