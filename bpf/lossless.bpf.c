@@ -254,6 +254,8 @@ static __always_inline int push_vlan(struct xdp_md *ctx, __u16 tpid, __u16 tci)
  */
 static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 {
+	/* The arrival time first, before any parsing or kfunc call delays it. */
+	__u64 arrival = bpf_ktime_get_ns();
 	__u32 zero = 0;
 	struct port_settings *s = bpf_map_lookup_elem(&settings, &zero);
 	if (!s)
@@ -335,7 +337,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 		}
 	}
 	if (!stamp)
-		stamp = bpf_ktime_get_ns();
+		stamp = arrival;
 	__u64 *meta = (void *)(long)ctx->data_meta;
 	if ((void *)(meta + 3) <= (void *)(long)ctx->data) {
 		meta[0] = frames;
