@@ -11,7 +11,7 @@ use xsk_rs::{
 };
 
 use super::{
-    hwstamp::HwClock,
+    hwstamp::{DomainMap, HwClock},
     ingress::{IngressTracker, RxBacklog},
     pool::{control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD},
     port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
@@ -45,7 +45,7 @@ const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 /// (in the future, or older than [`MAX_STAMP_AGE_NS`]: a stale value, or a PHC stepped since
 /// the last sample).
 #[inline]
-fn rx_time(stamp: RxStamp, hw: Option<&HwClock>, now: u64) -> u64 {
+fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> u64 {
     let t = match stamp {
         RxStamp::Xdp(t) => t,
         RxStamp::Hardware(t) => hw.and_then(|c| c.to_mono(t)).unwrap_or(0),
@@ -301,7 +301,7 @@ impl Port for AfXdpPort {
             if let (Some(t), Some(s)) = (&mut self.ingress, meta.stamps) {
                 t.on_taken(s);
             }
-            let rx_ns = rx_time(meta.stamp, self.hw_clock.as_ref(), now);
+            let rx_ns = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now);
             if more {
                 self.partial = Some(Partial {
                     head: seg,
@@ -444,5 +444,41 @@ impl Port for AfXdpPort {
             },
             Err(_) => KernelDrops::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: u64 = 5_000_000_000;
+
+    #[test]
+    fn xdp_stamps_are_taken_as_they_are_unless_unbelievable() {
+        assert_eq!(rx_time(RxStamp::Xdp(NOW - 3_000), None, NOW), NOW - 3_000);
+        // No stamp, one from the future, one older than a second: the receive time.
+        assert_eq!(rx_time(RxStamp::None, None, NOW), NOW);
+        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), NOW);
+        assert_eq!(
+            rx_time(RxStamp::Xdp(NOW - MAX_STAMP_AGE_NS), None, NOW),
+            NOW
+        );
+    }
+
+    #[test]
+    fn hardware_stamps_are_converted_from_the_phc() {
+        // The PHC on TAI read 1,795,000,000 s when CLOCK_MONOTONIC read 4.9 s.
+        let tai = 1_795_000_000_000_000_000u64;
+        let mut map = DomainMap::default();
+        map.update(tai, NOW - 100_000_000);
+        // Stamped 100 ms - 2 us after that read: 2 us before now, on CLOCK_MONOTONIC.
+        let hw = RxStamp::Hardware(tai + 99_998_000);
+        assert_eq!(rx_time(hw, Some(&map), NOW), NOW - 2_000);
+        // Never a PHC time taken for a CLOCK_MONOTONIC one: without a map, the receive time.
+        assert_eq!(rx_time(hw, None, NOW), NOW);
+        assert_eq!(rx_time(hw, Some(&DomainMap::default()), NOW), NOW);
+        // A PHC stepped since the read puts the stamp out of range: the receive time.
+        let stepped = RxStamp::Hardware(tai + 37_000_000_000);
+        assert_eq!(rx_time(stepped, Some(&map), NOW), NOW);
     }
 }

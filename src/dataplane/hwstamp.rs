@@ -173,10 +173,10 @@ impl HwClock {
         }
     }
 
-    /// The CLOCK_MONOTONIC time of hardware stamp `phc`.
+    /// The conversion as of the last sample.
     #[inline]
-    pub fn to_mono(&self, phc: u64) -> Option<u64> {
-        self.map.to_mono(phc)
+    pub fn map(&self) -> &DomainMap {
+        &self.map
     }
 
     /// The PHC's index.
