@@ -232,14 +232,21 @@ impl LldpAgent {
         }
     }
 
-    /// Removes and returns the neighbours whose TTL ran out by `now`.
-    pub fn expire(&mut self, now: u64) -> Vec<Neighbour> {
-        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.neighbours)
-            .into_iter()
-            .partition(|n| n.expires_ns <= now);
-        self.neighbours = kept;
-        self.counters.expired += gone.len() as u64;
-        gone
+    /// Removes the neighbours whose TTL ran out by `now`, handing each to `gone` on its way
+    /// out, and returns how many went. The table is filtered in place: worker 0 calls this
+    /// every loop turn, so it must not allocate.
+    pub fn expire(&mut self, now: u64, mut gone: impl FnMut(&Neighbour)) -> usize {
+        let before = self.neighbours.len();
+        self.neighbours.retain(|n| {
+            let expired = n.expires_ns <= now;
+            if expired {
+                gone(n);
+            }
+            !expired
+        });
+        let expired = before - self.neighbours.len();
+        self.counters.expired += expired as u64;
+        expired
     }
 
     /// The current neighbours.
@@ -324,11 +331,32 @@ mod tests {
         a.poll_transmit(70 * S);
         a.poll_transmit(100 * S);
         assert_eq!(a.next_deadline(), 130 * S);
-        assert!(a.expire(161 * S - 1).is_empty());
-        let gone = a.expire(161 * S);
+        assert_eq!(a.expire(161 * S - 1, |_| ()), 0);
+        let mut gone = Vec::new();
+        a.expire(161 * S, |n| gone.push(n.clone()));
         assert_eq!(gone.len(), 1);
         assert!(a.neighbours().is_empty());
         assert!(!a.peer_responds());
+        assert_eq!(a.counters().expired, 1);
+    }
+
+    #[test]
+    fn expiry_filters_the_table_in_place() {
+        let mut a = agent(1, "eth0");
+        let (early, late) = (MacAddr([2, 0, 0, 0, 0, 2]), MacAddr([2, 0, 0, 0, 0, 3]));
+        a.handle_rx(0, early, agent(2, "eth1").pdu());
+        a.handle_rx(10 * S, late, agent(3, "eth2").pdu());
+        let table = (a.neighbours().as_ptr(), a.neighbours.capacity());
+        // Nothing due: nothing reported, the table untouched.
+        assert_eq!(a.expire(S, |n| panic!("{} is not due", n.src)), 0);
+        assert_eq!((a.neighbours().as_ptr(), a.neighbours.capacity()), table);
+        // One due: reported and removed, the other kept in the same allocation.
+        let mut gone = Vec::new();
+        assert_eq!(a.expire(125 * S, |n| gone.push(n.src)), 1);
+        assert_eq!(gone, [early]);
+        assert_eq!(a.neighbours().len(), 1);
+        assert_eq!(a.neighbours()[0].src, late);
+        assert_eq!((a.neighbours().as_ptr(), a.neighbours.capacity()), table);
         assert_eq!(a.counters().expired, 1);
     }
 

@@ -281,9 +281,9 @@ impl LinkAgent {
                 self.counters.answered += 1;
             }
         }
-        for gone in self.lldp.expire(now) {
+        self.lldp.expire(now, |gone| {
             tracing::info!(neighbour = %gone.src, "LLDP neighbour expired");
-        }
+        });
         if let Some(pdu) = self.lldp.poll_transmit(now) {
             let org = self.lldp.config().org;
             self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
