@@ -7,8 +7,9 @@
 
 use std::fmt::Write;
 
-use lossless::config::{Backend, Plan};
+use lossless::config::Plan;
 use lossless::dataplane::classify::Trust;
+use lossless::dataplane::open::Backend;
 use lossless::dataplane::xdp_prog::XdpMode;
 use lossless::fc::watchdog::StormAction;
 use lossless::wire::sfcm::SfcScope;

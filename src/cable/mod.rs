@@ -21,10 +21,7 @@ pub use report::{CableReport, LaneReport};
 pub use rules::{Matcher, RuleSpec};
 pub use worker::{run_cable, CableError};
 
-use crate::{
-    config::Backend,
-    dataplane::{sched::Request, xdp_prog::XdpMode},
-};
+use crate::dataplane::{open::Backend, sched::Request, xdp_prog::XdpMode};
 
 /// Rate the FIFO bound assumes for an unshaped direction.
 pub const UNSHAPED_BOUND_BPS: u64 = 10_000_000_000;

@@ -10,9 +10,8 @@ use crate::{
     cable::{
         report, rules::parse_probability, run_cable, CableSetup, LaneSettings, Matcher, RuleSpec,
     },
-    config::Backend,
     control::signals,
-    dataplane::xdp_prog::XdpMode,
+    dataplane::{open::Backend, xdp_prog::XdpMode},
 };
 
 fn matcher(s: &str) -> Result<Matcher, String> {

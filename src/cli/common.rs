@@ -6,8 +6,8 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::{
-    config::Backend,
     dataplane::{
+        open::Backend,
         sched::{self, RealtimeMode, Request},
         xdp_prog::XdpMode,
     },

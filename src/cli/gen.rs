@@ -4,7 +4,6 @@ use clap::Args;
 
 use super::common::{self, IfaceArgs, RealtimeArgs};
 use crate::{
-    config::DEFAULT_TEST_UDP_PORT,
     control::signals,
     dataplane::{pool::JUMBO_MAX_FRAME, xdp_prog::Steering},
     fc::credit_port::CreditTimers,
@@ -13,7 +12,10 @@ use crate::{
         open_iface,
     },
     units::format_rate,
-    wire::{test_traffic::TestFrame, MacAddr},
+    wire::{
+        test_traffic::{TestFrame, DEFAULT_TEST_UDP_PORT},
+        MacAddr,
+    },
 };
 
 /// Flags of `lossless gen`.

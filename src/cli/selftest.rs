@@ -7,8 +7,8 @@ use clap::Args;
 
 use super::common;
 use crate::{
-    config::{Backend, Plan},
-    dataplane::xdp_prog::XdpMode,
+    config::Plan,
+    dataplane::{open::Backend, xdp_prog::XdpMode},
     nic::selftest::{self, Required, SelftestConfig, SelftestReport},
 };
 

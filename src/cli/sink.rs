@@ -4,7 +4,6 @@ use clap::Args;
 
 use super::common::{self, IfaceArgs, RealtimeArgs};
 use crate::{
-    config::DEFAULT_TEST_UDP_PORT,
     control::signals,
     dataplane::xdp_prog::Steering,
     fc::{credit_port::CreditTimers, PfcThresholds},
@@ -13,6 +12,7 @@ use crate::{
         sink::{self, SinkCongestion, SinkCredit, SinkPfc, SinkReport, SinkSetup},
     },
     units::format_rate,
+    wire::test_traffic::DEFAULT_TEST_UDP_PORT,
 };
 
 /// Flags of `lossless sink`.

@@ -21,7 +21,7 @@ use super::{
     systemd::Notifier,
 };
 use crate::{
-    config::{LinkupSettings, PfcPlan, Plan, PrioPlan},
+    config::Plan,
     dataplane::{
         af_xdp::fill_target,
         clock::now_ns,
@@ -31,17 +31,18 @@ use crate::{
         pfc_headroom::min_xoff,
         port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
-        settings::{LiveSettings, SettingsCell},
+        settings::SettingsCell,
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::{ifindex, Steering},
     },
     fc::{
         credit::{CreditWindow, BLOCK_BYTES},
+        plan::{PfcPlan, PrioPlan},
         PRIORITIES,
     },
     headroom::HeadroomError,
-    linkup::{model_for_round_trip, plan_headroom, LinkParams, Measurement},
+    linkup::{model_for_round_trip, plan_headroom, LinkParams, LinkupSettings, Measurement},
 };
 
 /// Why the daemon could not run.
@@ -188,7 +189,7 @@ fn reload_config(
         tracing::warn!(error = %e, "log filter not applied");
     }
     apply_ingress_policy(attached, &new, max_frames);
-    let mut settings = LiveSettings::of(&new);
+    let mut settings = new.live_settings();
     // Thresholds and round trips measured at link-up stay until the next measurement.
     let running = live.get();
     settings.measured = running.measured;
@@ -456,7 +457,7 @@ pub fn run(
              busy_poll = false"
         );
     }
-    let live = Arc::new(SettingsCell::new(LiveSettings::of(plan)));
+    let live = Arc::new(SettingsCell::new(plan.live_settings()));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
     // Each port's longest frame: its `mtu`, else the interface's MTU now, checked against

@@ -24,7 +24,6 @@ use tokio::{
 
 use super::reload::ReloadLog;
 use crate::{
-    config::PfcPlan,
     dataplane::{
         clock::now_ns,
         linkstate::LinkShared,
@@ -34,7 +33,7 @@ use crate::{
         shared::SharedPort,
         stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
     },
-    fc::PRIORITIES,
+    fc::{plan::PfcPlan, PRIORITIES},
 };
 
 /// A [`Log2Snapshot`] as a Prometheus histogram over a fixed range of its power-of-two
@@ -1027,7 +1026,7 @@ async fn respond(
 mod tests {
     use super::*;
     use crate::dataplane::port::Stamping;
-    use crate::{config::PrioPlan, dataplane::settings::LiveSettings};
+    use crate::{dataplane::settings::LiveSettings, fc::plan::PrioPlan};
 
     #[test]
     fn exposition_sums_shards_and_names_series() {

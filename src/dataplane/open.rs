@@ -10,7 +10,46 @@ use super::{
     port::{iface_mtu, Port, PortError},
     xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
 };
-use crate::config::Backend;
+
+/// Packet I/O backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// AF_XDP, falling back to AF_PACKET where AF_XDP is refused.
+    #[default]
+    Auto,
+    /// AF_XDP only.
+    AfXdp,
+    /// AF_PACKET only (no XDP program; copies every frame).
+    AfPacket,
+}
+
+/// Bytes a frame has beyond its MTU: the Ethernet header and one 802.1Q tag (the FCS never
+/// reaches software).
+pub const FRAME_OVERHEAD: u32 = 18;
+
+impl Backend {
+    /// Longest frame (bytes, without FCS) this backend receives whole. `auto` may end up on
+    /// either, so it carries what both carry.
+    pub fn max_frame(self) -> u32 {
+        // AF_XDP through multi-buffer sockets, AF_PACKET through a pool of larger frames.
+        JUMBO_MAX_FRAME as u32
+    }
+
+    /// The largest MTU whose frames this backend carries.
+    pub fn max_mtu(self) -> u32 {
+        self.max_frame() - FRAME_OVERHEAD
+    }
+
+    /// Its name in messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto (AF_XDP)",
+            Backend::AfXdp => "af-xdp",
+            Backend::AfPacket => "af-packet",
+        }
+    }
+}
 
 /// Why ports could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +122,7 @@ pub struct WorkerPorts {
 pub fn iface_max_frame(ifaces: &[String]) -> u32 {
     ifaces
         .iter()
-        .map(|i| iface_mtu(i).unwrap_or(1500).saturating_add(18))
+        .map(|i| iface_mtu(i).unwrap_or(1500).saturating_add(FRAME_OVERHEAD))
         .max()
         .unwrap_or(1518)
 }

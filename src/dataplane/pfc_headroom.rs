@@ -11,13 +11,11 @@
 //! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters
 //! need ([`crate::fc::overshoot`]).
 
-use crate::{
-    config::PrioPlan,
-    fc::{
-        adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
-        overshoot::{Overshoot, OvershootMeter},
-        PfcThresholds, PRIORITIES,
-    },
+use crate::fc::{
+    adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
+    overshoot::{Overshoot, OvershootMeter},
+    plan::PrioPlan,
+    PfcThresholds, PRIORITIES,
 };
 
 /// Smallest XOFF a priority keeps however large its headroom grows: two of the port's
@@ -225,7 +223,7 @@ impl PortHeadroom {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::PfcPlan;
+    use crate::fc::plan::PfcPlan;
 
     const MS: u64 = 1_000_000;
 

@@ -8,13 +8,14 @@ use std::sync::{
 };
 
 use crate::fc::adaptive::HeadroomSettings;
-use crate::headroom::adaptive::HeadroomSplit;
-use crate::{
-    config::{PfcPlan, Plan, PrioPlan, SfcSettings},
-    fc::{watchdog::WatchdogConfig, PRIORITIES},
+use crate::fc::{
+    plan::{PfcPlan, PrioPlan, SfcSettings},
+    watchdog::WatchdogConfig,
+    PRIORITIES,
 };
+use crate::headroom::adaptive::HeadroomSplit;
 
-/// The reloadable part of a [`Plan`].
+/// The reloadable part of the configuration (`config::Plan::live_settings`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSettings {
     /// Per-priority buffer policy.
@@ -68,22 +69,6 @@ impl LiveSettings {
                 "measured",
             ),
             _ => (plan, "config"),
-        }
-    }
-}
-
-impl LiveSettings {
-    /// The reloadable part of `plan` (nothing measured yet).
-    pub fn of(plan: &Plan) -> Self {
-        LiveSettings {
-            prios: plan.prios,
-            watchdog: plan.watchdog,
-            pause_quanta: plan.ports.iter().map(|p| p.pause_quanta).collect(),
-            sfc: plan.sfc,
-            measured: vec![None; plan.ports.len()],
-            rtt_ns: vec![None; plan.ports.len()],
-            model: vec![None; plan.ports.len()],
-            headroom: plan.headroom,
         }
     }
 }

@@ -528,11 +528,11 @@ impl PortSnapshot {
     pub fn pfc_in_force(
         &self,
         p: usize,
-        planned: Option<crate::config::PfcPlan>,
-    ) -> Option<crate::config::PfcPlan> {
+        planned: Option<crate::fc::plan::PfcPlan>,
+    ) -> Option<crate::fc::plan::PfcPlan> {
         let planned = planned?;
         Some(if self.headroom_in_force[p] > 0 {
-            crate::config::PfcPlan {
+            crate::fc::plan::PfcPlan {
                 xoff: self.xoff_in_force[p],
                 xon: self.xon_in_force[p],
                 headroom: self.headroom_in_force[p],

@@ -6,6 +6,7 @@ pub mod credit;
 pub mod credit_port;
 pub mod overshoot;
 pub mod pfc;
+pub mod plan;
 pub mod sfc;
 pub mod sfc_guard;
 pub mod watchdog;

@@ -36,6 +36,21 @@ use crate::headroom::{
 use crate::wire::ptp::PortIdentity;
 pub use pdelay::Sample;
 
+/// `[linkup]`, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkupSettings {
+    /// Samples per measurement.
+    pub samples: u32,
+    /// Time between samples, ns.
+    pub sample_interval_ns: u64,
+    /// Re-measurement period, ns (0 = none).
+    pub interval_ns: u64,
+    /// Largest frame, octets.
+    pub max_frame: u64,
+    /// Peer response time beyond the 802.3 allowance, ns (0 = the allowance only).
+    pub peer_response_ns: u64,
+}
+
 /// Fraction of samples dropped at each end for the trimmed mean.
 pub const TRIM_FRACTION: f64 = 0.25;
 

@@ -10,10 +10,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::{
-    config::Backend,
     dataplane::{
         clock::now_ns,
-        open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
+        open::{attach_for, iface_max_frame, open_worker_ports, Backend, OpenError, WorkerPorts},
         pool::Frame,
         port::{Port, PortError, RxFrame},
         xdp_prog::{Steering, XdpMode},
@@ -25,13 +24,11 @@ use crate::{
     },
     wire::{
         ptp::{PdelayBody, PortIdentity, Ptp},
+        test_traffic::DEFAULT_TEST_UDP_PORT,
         CreditEntry, CreditOp, CreditUpdate, EtherType, EthernetRepr, FrameKind, MacAddr,
         MacControl, SfcScope, Sfcm, SfcmFrame, TestFrame, VlanTag, WireError,
     },
 };
-
-/// UDP destination port of the test frames (the XDP program steers it to the socket).
-pub const TEST_UDP_PORT: u16 = 48879;
 
 /// The frame classes checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -122,7 +119,7 @@ impl Required {
     /// for link-up, SFCM for SFC priorities, credit updates for credit priorities, and test
     /// frames (data) always.
     pub fn for_plan(plan: &crate::config::Plan) -> Self {
-        let any = |f: fn(&crate::config::PrioPlan) -> bool| plan.prios.iter().any(f);
+        let any = |f: fn(&crate::fc::plan::PrioPlan) -> bool| plan.prios.iter().any(f);
         let mut classes = Vec::new();
         if any(|p| p.pfc.is_some()) {
             classes.extend([FrameClass::Pause, FrameClass::Pfc]);
@@ -333,8 +330,8 @@ fn build(
                 src_ip: [192, 0, 2, 1],
                 dst_ip: [192, 0, 2, 2],
                 dscp: 0,
-                src_port: TEST_UDP_PORT,
-                dst_port: TEST_UDP_PORT,
+                src_port: DEFAULT_TEST_UDP_PORT,
+                dst_port: DEFAULT_TEST_UDP_PORT,
                 flow: 1,
                 seq: u64::from(i),
                 tx_ns: now_ns(),
@@ -430,7 +427,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
     let ifaces = [cfg.a.clone(), cfg.b.clone()];
     let steering = Steering {
         forward_all: false,
-        test_udp_port: TEST_UDP_PORT,
+        test_udp_port: DEFAULT_TEST_UDP_PORT,
         sfc_udp_port: 0,
     };
     let attached =

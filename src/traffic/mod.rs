@@ -8,9 +8,11 @@ pub mod histogram;
 pub mod sink;
 
 use crate::{
-    config::Backend,
     dataplane::{
-        open::{attach_for, iface_max_frame, open_worker_ports, Attached, OpenError, WorkerPorts},
+        open::{
+            attach_for, iface_max_frame, open_worker_ports, Attached, Backend, OpenError,
+            WorkerPorts,
+        },
         pool::{Frame, FramePool},
         port::Port,
         xdp_prog::{Steering, XdpMode},

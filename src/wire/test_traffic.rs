@@ -17,6 +17,9 @@ use super::{
 pub const MAGIC: [u8; 4] = *b"LSLT";
 /// Payload bytes the test header occupies.
 pub const PAYLOAD_HEADER_LEN: usize = 24;
+/// UDP destination port of test traffic unless told otherwise (`lossless gen`/`sink`
+/// `--udp-port`; the self-test's frames).
+pub const DEFAULT_TEST_UDP_PORT: u16 = 48879;
 
 /// Everything needed to build one test frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -20,7 +20,6 @@
 use std::sync::Arc;
 
 use lossless::{
-    config::{PrioPlan, SfcSettings},
     dataplane::{
         classify::Trust,
         forward::{ForwardSetup, ForwardWorker, PortSetup, BATCH},
@@ -31,6 +30,7 @@ use lossless::{
     },
     fc::{
         credit_port::{emit_update, CreditPort, CreditTimers, Gate},
+        plan::{PrioPlan, SfcSettings},
         PauseTimers, PRIORITIES,
     },
     wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, VlanTag},

@@ -23,11 +23,10 @@ use super::{
     stats::{DropReason, WorkerStats},
 };
 use crate::{
-    config::PrioPlan,
-    config::{LinkupSettings, SfcSettings},
     fc::{
         adaptive::HeadroomSettings,
         credit_port::{CreditPort, CreditTimers},
+        plan::{PrioPlan, SfcSettings},
         sfc::{ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig},
         sfc_guard::SfcGuard,
         watchdog::{PfcWatchdog, WatchdogConfig},
@@ -37,6 +36,7 @@ use crate::{
         lldp::LldpConfig,
         pdelay::InitiatorConfig,
         run::{LinkAgent, LinkAgentConfig},
+        LinkupSettings,
     },
 };
 

@@ -1,0 +1,631 @@
+//! Reading a configuration: TOML text into the file's serde types, then each section checked
+//! into its part of the [`Plan`], one function a section; errors name the file, the field and
+//! the reason.
+
+use std::path::Path;
+
+use super::{
+    error::ConfigError,
+    file::{
+        ConfigFile, ControlSection, CreditSection, DaemonSection, HeadroomSection, LinkupSection,
+        MetricsSection, PortSection, PrioMode, PrioritySection, SfcSection, SfcTransport,
+        SizeValue, WatchdogSection,
+    },
+    plan::{Plan, PortPlan},
+};
+use crate::{
+    dataplane::{af_xdp::fill_target, open::Backend, pool::control_reserve, sched::MAX_PRIORITY},
+    fc::{
+        adaptive::HeadroomSettings,
+        credit_port::CreditTimers,
+        plan::{PfcPlan, PrioPlan, SfcPlan, SfcSettings},
+        sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
+        watchdog::WatchdogConfig,
+        PRIORITIES,
+    },
+    linkup::LinkupSettings,
+    units,
+    wire::MacAddr,
+};
+
+/// Smallest MTU a port may be configured with (IPv4's minimum).
+const MIN_MTU: u32 = 68;
+/// Default lossy limit per (ingress port, priority).
+pub const DEFAULT_LOSSY_LIMIT: u64 = 512 * 1024;
+/// Default PFC XOFF threshold.
+pub const DEFAULT_XOFF: u64 = 128 * 1024;
+/// Default PFC XON threshold.
+pub const DEFAULT_XON: u64 = 64 * 1024;
+/// Default PFC headroom.
+pub const DEFAULT_HEADROOM: u64 = 256 * 1024;
+/// Default SFC threshold on an egress queue.
+pub const DEFAULT_SFC_THRESHOLD: u64 = 32 * 1024;
+/// Default buffer of an SFC-only priority.
+pub const DEFAULT_SFC_LIMIT: u64 = 1024 * 1024;
+/// Default receive buffer of a credit priority.
+pub const DEFAULT_CREDIT_LIMIT: u64 = 64 * 1024;
+/// Largest buffer credits can advertise: 2048 blocks of 64 bytes.
+pub const MAX_CREDIT_BUFFER: u64 = 2048 * 64;
+/// Largest byte size a priority setting may have (256 TiB): far beyond any host's memory, and
+/// small enough that sums of thresholds (XOFF + headroom, the buffer of all priorities times
+/// the ports) and frame counts added to them cannot overflow.
+pub const MAX_BUFFER_BYTES: u64 = 1 << 48;
+/// Longest duration a setting may have (2^62 ns, about 146 years), so that a deadline computed
+/// as a clock reading plus the setting cannot overflow.
+pub const MAX_DURATION_NS: u64 = 1 << 62;
+
+impl Plan {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Plan, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&text, &file)
+    }
+
+    /// Parses and validates TOML `text` (named `file` in errors).
+    pub fn parse(text: &str, file: &str) -> Result<Plan, ConfigError> {
+        let raw: ConfigFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            file: file.to_string(),
+            message: e.to_string(),
+        })?;
+        validate(raw, file)
+    }
+}
+
+/// Smallest Ethernet frame the dataplane carries (without FCS), for the frame-count sizing.
+const MIN_FRAME: u64 = 60;
+/// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
+const MAX_STD_FRAME: u64 = 1518;
+
+/// What each worker's frame pool must hold for the configuration to be stored as written,
+/// counted in frames (a pool frame holds one Ethernet frame whatever its size): the buffers
+/// every AF_XDP socket keeps in its fill ring, the control frames the daemon must always be
+/// able to build (PFC, SFCM, credit updates), and XOFF + headroom (the limit) of every
+/// lossless priority of one ingress port. Returns the frames needed with frames of `frame`
+/// bytes, and the lossless priorities.
+fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame: u64) -> u64 {
+    let fixed = ports as u64 * fill_target(frames) as u64 + control_reserve(frames) as u64;
+    fixed
+        + prios
+            .iter()
+            .filter(|p| p.lossless())
+            .map(|p| p.limit.div_ceil(frame))
+            .sum::<u64>()
+}
+
+/// Warns when the pool cannot hold XOFF + headroom as configured. Never refused: a pool
+/// running short pauses upstream by itself (fill-ring starvation is congestion), so such a
+/// configuration stays lossless, with less buffer in bytes than the numbers say; the warning
+/// names the fields and what `daemon.frames` would hold it all.
+fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
+    let names = (0..PRIORITIES)
+        .filter(|&p| prios[p].lossless())
+        .map(|p| format!("priority.{p}"))
+        .collect::<Vec<_>>();
+    if names.is_empty() {
+        return;
+    }
+    let (large, small) = (
+        pool_needed(prios, ports, frames, MAX_STD_FRAME),
+        pool_needed(prios, ports, frames, MIN_FRAME),
+    );
+    let frames = u64::from(frames);
+    if large > frames {
+        tracing::warn!(
+            frames,
+            needed = large,
+            priorities = %names.join(", "),
+            "daemon.frames cannot hold XOFF + headroom of {} even in {MAX_STD_FRAME}-byte frames: \
+             the fill ring will pause upstream before the configured bytes are reached \
+             (still lossless); daemon.frames = {large} would hold them",
+            names.join(", ")
+        );
+    } else if small > frames {
+        tracing::warn!(
+            frames,
+            needed = small,
+            priorities = %names.join(", "),
+            "daemon.frames holds XOFF + headroom of {} only in frames above {} bytes: smaller \
+             frames are paused by fill-ring starvation first (still lossless); \
+             daemon.frames = {small} would hold {MIN_FRAME}-byte frames",
+            names.join(", "),
+            prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
+                / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
+        );
+    }
+}
+
+fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
+    let c = Check { file };
+    daemon(&c, &raw.daemon)?;
+    let ports = ports(&c, &raw.port, raw.daemon.backend)?;
+    let prios = priorities(&c, &raw.priority)?;
+    check_pool(&prios, ports.len(), raw.daemon.frames);
+    let metrics_listen = metrics_listen(&c, &raw.metrics)?;
+    let control_socket = control_socket(&c, &raw.control)?;
+    let watchdog = watchdog(&c, &raw.watchdog)?;
+    let sfc = sfc(&c, &raw.sfc)?;
+    let linkup = linkup(&c, &raw.linkup)?;
+    let credit = credit(&c, &raw.credit, &prios, raw.daemon.workers)?;
+    let headroom = headroom(&c, &raw.headroom)?;
+    Ok(Plan {
+        daemon: raw.daemon,
+        ports,
+        prios,
+        metrics_listen,
+        control_socket,
+        watchdog,
+        sfc,
+        linkup,
+        credit,
+        headroom,
+    })
+}
+
+/// What every section's check needs: the file's name, for the errors.
+struct Check<'a> {
+    file: &'a str,
+}
+
+impl Check<'_> {
+    /// `field` is refused for `reason`.
+    fn invalid(&self, field: String, reason: String) -> ConfigError {
+        ConfigError::Invalid {
+            file: self.file.to_string(),
+            field,
+            reason,
+        }
+    }
+
+    /// A duration in ns, bounded so that the daemon can add it to a clock reading.
+    fn duration_ns(&self, field: String, v: &str) -> Result<u64, ConfigError> {
+        let d = units::parse_duration(v).map_err(|e| self.invalid(field.clone(), e.to_string()))?;
+        u64::try_from(d.as_nanos())
+            .ok()
+            .filter(|&ns| ns <= MAX_DURATION_NS)
+            .ok_or_else(|| {
+                self.invalid(
+                    field,
+                    format!("{v:?} is longer than the longest duration, 2^62 ns (146 years)"),
+                )
+            })
+    }
+}
+
+/// `[daemon]`: checked, kept as written.
+fn daemon(c: &Check, d: &DaemonSection) -> Result<(), ConfigError> {
+    if d.workers == 0 || d.workers > 64 {
+        return Err(c.invalid(
+            "daemon.workers".into(),
+            format!("{} is not in 1..=64", d.workers),
+        ));
+    }
+    if !d.cores.is_empty() && d.cores.len() < d.workers {
+        return Err(c.invalid(
+            "daemon.cores".into(),
+            format!("{} cores listed for {} workers", d.cores.len(), d.workers),
+        ));
+    }
+    if let Some(l) = &d.log {
+        tracing_subscriber::EnvFilter::try_new(l)
+            .map_err(|e| c.invalid("daemon.log".into(), format!("{l:?}: {e}")))?;
+    }
+    if !(1..=MAX_PRIORITY).contains(&d.realtime_priority) {
+        return Err(c.invalid(
+            "daemon.realtime_priority".into(),
+            format!(
+                "{} is not a SCHED_FIFO priority (1..={MAX_PRIORITY})",
+                d.realtime_priority
+            ),
+        ));
+    }
+    if d.frames < 4096 {
+        return Err(c.invalid(
+            "daemon.frames".into(),
+            format!("{} is below the minimum of 4096", d.frames),
+        ));
+    }
+    Ok(())
+}
+
+/// `[[port]]`: exactly two, each with a configured MTU `backend` carries.
+fn ports(c: &Check, raw: &[PortSection], backend: Backend) -> Result<Vec<PortPlan>, ConfigError> {
+    if raw.len() != 2 {
+        return Err(c.invalid(
+            "port".into(),
+            format!(
+                "wire mode forwards between exactly 2 ports, {} given",
+                raw.len()
+            ),
+        ));
+    }
+    let mut ports = Vec::new();
+    for (i, p) in raw.iter().enumerate() {
+        if p.iface.is_empty() || p.iface.len() > 15 {
+            return Err(c.invalid(
+                format!("port[{i}].iface"),
+                format!("{:?} is not an interface name", p.iface),
+            ));
+        }
+        if raw[..i].iter().any(|q| q.iface == p.iface) {
+            return Err(c.invalid(
+                format!("port[{i}].iface"),
+                format!("{} is listed twice", p.iface),
+            ));
+        }
+        let speed_bps = units::parse_rate(&p.speed)
+            .map_err(|e| c.invalid(format!("port[{i}].speed"), e.to_string()))?;
+        if p.pause_quanta == 0 {
+            return Err(c.invalid(
+                format!("port[{i}].pause_quanta"),
+                "must be at least 1".into(),
+            ));
+        }
+        let port = PortPlan {
+            iface: p.iface.clone(),
+            speed_bps,
+            trust: p.trust,
+            pause_quanta: p.pause_quanta,
+            credit: p.credit,
+            mtu: p.mtu,
+        };
+        if let Some(mtu) = p.mtu {
+            if mtu < MIN_MTU {
+                return Err(c.invalid(
+                    format!("port[{i}].mtu"),
+                    format!("{mtu} is below the minimum MTU, {MIN_MTU}"),
+                ));
+            }
+            // The configured MTU is checked now; the interface's (the default) at start.
+            port.max_frame(i, None, backend, c.file)?;
+        }
+        ports.push(port);
+    }
+    Ok(ports)
+}
+
+/// `[priority.N]`: each priority's mode and sizes; the rest stay lossy with the default limit.
+fn priorities(
+    c: &Check,
+    raw: &std::collections::BTreeMap<String, PrioritySection>,
+) -> Result<[PrioPlan; PRIORITIES], ConfigError> {
+    let mut prios = [PrioPlan::lossy(DEFAULT_LOSSY_LIMIT); PRIORITIES];
+    for (key, s) in raw {
+        let p: usize = key
+            .parse()
+            .ok()
+            .filter(|p| *p < PRIORITIES)
+            .ok_or_else(|| c.invalid(format!("priority.{key}"), "priority must be 0..=7".into()))?;
+        prios[p] = priority(c, key, p, s)?;
+    }
+    Ok(prios)
+}
+
+/// One `[priority.N]` (`key` as written, `p` its number).
+fn priority(c: &Check, key: &str, p: usize, s: &PrioritySection) -> Result<PrioPlan, ConfigError> {
+    let size = |name: &str, v: &Option<SizeValue>, default: u64| -> Result<u64, ConfigError> {
+        match v {
+            None => Ok(default),
+            Some(SizeValue::Bytes(b)) => Ok(*b),
+            Some(SizeValue::Text(t)) => units::parse_size(t)
+                .map_err(|e| c.invalid(format!("priority.{key}.{name}"), e.to_string())),
+        }
+        .and_then(|b| {
+            if b > MAX_BUFFER_BYTES {
+                Err(c.invalid(
+                    format!("priority.{key}.{name}"),
+                    format!("{b} bytes is above the largest buffer, {MAX_BUFFER_BYTES} (256 TiB)"),
+                ))
+            } else {
+                Ok(b)
+            }
+        })
+    };
+    let uses_pfc = matches!(s.mode, PrioMode::Pfc | PrioMode::PfcSfc);
+    let uses_sfc = matches!(s.mode, PrioMode::Sfc | PrioMode::PfcSfc);
+    let only = |name: &str, v: &Option<SizeValue>, ok: bool, what: &str| {
+        if v.is_some() && !ok {
+            Err(c.invalid(
+                format!("priority.{key}.{name}"),
+                format!("only applies to {what}"),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    for (name, v) in [
+        ("xoff", &s.xoff),
+        ("xon", &s.xon),
+        ("headroom", &s.headroom),
+    ] {
+        only(name, v, uses_pfc, "mode = \"pfc\" or \"pfc+sfc\"")?;
+    }
+    only(
+        "sfc_threshold",
+        &s.sfc_threshold,
+        uses_sfc,
+        "mode = \"sfc\" or \"pfc+sfc\"",
+    )?;
+    if uses_pfc && s.limit.is_some() {
+        return Err(c.invalid(
+            format!("priority.{key}.limit"),
+            "a PFC priority never tail-drops; size it with xoff/headroom".into(),
+        ));
+    }
+    let pfc = if uses_pfc {
+        let xoff = size("xoff", &s.xoff, DEFAULT_XOFF)?;
+        let xon = size("xon", &s.xon, DEFAULT_XON)?;
+        let headroom = size("headroom", &s.headroom, DEFAULT_HEADROOM)?;
+        if xon >= xoff {
+            return Err(c.invalid(
+                format!("priority.{key}.xon"),
+                format!("xon ({xon}) must be below xoff ({xoff})"),
+            ));
+        }
+        if headroom < 2 * 1522 {
+            return Err(c.invalid(
+                format!("priority.{key}.headroom"),
+                format!("{headroom} bytes cannot absorb even two in-flight frames"),
+            ));
+        }
+        Some(PfcPlan {
+            xoff,
+            xon,
+            headroom,
+        })
+    } else {
+        None
+    };
+    let sfc = if uses_sfc {
+        let threshold = size("sfc_threshold", &s.sfc_threshold, DEFAULT_SFC_THRESHOLD)?;
+        if threshold < 1522 {
+            return Err(c.invalid(
+                format!("priority.{key}.sfc_threshold"),
+                format!("{threshold} bytes is below one frame"),
+            ));
+        }
+        Some(SfcPlan { threshold })
+    } else {
+        None
+    };
+    let credit = s.mode == PrioMode::Credit;
+    let limit = match (pfc, sfc) {
+        _ if credit => {
+            let l = size("limit", &s.limit, DEFAULT_CREDIT_LIMIT)?;
+            if l < 2 * 1536 {
+                return Err(c.invalid(
+                    format!("priority.{key}.limit"),
+                    format!("{l} bytes of credit cannot hold two full-size frames"),
+                ));
+            }
+            if l > MAX_CREDIT_BUFFER {
+                tracing::warn!(
+                    priority = p,
+                    limit = l,
+                    usable = MAX_CREDIT_BUFFER,
+                    "a credit window is at most 2048 blocks of 64 bytes; the rest of the buffer is never advertised"
+                );
+            }
+            l
+        }
+        (Some(p), _) => p.xoff + p.headroom,
+        (None, Some(f)) => {
+            let l = size("limit", &s.limit, DEFAULT_SFC_LIMIT)?;
+            if l <= f.threshold {
+                return Err(c.invalid(
+                    format!("priority.{key}.limit"),
+                    format!("limit ({l}) must be above sfc_threshold ({})", f.threshold),
+                ));
+            }
+            l
+        }
+        (None, None) => size("limit", &s.limit, DEFAULT_LOSSY_LIMIT)?,
+    };
+    Ok(PrioPlan {
+        pfc,
+        sfc,
+        credit,
+        limit,
+    })
+}
+
+/// `[metrics] listen`: an address, or `None` for "".
+fn metrics_listen(
+    c: &Check,
+    m: &MetricsSection,
+) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+    Ok(match m.listen.trim() {
+        "" => None,
+        a => Some(a.parse().map_err(|e| {
+            c.invalid(
+                "metrics.listen".into(),
+                format!("{a:?} is not an address:port ({e})"),
+            )
+        })?),
+    })
+}
+
+/// `[control] socket`: an absolute path, or `None` for "".
+fn control_socket(
+    c: &Check,
+    s: &ControlSection,
+) -> Result<Option<std::path::PathBuf>, ConfigError> {
+    match s.socket.trim() {
+        "" => Ok(None),
+        p if p.starts_with('/') => Ok(Some(std::path::PathBuf::from(p))),
+        p => Err(c.invalid(
+            "control.socket".into(),
+            format!("{p:?} must be an absolute path (or \"\" to disable)"),
+        )),
+    }
+}
+
+/// `[watchdog]`: `None` when disabled.
+fn watchdog(c: &Check, w: &WatchdogSection) -> Result<Option<WatchdogConfig>, ConfigError> {
+    let time = |field: &str, v: &str| {
+        c.duration_ns(format!("watchdog.{field}"), v)
+            .and_then(|ns| {
+                if ns == 0 {
+                    Err(c.invalid(format!("watchdog.{field}"), "must be above 0".into()))
+                } else {
+                    Ok(ns)
+                }
+            })
+    };
+    Ok(if w.enabled {
+        Some(WatchdogConfig {
+            detection_ns: time("detection", &w.detection)?,
+            restoration_ns: time("restoration", &w.restoration)?,
+            action: w.action,
+        })
+    } else {
+        None
+    })
+}
+
+/// `[sfc]`.
+fn sfc(c: &Check, f: &SfcSection) -> Result<SfcSettings, ConfigError> {
+    let udp = match (f.transport, &f.source_ip) {
+        (SfcTransport::L2, _) => None,
+        (SfcTransport::Udp, None) => {
+            return Err(c.invalid(
+                "sfc.source_ip".into(),
+                "transport = \"udp\" needs the IPv4 address SFC messages come from".into(),
+            ))
+        }
+        (SfcTransport::Udp, Some(ip)) => {
+            let ip: std::net::Ipv4Addr = ip
+                .parse()
+                .map_err(|e| c.invalid("sfc.source_ip".into(), format!("{ip:?}: {e}")))?;
+            Some((f.udp_port, ip.octets()))
+        }
+    };
+    if f.reserve_percent >= 100 {
+        return Err(c.invalid(
+            "sfc.reserve_percent".into(),
+            format!("{} leaves no pause at all; use 0..=99", f.reserve_percent),
+        ));
+    }
+    let max_pause_ns = c.duration_ns("sfc.max_pause".into(), &f.max_pause)?;
+    if max_pause_ns == 0 {
+        return Err(c.invalid("sfc.max_pause".into(), "must be above 0".into()));
+    }
+    if f.accept_from.len() > MAX_ALLOWED {
+        return Err(c.invalid(
+            "sfc.accept_from".into(),
+            format!(
+                "{} congestion points listed; at most {MAX_ALLOWED}",
+                f.accept_from.len()
+            ),
+        ));
+    }
+    let mut allow = [None; MAX_ALLOWED];
+    for (i, m) in f.accept_from.iter().enumerate() {
+        allow[i] = Some(
+            m.parse::<MacAddr>()
+                .map_err(|e| c.invalid(format!("sfc.accept_from[{i}]"), format!("{m:?}: {e}")))?,
+        );
+    }
+    Ok(SfcSettings {
+        udp,
+        reserve_percent: f.reserve_percent,
+        max_pause_ns,
+        filter: f.filter,
+        scope: f.scope,
+        sources: SfcSourcePolicy {
+            allow,
+            max_per_second: f.max_rate,
+        },
+    })
+}
+
+/// `[linkup]`: `None` when disabled.
+fn linkup(c: &Check, l: &LinkupSection) -> Result<Option<LinkupSettings>, ConfigError> {
+    if !l.enabled {
+        return Ok(None);
+    }
+    let dur = |field: &str, v: &str| c.duration_ns(format!("linkup.{field}"), v);
+    if !(2..=1024).contains(&l.samples) {
+        return Err(c.invalid(
+            "linkup.samples".into(),
+            format!("{} is not in 2..=1024", l.samples),
+        ));
+    }
+    if !(64..=9216).contains(&l.max_frame) {
+        return Err(c.invalid(
+            "linkup.max_frame".into(),
+            format!("{} is not in 64..=9216", l.max_frame),
+        ));
+    }
+    Ok(Some(LinkupSettings {
+        samples: l.samples,
+        sample_interval_ns: dur("sample_interval", &l.sample_interval)?.max(1),
+        interval_ns: dur("interval", &l.interval)?,
+        max_frame: l.max_frame,
+        peer_response_ns: dur("peer_response", &l.peer_response)?,
+    }))
+}
+
+/// `[credit]`, and the one worker credit priorities need.
+fn credit(
+    c: &Check,
+    s: &CreditSection,
+    prios: &[PrioPlan; PRIORITIES],
+    workers: usize,
+) -> Result<CreditTimers, ConfigError> {
+    let positive = |field: &str, v: &str| match c.duration_ns(format!("credit.{field}"), v)? {
+        0 => Err(c.invalid(format!("credit.{field}"), "must be above 0".into())),
+        ns => Ok(ns),
+    };
+    let credit = CreditTimers {
+        update_interval_ns: positive("update_interval", &s.update_interval)?,
+        resync_interval_ns: positive("resync_interval", &s.resync_interval)?,
+        timeout_ns: positive("timeout", &s.timeout)?,
+    };
+    if credit.timeout_ns <= credit.update_interval_ns.max(credit.resync_interval_ns) {
+        return Err(c.invalid(
+            "credit.timeout".into(),
+            format!("{} must exceed the update and resync intervals", s.timeout),
+        ));
+    }
+    if let Some(p) = prios.iter().position(|p| p.credit) {
+        if workers != 1 {
+            return Err(c.invalid(
+                format!("priority.{p}.mode"),
+                format!(
+                    "credit lanes count every block of a link in one place: it needs daemon.workers = 1, not {workers}"
+                ),
+            ));
+        }
+    }
+    Ok(credit)
+}
+
+/// `[headroom]`.
+fn headroom(c: &Check, h: &HeadroomSection) -> Result<HeadroomSettings, ConfigError> {
+    if !(1.0..=100.0).contains(&h.margin) {
+        return Err(c.invalid(
+            "headroom.margin".into(),
+            format!("{} is not in 1..=100", h.margin),
+        ));
+    }
+    Ok(HeadroomSettings {
+        adaptive: h.adaptive,
+        min_headroom: match &h.min_headroom {
+            None => None,
+            Some(SizeValue::Bytes(b)) => Some(*b),
+            Some(SizeValue::Text(t)) => Some(
+                units::parse_size(t)
+                    .map_err(|e| c.invalid("headroom.min_headroom".into(), e.to_string()))?,
+            ),
+        },
+        margin: h.margin,
+        half_life_ns: c
+            .duration_ns("headroom.half_life".into(), &h.half_life)?
+            .max(1),
+        quiet_ns: c.duration_ns("headroom.quiet".into(), &h.quiet)?.max(1),
+    })
+}
