@@ -52,31 +52,33 @@ fn main() {
     let result: Result<(), (String, i32)> = match &cli.command {
         Command::Run(a) => cli::run::run(a).map_err(|e| (e.to_string(), e.exit_code())),
         Command::CheckConfig(a) => cli::run::check(a).map_err(|e| (e.to_string(), e.exit_code())),
-        Command::Status(a) => cli::status::run(a).map_err(|e| (e, 1)),
-        Command::Gen(a) => cli::gen::run(a).map_err(|e| (e, 1)),
-        Command::Sink(a) => cli::sink::run(a).map_err(|e| (e, 1)),
-        Command::Send(c) => cli::send::run(c).map_err(|e| (e, 1)),
+        Command::Status(a) => cli::status::run(a).map_err(|e| (e.to_string(), 1)),
+        Command::Gen(a) => cli::gen::run(a).map_err(|e| (e.to_string(), 1)),
+        Command::Sink(a) => cli::sink::run(a).map_err(|e| (e.to_string(), 1)),
+        Command::Send(c) => cli::send::run(c).map_err(|e| (e.to_string(), 1)),
         Command::Headroom(a) => cli::headroom::run(a).map_err(|e| (e.to_string(), 2)),
-        Command::Cable(a) => cli::cable::run(a).map_err(|e| (e, 1)),
-        Command::Measure(a) => cli::measure::run(a).map_err(|e| (e, 1)),
+        Command::Cable(a) => cli::cable::run(a).map_err(|e| (e.to_string(), 1)),
+        Command::Measure(a) => cli::measure::run(a).map_err(|e| (e.to_string(), 1)),
         Command::Doctor(a) => match cli::doctor::run(a) {
             Ok(true) => Ok(()),
             Ok(false) => Err((format!("{} is not usable as configured", a.iface), 1)),
-            Err(e) => Err((e, 2)),
+            Err(e) => Err((e.to_string(), 2)),
         },
         Command::Selftest(a) => match cli::selftest::run(a) {
             Ok(true) => Ok(()),
             Ok(false) => Err(("some frames did not get through intact".into(), 1)),
-            Err(e) => Err((e, 2)),
+            Err(e) => Err((e.to_string(), 2)),
         },
-        Command::Completions(a) => cli::docs::completions(a, Cli::command()).map_err(|e| (e, 1)),
+        Command::Completions(a) => {
+            cli::docs::completions(a, Cli::command()).map_err(|e| (e.to_string(), 1))
+        }
         Command::Man(a) => cli::docs::man(a, Cli::command())
             .map(|written| {
                 for path in written {
                     println!("{path}");
                 }
             })
-            .map_err(|e| (e, 1)),
+            .map_err(|e| (e.to_string(), 1)),
     };
     if let Err((msg, code)) = result {
         eprintln!("lossless: error: {msg}");

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::common;
+use super::{common, error::CliError};
 use crate::{
     cable::{
         report, rules::parse_probability, run_cable, CableSetup, LaneSettings, Matcher, RuleSpec,
@@ -189,9 +189,9 @@ impl CableArgs {
 }
 
 /// Runs `lossless cable`.
-pub fn run(args: &CableArgs) -> Result<(), String> {
+pub fn run(args: &CableArgs) -> Result<(), CliError> {
     let stop = signals::install();
-    let report = run_cable(&args.setup(), stop).map_err(|e| e.to_string())?;
+    let report = run_cable(&args.setup(), stop)?;
     common::print_report(&report, args.json, report::text);
     Ok(())
 }

@@ -5,10 +5,11 @@ use std::str::FromStr;
 use clap::Args;
 use serde::Serialize;
 
+use super::error::CliError;
 use crate::{
     dataplane::{
         open::Backend,
-        sched::{self, RealtimeMode, Request},
+        sched::{self, RealtimeError, RealtimeMode, Request},
         xdp_prog::XdpMode,
     },
     traffic::IfaceSetup,
@@ -75,10 +76,9 @@ impl RealtimeArgs {
 
     /// Makes the calling thread (the tool's frame loop) real-time if asked: call it once the
     /// interface is open.
-    pub fn apply(&self) -> Result<(), String> {
+    pub fn apply(&self) -> Result<(), RealtimeError> {
         self.request()
             .map_or(Ok(()), |r| sched::apply_to_this_thread(&r))
-            .map_err(|e| e.to_string())
     }
 }
 
@@ -106,12 +106,12 @@ pub fn ipv4(s: &str) -> Result<[u8; 4], String> {
 
 /// Writes `bytes` to stdout. A reader that went away (`| head`) is not an error: returns
 /// `Ok(false)` then, so a command that prints repeatedly can stop.
-pub fn to_stdout(bytes: &[u8]) -> Result<bool, String> {
+pub fn to_stdout(bytes: &[u8]) -> Result<bool, CliError> {
     use std::io::Write;
     match std::io::stdout().write_all(bytes) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(format!("writing to stdout: {e}")),
+        Err(e) => Err(CliError::Stdout(e)),
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use clap_complete::Shell;
 
-use super::common::to_stdout;
+use super::{common::to_stdout, error::CliError};
 
 /// Flags of `lossless completions`.
 #[derive(Debug, clap::Args)]
@@ -26,7 +26,7 @@ pub struct ManArgs {
 }
 
 /// Prints the completion script for `args.shell` of command `cmd`.
-pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> Result<(), String> {
+pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> Result<(), CliError> {
     let name = cmd.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut cmd, name, &mut script);
@@ -34,16 +34,20 @@ pub fn completions(args: &CompletionsArgs, mut cmd: clap::Command) -> Result<(),
 }
 
 /// Writes the man pages of `cmd` as `args` asks; returns the files written.
-pub fn man(args: &ManArgs, cmd: clap::Command) -> Result<Vec<String>, String> {
+pub fn man(args: &ManArgs, cmd: clap::Command) -> Result<Vec<String>, CliError> {
     let cmd = cmd.version(env!("CARGO_PKG_VERSION"));
     let Some(dir) = &args.out_dir else {
         let mut page = Vec::new();
         clap_mangen::Man::new(cmd)
             .render(&mut page)
-            .map_err(|e| format!("rendering the man page: {e}"))?;
+            .map_err(|source| CliError::Render {
+                page: "the man page".into(),
+                source,
+            })?;
         return to_stdout(&page).map(|_| Vec::new());
     };
-    std::fs::create_dir_all(dir).map_err(|e| format!("--out-dir {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(CliError::file(format_args!("--out-dir {}", dir.display())))?;
     let mut written = Vec::new();
     write_pages(&cmd, cmd.get_name(), dir, &mut written)?;
     Ok(written)
@@ -55,13 +59,16 @@ fn write_pages(
     name: &str,
     dir: &Path,
     written: &mut Vec<String>,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let path = dir.join(format!("{name}.1"));
     let mut out = Vec::new();
     clap_mangen::Man::new(cmd.clone().name(name.to_string()))
         .render(&mut out)
-        .map_err(|e| format!("rendering {name}.1: {e}"))?;
-    std::fs::write(&path, out).map_err(|e| format!("{}: {e}", path.display()))?;
+        .map_err(|source| CliError::Render {
+            page: format!("{name}.1"),
+            source,
+        })?;
+    std::fs::write(&path, out).map_err(CliError::file(path.display()))?;
     written.push(path.display().to_string());
     for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
         write_pages(sub, &format!("{name}-{}", sub.get_name()), dir, written)?;

@@ -6,7 +6,7 @@ use std::{fmt::Write as _, path::PathBuf};
 use clap::Args;
 use serde::Serialize;
 
-use super::common;
+use super::{common, error::CliError};
 use crate::{
     config::Plan,
     nic::{
@@ -51,30 +51,35 @@ pub struct DoctorReport {
 }
 
 /// Runs `lossless doctor`; `Ok(false)` when the port is not usable as configured.
-pub fn run(args: &DoctorArgs) -> Result<bool, String> {
+pub fn run(args: &DoctorArgs) -> Result<bool, CliError> {
     let needs = match &args.config {
         Some(path) => {
-            let plan = Plan::load(path).map_err(|e| e.to_string())?;
-            needs_for(&plan, &args.iface)
-                .ok_or_else(|| format!("{} is not a [[port]] of {}", args.iface, path.display()))?
+            let plan = Plan::load(path)?;
+            needs_for(&plan, &args.iface).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "{} is not a [[port]] of {}",
+                    args.iface,
+                    path.display()
+                ))
+            })?
         }
         None => Needs::default(),
     };
     let mut nl = Netlink::new(args.dump_netlink.is_some());
     let facts = probe(&args.iface, &mut nl);
     if let (Some(dir), Some(rec)) = (&args.dump_netlink, &nl.recorded) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(CliError::file(dir.display()))?;
         for (name, raw) in rec {
             let p = dir.join(format!("{name}.bin"));
-            std::fs::write(&p, raw).map_err(|e| format!("{}: {e}", p.display()))?;
+            std::fs::write(&p, raw).map_err(CliError::file(p.display()))?;
         }
         if let Ok((_, raw)) = crate::nic::drvinfo::query(&args.iface) {
             let p = dir.join("ioctl-drvinfo.bin");
-            std::fs::write(&p, raw).map_err(|e| format!("{}: {e}", p.display()))?;
+            std::fs::write(&p, raw).map_err(CliError::file(p.display()))?;
         }
     }
     if !facts.exists() {
-        return Err(format!("interface {:?} not found", args.iface));
+        return Err(CliError::NoInterface(args.iface.clone()));
     }
     let row = facts.driver_name().and_then(table::row).copied();
     let diagnosis = diagnose(&facts, row.as_ref(), &needs);

@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::common::{self, IfaceArgs, RealtimeArgs};
+use super::{
+    common::{self, IfaceArgs, RealtimeArgs},
+    error::CliError,
+};
 use crate::{
     control::signals,
     dataplane::{pool::JUMBO_MAX_FRAME, xdp_prog::Steering},
@@ -86,20 +89,22 @@ pub struct GenArgs {
 }
 
 /// Runs `lossless gen`.
-pub fn run(args: &GenArgs) -> Result<(), String> {
+pub fn run(args: &GenArgs) -> Result<(), CliError> {
     let min = TestFrame::min_len(true);
     if args.size < min.max(60) || args.size > JUMBO_MAX_FRAME {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "--size {}: must be {}..={JUMBO_MAX_FRAME}",
             args.size,
             min.max(60)
-        ));
+        )));
     }
     if args.duration.is_none() && args.count.is_none() {
-        return Err("give --duration or --count (or both)".into());
+        return Err(CliError::Usage(
+            "give --duration or --count (or both)".into(),
+        ));
     }
     if args.flows == 0 {
-        return Err("--flows must be at least 1".into());
+        return Err(CliError::Usage("--flows must be at least 1".into()));
     }
     let stop = signals::install();
     let steering = Steering {
@@ -107,10 +112,9 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
         test_udp_port: 0,
         sfc_udp_port: args.sfc_udp_port,
     };
-    let (ports, _attached) =
-        open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let (ports, _attached) = open_iface(&args.iface.setup(), steering)?;
     if args.size > ports.max_frame as usize {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "--size {}: {} carries frames of at most {} bytes (its MTU plus 18); raise its MTU \
              (ip link set {} mtu {}) or send smaller frames",
             args.size,
@@ -118,7 +122,7 @@ pub fn run(args: &GenArgs) -> Result<(), String> {
             ports.max_frame,
             args.iface.iface,
             args.size - 18
-        ));
+        )));
     }
     args.realtime.apply()?;
     let setup = GenSetup {

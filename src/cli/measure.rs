@@ -7,7 +7,10 @@ use std::{fmt::Write as _, sync::atomic::Ordering, time::Duration};
 use clap::Args;
 use serde::Serialize;
 
-use super::common::{self, IfaceArgs};
+use super::{
+    common::{self, IfaceArgs},
+    error::CliError,
+};
 use crate::{
     control::signals,
     dataplane::{clock::now_ns, idle::Idler, port::TimeStamping, xdp_prog::Steering},
@@ -119,15 +122,14 @@ pub struct MeasureReport {
 }
 
 /// Runs `lossless measure`.
-pub fn run(args: &MeasureArgs) -> Result<(), String> {
+pub fn run(args: &MeasureArgs) -> Result<(), CliError> {
     let stop = signals::install();
     let steering = Steering {
         forward_all: false,
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let (mut wp, _attached) =
-        open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let (mut wp, _attached) = open_iface(&args.iface.setup(), steering)?;
     let port = &mut wp.ports[0];
     let mac = port.mac();
     let enabled = args.pfc_priorities.iter().fold(0u8, |m, p| m | (1 << p));
@@ -165,9 +167,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
     let mut lldp_deadline = None;
     loop {
         let now = now_ns();
-        agent
-            .poll(port.as_mut(), &mut wp.pool, now)
-            .map_err(|e| e.to_string())?;
+        agent.poll(port.as_mut(), &mut wp.pool, now)?;
         if stop.load(Ordering::Relaxed) {
             break;
         }
@@ -176,7 +176,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
             Some(_) => {}
             None => {
                 if let Some(r) = agent.take_measurement(now) {
-                    measurement = Some(r.map_err(|e| e.to_string())?);
+                    measurement = Some(r?);
                     lldp_deadline = Some(now + args.lldp_wait.as_nanos() as u64);
                 }
                 if let Some(d) = lldp_deadline {
@@ -192,16 +192,14 @@ pub fn run(args: &MeasureArgs) -> Result<(), String> {
         }
         idler.wait(now_ns(), Some(deadline));
     }
-    agent
-        .shutdown(port.as_mut(), &mut wp.pool)
-        .map_err(|e| e.to_string())?;
+    agent.shutdown(port.as_mut(), &mut wp.pool)?;
     // Give copy-mode TX a moment to complete before the socket closes.
     for _ in 0..20 {
-        port.reclaim(&mut wp.pool).map_err(|e| e.to_string())?;
+        port.reclaim(&mut wp.pool)?;
         std::thread::sleep(Duration::from_millis(1));
     }
     if respond_until.is_none() && measurement.is_none() {
-        return Err("interrupted before the measurement finished".into());
+        return Err(CliError::Interrupted);
     }
     // A buffer too small for the measured loop is a finding, not a failed measurement.
     let (plan, plan_error) = match measurement.as_ref().map(|m| plan_headroom(m, &link)) {

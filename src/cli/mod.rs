@@ -4,6 +4,7 @@ pub mod cable;
 pub mod common;
 pub mod docs;
 pub mod doctor;
+pub mod error;
 pub mod gen;
 pub mod headroom;
 pub mod measure;

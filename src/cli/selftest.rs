@@ -5,7 +5,7 @@ use std::{fmt::Write as _, time::Duration};
 
 use clap::Args;
 
-use super::common;
+use super::{common, error::CliError};
 use crate::{
     config::Plan,
     dataplane::{open::Backend, xdp_prog::XdpMode},
@@ -53,9 +53,9 @@ pub struct SelftestArgs {
 }
 
 /// Runs `lossless selftest`; `Ok(false)` when something did not get through intact.
-pub fn run(args: &SelftestArgs) -> Result<bool, String> {
+pub fn run(args: &SelftestArgs) -> Result<bool, CliError> {
     let required = match &args.config {
-        Some(path) => Required::for_plan(&Plan::load(path).map_err(|e| e.to_string())?),
+        Some(path) => Required::for_plan(&Plan::load(path)?),
         None => Required::all(),
     };
     let cfg = SelftestConfig {
@@ -70,7 +70,7 @@ pub fn run(args: &SelftestArgs) -> Result<bool, String> {
         frames: args.frames,
         required,
     };
-    let report = selftest::run(&cfg).map_err(|e| e.to_string())?;
+    let report = selftest::run(&cfg)?;
     common::print_report(&report, args.json, text);
     Ok(report.passed)
 }

@@ -3,7 +3,10 @@
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::common::{self, IfaceArgs};
+use super::{
+    common::{self, IfaceArgs},
+    error::CliError,
+};
 use crate::{
     control::signals,
     dataplane::{clock::now_ns, pool::Frame, xdp_prog::Steering},
@@ -69,7 +72,7 @@ pub struct SendReport {
 }
 
 /// Runs `lossless send`.
-pub fn run(cmd: &SendCommand) -> Result<(), String> {
+pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
     let (stream, frame) = match cmd {
         SendCommand::Pfc(a) => {
             let enable = a.priorities.iter().fold(0u8, |m, p| m | (1 << p));
@@ -96,29 +99,26 @@ pub fn run(cmd: &SendCommand) -> Result<(), String> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let (mut wp, _attached) =
-        open_iface(&stream.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let (mut wp, _attached) = open_iface(&stream.iface.setup(), steering)?;
     let port = &mut wp.ports[0];
     let mut sent = 0;
     let mut next = now_ns();
     while sent < stream.count && !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = now_ns();
-        port.reclaim(&mut wp.pool).map_err(|e| e.to_string())?;
+        port.reclaim(&mut wp.pool)?;
         if now < next {
             std::thread::sleep(std::time::Duration::from_nanos(
                 (next - now).min(10_000_000),
             ));
             continue;
         }
-        let idx = wp.pool.alloc().ok_or("frame pool exhausted")?;
-        let len = frame
-            .emit_frame(port.mac(), wp.pool.buf_mut(idx))
-            .map_err(|e| e.to_string())?;
+        let idx = wp.pool.alloc().ok_or(CliError::PoolExhausted)?;
+        let len = frame.emit_frame(port.mac(), wp.pool.buf_mut(idx))?;
         let f = Frame {
             idx,
             len: len as u32,
         };
-        if port.send(&mut wp.pool, &[f]).map_err(|e| e.to_string())? == 1 {
+        if port.send(&mut wp.pool, &[f])? == 1 {
             sent += 1;
             next += stream.interval.as_nanos() as u64;
         } else {
@@ -127,7 +127,7 @@ pub fn run(cmd: &SendCommand) -> Result<(), String> {
     }
     // Give copy-mode TX a moment to complete before the socket closes.
     for _ in 0..20 {
-        port.reclaim(&mut wp.pool).map_err(|e| e.to_string())?;
+        port.reclaim(&mut wp.pool)?;
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     let report = SendReport {

@@ -2,7 +2,10 @@
 
 use clap::Args;
 
-use super::common::{self, IfaceArgs, RealtimeArgs};
+use super::{
+    common::{self, IfaceArgs, RealtimeArgs},
+    error::CliError,
+};
 use crate::{
     control::signals,
     dataplane::xdp_prog::Steering,
@@ -72,12 +75,12 @@ pub struct SinkArgs {
 }
 
 /// Runs `lossless sink`.
-pub fn run(args: &SinkArgs) -> Result<(), String> {
+pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     if args.credit.is_some() && !(64..=128 * 1024).contains(&args.credit_buffer) {
-        return Err(format!(
+        return Err(CliError::Usage(format!(
             "--credit-buffer {}: must be 64..=131072 bytes (2048 blocks of 64)",
             args.credit_buffer
-        ));
+        )));
     }
     if args.duration.is_none() && args.idle_timeout.is_none() && args.expect.is_none() {
         tracing::info!("no --duration, --idle-timeout or --expect: runs until interrupted");
@@ -86,10 +89,10 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
         None => None,
         Some(drain_rate_bps) => {
             if args.xon >= args.xoff || args.xoff > args.buffer {
-                return Err(format!(
+                return Err(CliError::Usage(format!(
                     "need --xon ({}) < --xoff ({}) <= --buffer ({})",
                     args.xon, args.xoff, args.buffer
-                ));
+                )));
             }
             Some(SinkCongestion {
                 drain_rate_bps,
@@ -107,8 +110,7 @@ pub fn run(args: &SinkArgs) -> Result<(), String> {
         test_udp_port: args.port,
         sfc_udp_port: 0,
     };
-    let (ports, _attached) =
-        open_iface(&args.iface.setup(), steering).map_err(|e| e.to_string())?;
+    let (ports, _attached) = open_iface(&args.iface.setup(), steering)?;
     args.realtime.apply()?;
     let setup = SinkSetup {
         duration: args.duration,

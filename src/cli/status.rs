@@ -5,7 +5,7 @@ use std::{io::IsTerminal, path::PathBuf, time::Duration};
 
 use clap::Args;
 
-use super::common;
+use super::{common, error::CliError};
 use crate::{config::DEFAULT_SOCKET, control::status};
 
 /// Flags of `lossless status`.
@@ -25,14 +25,13 @@ pub struct StatusArgs {
 }
 
 /// Runs `lossless status`.
-pub fn run(args: &StatusArgs) -> Result<(), String> {
+pub fn run(args: &StatusArgs) -> Result<(), CliError> {
     let query = || {
         status::query(&args.socket).map_err(|e| {
-            let e = e.to_string();
             if args.json {
-                println!("{}", serde_json::json!({ "error": e }));
+                println!("{}", serde_json::json!({ "error": e.to_string() }));
             }
-            e
+            CliError::Control(e)
         })
     };
     let Some(every) = args.watch else {
