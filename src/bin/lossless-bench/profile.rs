@@ -15,6 +15,11 @@
 //! - `mem-port`: no worker. The same frames through the same in-memory ports and peers
 //!   (inject, `recv`, `send`, take): the simulation's own cost, to subtract from the others.
 //!
+//! In the worker scenarios link-up runs as in the daemon (its default): each port's link agent
+//! sends LLDP and takes the peer's, and one peer-delay measurement is asked for at the start. A
+//! [`Partner`] on the far side of each link advertises itself by LLDP (so the agent keeps a
+//! neighbour, whose expiry it checks every turn) and answers the peer-delay requests.
+//!
 //! Only [`drive`] is meant to be measured (`--toggle-collect`); setup is outside it.
 
 use std::sync::Arc;
@@ -23,6 +28,7 @@ use lossless::{
     dataplane::{
         classify::Trust,
         forward::{ForwardSetup, ForwardWorker, PortSetup, BATCH},
+        linkstate::LinkShared,
         mem_port::{mem_link, MemPeer, MemPort},
         pool::FramePool,
         port::{Port, RxFrame},
@@ -33,7 +39,15 @@ use lossless::{
         plan::{PrioPlan, SfcSettings},
         PauseTimers, PRIORITIES,
     },
-    wire::{EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, VlanTag},
+    linkup::{
+        lldp::{LldpAgent, LldpConfig},
+        pdelay::PdelayResponder,
+        LinkupSettings,
+    },
+    wire::{
+        ptp::{PdelayBody, PortIdentity, Ptp},
+        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, VlanTag,
+    },
 };
 use serde::Serialize;
 
@@ -100,7 +114,17 @@ fn frame_ns(size: usize, bps: u64) -> u64 {
     ((size as u64 + 24) * 8 * 1_000_000_000).div_ceil(bps)
 }
 
-/// A worker over two in-memory ports with `plan` on priority 3 and port 1 at `egress_bps`.
+/// Link-up as the daemon runs it by default (`[linkup]` unset).
+const LINKUP: LinkupSettings = LinkupSettings {
+    samples: 16,
+    sample_interval_ns: 10_000_000,
+    interval_ns: 60_000_000_000,
+    max_frame: 1518,
+    peer_response_ns: 0,
+};
+
+/// A worker over two in-memory ports with `plan` on priority 3 and port 1 at `egress_bps`,
+/// link-up on, a peer-delay measurement asked for on each port.
 fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, Arc<WorkerStats>) {
     let (p0, peer0) = mem_link("m0", MacAddr([2, 0, 0, 0, 0, 10]), BATCH);
     let (p1, peer1) = mem_link("m1", MacAddr([2, 0, 0, 0, 0, 11]), BATCH);
@@ -114,6 +138,8 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
         max_frame: lossless::dataplane::pool::XSK_MAX_FRAME as u32,
     };
     let stats = Arc::new(WorkerStats::new(2));
+    let links: Vec<Arc<LinkShared>> = vec![Arc::default(), Arc::default()];
+    links.iter().for_each(|l| l.request_measurement());
     let w = ForwardWorker::new(
         FramePool::heap(POOL_FRAMES).expect("a heap pool"),
         vec![Box::new(p0), Box::new(p1)],
@@ -128,7 +154,7 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
             rate_share: 1.0,
             busy_poll: true,
             live: None,
-            linkup: None,
+            linkup: Some((LINKUP, links)),
             credit: credit_timers(),
             headroom: lossless::fc::adaptive::HeadroomSettings::default(),
         },
@@ -157,6 +183,63 @@ fn inject_credit(peer: &MemPeer, update: &lossless::wire::CreditUpdate, now: u64
     let mut b = [0u8; 128];
     let len = emit_update(update, MacAddr([2, 0, 0, 0, 0, 99]), &mut b);
     peer.inject(&b[..len], now);
+}
+
+/// The link partner on the far side of one port: it sends its LLDPDU when the run starts (it
+/// advertises that it answers peer-delay requests) and answers the worker's Pdelay_Req with a
+/// Pdelay_Resp and its Follow_Up, stamped with the simulated time.
+struct Partner {
+    mac: MacAddr,
+    lldp: LldpAgent,
+    responder: PdelayResponder,
+}
+
+impl Partner {
+    fn new(mac: MacAddr) -> Self {
+        Partner {
+            mac,
+            lldp: LldpAgent::new(LldpConfig::new(mac, "partner", 1 << PRIO), 0),
+            responder: PdelayResponder::new(PortIdentity::from_mac(mac, 1)),
+        }
+    }
+
+    /// Sends the LLDPDU that makes the worker's agent learn this partner.
+    fn hello(&mut self, peer: &MemPeer, now: u64) {
+        let mut b = [0u8; 256];
+        let org = self.lldp.config().org;
+        let pdu = self
+            .lldp
+            .poll_transmit(now)
+            .expect("the first LLDPDU is due at once");
+        let len = pdu
+            .emit_frame(self.mac, org, &mut b)
+            .expect("an LLDPDU fits");
+        peer.inject(&b[..len], now);
+    }
+
+    /// Takes `frame`, which the worker sent on this link, if it is link-up's (LLDP or PTP),
+    /// answering a Pdelay_Req; false for any other frame.
+    fn take(&mut self, peer: &MemPeer, frame: &[u8], now: u64) -> bool {
+        let ethertype = EthernetFrame::new_checked(frame).map(|e| e.ethertype());
+        if ethertype == Ok(EtherType::LLDP) {
+            return true;
+        }
+        if ethertype != Ok(EtherType::PTP) {
+            return false;
+        }
+        if let Ok((_, Ptp::Pdelay(m))) = Ptp::parse_frame(frame) {
+            if matches!(m.body, PdelayBody::Req { .. }) {
+                if let Some(a) = self.responder.handle_request(now, &m) {
+                    let mut b = [0u8; 128];
+                    for msg in [a.resp, a.follow_up(now)] {
+                        let len = msg.emit_frame(self.mac, &mut b).expect("a PTP frame fits");
+                        peer.inject(&b[..len], now);
+                    }
+                }
+            }
+        }
+        true
+    }
 }
 
 /// The source side of a scenario: what holds it back.
@@ -245,6 +328,11 @@ fn drive(
     let len = frame.len() as u32;
     let (mut now, mut next_tx, mut sent, mut delivered, mut turns) = (0u64, 0u64, 0, 0, 0u64);
     let mut idle_turns = 0;
+    let mut partners = [(src, 20), (dst, 21)].map(|(peer, mac)| {
+        let mut p = Partner::new(MacAddr([2, 0, 0, 0, 0, mac]));
+        p.hello(peer, now);
+        p
+    });
     // Stop once everything was sent and nothing came out for a while (queues drained).
     while sent < frames || idle_turns < 100 {
         while next_tx <= now && sent < frames {
@@ -275,6 +363,9 @@ fn drive(
         w.step(now).expect("in-memory ports do not fail");
         turns += 1;
         for f in src.take() {
+            if partners[0].take(src, &f, now) {
+                continue;
+            }
             match &mut source {
                 Source::Pfc(timers) => {
                     if let Ok(m) = MacControl::parse_frame(&f) {
@@ -290,6 +381,9 @@ fn drive(
         let out = dst.take();
         let before = delivered;
         for f in &out {
+            if partners[1].take(dst, f, now) {
+                continue;
+            }
             if let Source::Credit { sink, .. } = &mut source {
                 if take_credit(sink, f, now) {
                     continue;
