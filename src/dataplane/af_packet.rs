@@ -150,6 +150,7 @@ impl AfPacketPort {
             iface: iface.to_string(),
             queue: 0,
             reason,
+            source: None,
         };
         let ni = datalink::interfaces()
             .into_iter()

@@ -129,12 +129,14 @@ impl AfXdpPort {
         opts: AfXdpOptions,
     ) -> Result<Self, PortError> {
         let iface = prog.iface().to_string();
-        let err = |reason: String| PortError::Open {
+        let failed = |reason: String, source| PortError::Open {
             backend: "AF_XDP",
             iface: iface.clone(),
             queue,
             reason,
+            source,
         };
+        let err = |reason: String| failed(reason, None);
         let umem = pool
             .as_umem()
             .ok_or_else(|| err("the worker's frame pool is not a UMEM".into()))?
@@ -159,10 +161,13 @@ impl AfXdpPort {
             // SAFETY: the UMEM outlives the socket (the socket holds a clone of it).
             match unsafe { Socket::new(config, &umem, &name, queue) } {
                 Ok(s) => break s,
-                Err(e) if Instant::now() < deadline && format!("{e:?}").contains("busy") => {
+                Err(e) => {
+                    let e = failed(format!("{e}: {e:?}"), Some(Box::new(e)));
+                    if !(e.is_busy() && Instant::now() < deadline) {
+                        return Err(e);
+                    }
                     std::thread::sleep(Duration::from_millis(100));
                 }
-                Err(e) => return Err(err(format!("{e}: {e:?}"))),
             }
         };
         let (fq, cq) =

@@ -70,6 +70,9 @@ pub enum PortError {
         queue: u32,
         /// Why.
         reason: String,
+        /// The error it comes from, where there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// An I/O error on an open port.
     #[error("I/O on {iface}: {source}")]
@@ -79,6 +82,24 @@ pub enum PortError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl PortError {
+    /// Whether the port could not be opened because the kernel said EBUSY somewhere in its
+    /// error's chain (an AF_XDP queue still bound, briefly, after an unclean exit).
+    pub fn is_busy(&self) -> bool {
+        let mut cur: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(self);
+        while let Some(e) = cur {
+            if e.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::raw_os_error)
+                == Some(libc::EBUSY)
+            {
+                return true;
+            }
+            cur = e.source();
+        }
+        false
+    }
 }
 
 /// Where a frame's time is taken, as ptp4l's `time_stamping` names it.
@@ -199,4 +220,40 @@ pub fn iface_mtu(iface: &str) -> Option<u32> {
         .trim()
         .parse()
         .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that wraps another, as a socket library's does.
+    #[derive(Debug, thiserror::Error)]
+    #[error("socket creation failed")]
+    struct Wrapper(#[source] std::io::Error);
+
+    fn open(source: Option<Box<dyn std::error::Error + Send + Sync>>) -> PortError {
+        PortError::Open {
+            backend: "AF_XDP",
+            iface: "veth0".into(),
+            queue: 0,
+            reason: "socket creation failed".into(),
+            source,
+        }
+    }
+
+    #[test]
+    fn busy_is_read_from_the_errno_anywhere_in_the_chain() {
+        let errno = |n| Box::new(std::io::Error::from_raw_os_error(n));
+        assert!(open(Some(errno(libc::EBUSY))).is_busy());
+        assert!(open(Some(Box::new(Wrapper(*errno(libc::EBUSY))))).is_busy());
+        assert!(!open(Some(Box::new(Wrapper(*errno(libc::EPERM))))).is_busy());
+        assert!(!open(None).is_busy());
+        // The message users see is the reason; the source stays reachable.
+        let e = open(Some(errno(libc::EBUSY)));
+        assert_eq!(
+            e.to_string(),
+            "opening AF_XDP port on veth0 queue 0 failed: socket creation failed"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+    }
 }
