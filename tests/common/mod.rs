@@ -863,15 +863,19 @@ pub fn unit_user_capabilities() -> Vec<String> {
 
 /// Thread ids of process `pid` whose name starts with `prefix`, in name order.
 pub fn threads_named(pid: u32, prefix: &str) -> Vec<u32> {
+    let comm = |tid: u32| std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok();
     let mut found: Vec<(String, u32)> = std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("the process runs")
         .filter_map(|e| {
             let tid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
-            comm.starts_with(prefix)
-                .then(|| (comm.trim().to_string(), tid))
+            let c = comm(tid)?;
+            c.starts_with(prefix).then(|| (c.trim().to_string(), tid))
         })
         .collect();
+    // A thread just spawned carries its parent's name until it sets its own (the duty thread
+    // a worker starts is "lossless-w0" for a moment): look again a little later.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    found.retain(|&(_, tid)| comm(tid).is_some_and(|c| c.starts_with(prefix)));
     found.sort();
     found.into_iter().map(|(_, tid)| tid).collect()
 }
