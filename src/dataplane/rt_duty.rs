@@ -158,13 +158,11 @@ impl CpuUse {
 impl Duty {
     /// How much of this window's slice threads sharing a CPU owe the kernel, when over
     /// `elapsed_ns` of the window they ran and waited `used` (summed): what they did not
-    /// leave their CPU of a slice's worth (`None`, not known: all of it).
-    pub fn owed_ns(&self, used: Option<CpuUse>, elapsed_ns: u64) -> u64 {
-        used.map_or(self.fair_ns, |u| {
-            (u.run_ns + u.wait_ns + self.fair_ns)
-                .saturating_sub(elapsed_ns)
-                .min(self.fair_ns)
-        })
+    /// leave their CPU of a slice's worth.
+    pub fn owed_ns(&self, used: CpuUse, elapsed_ns: u64) -> u64 {
+        (used.run_ns + used.wait_ns + self.fair_ns)
+            .saturating_sub(elapsed_ns)
+            .min(self.fair_ns)
     }
 
     /// One turn of the duty cycle over the threads of `list` at `now`: threads whose slice
@@ -224,7 +222,7 @@ impl Duty {
     }
 
     /// What the threads of `list` on `cpu` (a pinned CPU, or `None`: the unpinned ones) owe
-    /// of this window's slice, judged on their summed use.
+    /// of this window's slice, judged on their summed use (any not known: all of it).
     fn group_owed(&self, list: &[Enrolled], cpu: Option<usize>) -> u64 {
         let sum = list
             .iter()
@@ -232,10 +230,7 @@ impl Duty {
             .try_fold((CpuUse::default(), 0u64), |(sum, elapsed), t| {
                 t.window.map(|(u, e)| (sum.add(u), elapsed.max(e)))
             });
-        match sum {
-            Some((used, elapsed)) => self.owed_ns(Some(used), elapsed),
-            None => self.fair_ns,
-        }
+        sum.map_or(self.fair_ns, |(used, elapsed)| self.owed_ns(used, elapsed))
     }
 }
 

@@ -10,10 +10,11 @@ impl ForwardWorker {
     /// every port, and lets the observed headroom evidence decay.
     pub(super) fn publish_gauges(&mut self, now: u64) {
         for p in 0..self.ports.len() {
-            let Some(h) = self.ports[p].headroom.as_mut() else {
-                continue;
-            };
-            if h.advance(now) {
+            if self.ports[p]
+                .headroom
+                .as_mut()
+                .is_some_and(|h| h.advance(now))
+            {
                 self.retune(p, now);
             }
             let c = &self.stats.ports[p];
