@@ -1,6 +1,8 @@
 //! How a worker waits when it has nothing to do: `ppoll()` on its ports' descriptors with a
 //! nanosecond timeout up to its next deadline (shaper, pause expiry, PFC refresh), or a spin
-//! when the deadline is too close for a sleep to be accurate.
+//! when the deadline is too close for a sleep to be accurate. A worker that holds lossless
+//! frames does not come here with a later deadline than now: it polls (see
+//! `ForwardWorker::holds_lossless`).
 
 use std::os::fd::RawFd;
 
