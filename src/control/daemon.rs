@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::{
     carrier,
-    link_model::{model_terms, SoftwareWindow},
+    link_monitor::LinkMonitor,
     logging,
     metrics::{self, DaemonCollector, Liveness},
     reload::ReloadLog,
@@ -28,7 +28,6 @@ use crate::{
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
-        pfc_headroom::min_xoff,
         port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
@@ -36,13 +35,7 @@ use crate::{
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::{ifindex, Steering},
     },
-    fc::{
-        credit::{CreditWindow, BLOCK_BYTES},
-        plan::{PfcPlan, PrioPlan},
-        PRIORITIES,
-    },
-    headroom::HeadroomError,
-    linkup::{model_for_round_trip, plan_headroom, LinkParams, LinkupSettings, Measurement},
+    fc::{plan::PrioPlan, PRIORITIES},
 };
 
 /// Why the daemon could not run.
@@ -204,168 +197,6 @@ fn reload_config(
     Ok(())
 }
 
-/// Watches each port's carrier and drives link-up measurements: at start, on every link-up,
-/// and every `interval`. A successful measurement replaces the port's PFC thresholds live; a
-/// failed one keeps the thresholds in force (the configured, static ones until a measurement
-/// has succeeded).
-struct LinkMonitor<'a> {
-    plan: &'a Plan,
-    settings: LinkupSettings,
-    /// Each port's longest frame (its `mtu` + 18), resolved at start.
-    max_frames: &'a [u32],
-    links: &'a [Arc<LinkShared>],
-    up: Vec<bool>,
-    last_request: Vec<std::time::Instant>,
-    /// What each port's lag and PFC reaction histograms held at its last measurement.
-    windows: Vec<SoftwareWindow>,
-}
-
-impl<'a> LinkMonitor<'a> {
-    fn new(
-        plan: &'a Plan,
-        settings: LinkupSettings,
-        max_frames: &'a [u32],
-        links: &'a [Arc<LinkShared>],
-    ) -> Self {
-        let up: Vec<bool> = plan
-            .ports
-            .iter()
-            .map(|p| carrier::is_up(&p.iface))
-            .collect();
-        for (i, l) in links.iter().enumerate() {
-            if up[i] {
-                tracing::info!(iface = %plan.ports[i].iface, "measuring the link");
-                l.request_measurement();
-            }
-        }
-        let now = std::time::Instant::now();
-        LinkMonitor {
-            plan,
-            settings,
-            max_frames,
-            links,
-            up,
-            last_request: vec![now; links.len()],
-            windows: vec![SoftwareWindow::default(); links.len()],
-        }
-    }
-
-    /// `snapshots` reads every port's counters: their receive rates and, when a measurement
-    /// completed, the software terms of its model.
-    fn tick(&mut self, live: &SettingsCell, snapshots: impl Fn() -> Vec<PortSnapshot>) {
-        let period = Duration::from_nanos(self.settings.interval_ns);
-        let snaps = snapshots();
-        let now = now_ns();
-        for (w, s) in self.windows.iter_mut().zip(&snaps) {
-            w.sample_rx(now, s);
-        }
-        for (i, port) in self.plan.ports.iter().enumerate() {
-            let up = carrier::is_up(&port.iface);
-            let came_up = up && !self.up[i];
-            if up != self.up[i] {
-                tracing::info!(iface = %port.iface, up, "link state changed");
-                self.up[i] = up;
-            }
-            let due = !period.is_zero() && self.last_request[i].elapsed() >= period;
-            if up && (came_up || due) {
-                tracing::info!(iface = %port.iface, reason = if came_up { "link up" } else { "periodic" }, "measuring the link");
-                self.links[i].request_measurement();
-                self.last_request[i] = std::time::Instant::now();
-            }
-            match self.links[i].take_result() {
-                None => {}
-                Some(Err(e)) => tracing::warn!(
-                    iface = %port.iface, error = %e,
-                    "link measurement failed; keeping the thresholds in force"
-                ),
-                Some(Ok(m)) => self.apply(i, &m, live, &snaps[i]),
-            }
-        }
-    }
-
-    /// A measurement of port `i` completed: the model (wire, the software terms seen since the
-    /// previous measurement, frames) becomes the port's measured headroom. A model larger
-    /// than the buffer leaves XOFF at its minimum (the source paused earliest) and says so.
-    fn apply(&mut self, i: usize, m: &Measurement, live: &SettingsCell, snap: &PortSnapshot) {
-        let port = &self.plan.ports[i];
-        let mut s = live.get();
-        s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
-        live.publish(s);
-        self.check_credit_windows(i, m);
-        let Some(buffer) = self
-            .plan
-            .prios
-            .iter()
-            .find_map(|p| p.pfc.map(|f| f.xoff + f.headroom))
-        else {
-            tracing::info!(iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
-            return;
-        };
-        let software = self.windows[i].take(snap, m.estimate_ns.max(0) as u64);
-        // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.
-        let max_frame = self
-            .settings
-            .max_frame
-            .max(self.max_frames.get(i).map_or(0, |&m| u64::from(m)));
-        let mut link = LinkParams::new(port.speed_bps, max_frame, buffer);
-        if self.settings.peer_response_ns > 0 {
-            let bits = u128::from(self.settings.peer_response_ns) * u128::from(port.speed_bps);
-            link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
-        }
-        link.own_lag_ns = software.own_lag_ns;
-        link.peer_reaction_ns = software.peer_reaction_ns;
-        link.software_rate_bps = software.peak_rx_bps;
-        let unusable = |e: HeadroomError| {
-            tracing::warn!(
-                iface = %port.iface, round_trip_ns = m.estimate_ns, error = %e,
-                "link measurement unusable; keeping the thresholds in force"
-            )
-        };
-        let (plan, adaptive) = match plan_headroom(m, &link) {
-            Ok(h) => (
-                PfcPlan {
-                    xoff: h.xoff_bytes,
-                    xon: h.xon_bytes,
-                    headroom: h.headroom_bytes,
-                },
-                h.adaptive,
-            ),
-            // Only the buffer is short: the model (rare path: computed again) still stands.
-            Err(HeadroomError::BufferTooSmall { headroom, .. }) => {
-                let adaptive = match model_for_round_trip(m.estimate_ns, &link) {
-                    Ok(a) => a,
-                    Err(e) => return unusable(e),
-                };
-                let xoff = min_xoff(max_frame).min(buffer);
-                tracing::warn!(
-                    iface = %port.iface, model = headroom, buffer, xoff,
-                    "the measured link needs more headroom than the buffer holds: XOFF at its minimum; raise xoff + headroom"
-                );
-                let plan = PfcPlan {
-                    xoff,
-                    xon: 0,
-                    headroom: buffer - xoff,
-                };
-                (plan, adaptive)
-            }
-            Err(e) => return unusable(e),
-        };
-        let model = model_terms(&adaptive, software);
-        let mut s = live.get();
-        s.measured[i] = Some(plan);
-        s.model[i] = Some(model);
-        live.publish(s);
-        tracing::info!(
-            iface = %port.iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns,
-            own_lag_ns = software.own_lag_ns, peer_reaction_ns = software.peer_reaction_ns,
-            peak_rx_bps = software.peak_rx_bps,
-            wire = model.split.wire, own_lag = model.split.own_lag, peer = model.split.peer, frames = model.split.frames,
-            headroom = plan.headroom, xoff = plan.xoff, xon = plan.xon,
-            "link measured; PFC thresholds applied"
-        );
-    }
-}
-
 /// Logs the drops counted since the last look, per port and reason, at most once per
 /// [`DropLog::INTERVAL`]: a hostile or broken peer shows in the log without a line per frame.
 struct DropLog {
@@ -395,31 +226,6 @@ impl DropLog {
                 if count > before {
                     tracing::warn!(iface = %s.iface, reason = %reason, new = count - before, total = count, "frames dropped");
                 }
-            }
-        }
-    }
-}
-
-impl LinkMonitor<'_> {
-    /// Warns for each credit priority whose window is below the measured link's
-    /// bandwidth-delay product: its peer cannot send at full rate.
-    fn check_credit_windows(&self, i: usize, m: &Measurement) {
-        let port = &self.plan.ports[i];
-        if !port.credit {
-            return;
-        }
-        let rtt_ns = u128::try_from(m.estimate_ns).unwrap_or(0);
-        let bdp = (u128::from(port.speed_bps) * rtt_ns / 8 / 1_000_000_000) as u64;
-        for (p, plan) in self.plan.prios.iter().enumerate().filter(|(_, p)| p.credit) {
-            let Ok(w) = CreditWindow::from_buffer(plan.limit / BLOCK_BYTES, bdp) else {
-                continue;
-            };
-            if w.below_bdp {
-                tracing::warn!(
-                    iface = %port.iface, priority = p, window = u64::from(w.window_blocks) * BLOCK_BYTES,
-                    bdp, max_rate_percent = (w.max_rate_fraction() * 100.0).round(),
-                    "credit window below the measured bandwidth-delay product: full rate is impossible"
-                );
             }
         }
     }
@@ -691,7 +497,7 @@ pub fn run(
         let mut tick = tokio::time::interval(Duration::from_millis(50));
         let mut last_progress = tokio::time::Instant::now();
         let mut last_ping = tokio::time::Instant::now();
-        let mut monitor = plan.linkup.map(|l| LinkMonitor::new(plan, l, &max_frames, &links));
+        let mut monitor = LinkMonitor::new(plan, &max_frames, &links);
         loop {
             tick.tick().await;
             if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
@@ -706,9 +512,7 @@ pub fn run(
                     &max_frames,
                 ));
             }
-            if let Some(m) = monitor.as_mut() {
-                m.tick(&live, snapshots);
-            }
+            monitor.tick(&live, snapshots);
             // The systemd watchdog is fed only while every worker's loop advances.
             if let Some(every) = watchdog_every {
                 if last_ping.elapsed() >= every {

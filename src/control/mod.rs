@@ -4,6 +4,7 @@
 pub mod carrier;
 pub mod daemon;
 pub mod link_model;
+pub mod link_monitor;
 pub mod logging;
 pub mod metrics;
 pub mod reload;
