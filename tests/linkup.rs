@@ -672,8 +672,12 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
         measured > 0 && measured < 256 * 1024,
         "link-up measured the wire: {p3}"
     );
-    // A measurement after traffic has run: the model holds the software terms (the peer
+    let gen = gen.json(Duration::from_secs(30));
+    let sink = sink.json(Duration::from_secs(30));
+    // After the traffic: the model holds the software terms seen while it ran (the largest,
+    // decaying), published at each measurement and whenever they moved it by 1/16 (the peer
     // term is at least the 802.3 allowance).
+    let deadline = Instant::now() + Duration::from_secs(15);
     let model = loop {
         let st = status_of(&socket);
         let m = st["ports"][0]["headroom_model"].clone();
@@ -683,13 +687,12 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
         }
         assert!(
             Instant::now() < deadline,
-            "no measurement with software terms: {st}\n{}",
+            "no model with software terms: {st}\n{}",
             dut.stderr()
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let gen = gen.json(Duration::from_secs(30));
-    let sink = sink.json(Duration::from_secs(30));
+    let log = dut.stderr();
     dut.interrupt();
     let dut = dut.json(T);
     let [wire, own_lag, peer, frames] = ["wire", "own_lag", "peer", "frames"].map(|t| n(&model[t]));
@@ -697,12 +700,14 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
         wire > 0 && own_lag > 0 && peer > 0 && frames >= 2 * 1518,
         "{model}"
     );
-    // Charged at the fastest the port received: about the generator's 200 Mbit/s, not the
-    // 10 Gbit/s the port is configured at.
+    // Charged at the fastest the port received: at most about the generator's 200 Mbit/s,
+    // not the 10 Gbit/s the port is configured at. (Less where the generator, at normal
+    // priority, shares its CPU: the worker polls while it holds lossless frames, and on two
+    // vCPUs that leaves the generator one; 112-130 Mbit/s were measured so.)
     let rate = n(&model["rate_bps"]);
     assert!(
-        (150_000_000..=400_000_000).contains(&rate),
-        "rate {rate}: {model}"
+        (50_000_000..=400_000_000).contains(&rate),
+        "rate {rate}: {model}\n{log}"
     );
     let at_rate = |ns: u64| (u128::from(ns) * u128::from(rate)).div_ceil(8_000_000_000) as u64;
     assert!(

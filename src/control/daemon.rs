@@ -20,13 +20,14 @@ use super::{
     status::{self, StatusSource},
     systemd::Notifier,
 };
+use crate::linkup::{shared::LinkShared, worker::ForwardingAgent};
 use crate::{
     config::Plan,
     dataplane::{
         af_xdp::fill_target,
+        agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
-        linkstate::LinkShared,
         open::{attach_for, open_worker_ports, Attached, OpenError},
         port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
@@ -35,7 +36,10 @@ use crate::{
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::{ifindex, Steering},
     },
-    fc::{plan::PrioPlan, PRIORITIES},
+    fc::{
+        plan::{pfc_mask, PrioPlan},
+        PRIORITIES,
+    },
 };
 
 /// Why the daemon could not run.
@@ -341,12 +345,28 @@ pub fn run(
             watchdog: plan.watchdog,
             sfc: plan.sfc,
             live: Some(live.clone()),
-            linkup: plan.linkup.map(|l| (l, links.clone())),
             rate_share: 1.0 / d.workers as f64,
             busy_poll: d.busy_poll,
             credit: plan.credit,
             headroom: plan.headroom,
         };
+        // Link-up runs on the leader worker, which receives every port's control frames.
+        let agents = ports
+            .ports
+            .iter()
+            .zip(&links)
+            .map(|(port, link)| -> Option<Box<dyn PortAgent>> {
+                let l = plan.linkup.filter(|_| w == 0)?;
+                Some(Box::new(ForwardingAgent::new(
+                    &l,
+                    link.clone(),
+                    port.mac(),
+                    port.name(),
+                    pfc_mask(&plan.prios),
+                    now_ns(),
+                )))
+            })
+            .collect();
         let worker = ForwardWorker::new(
             ports.pool,
             ports.ports,
@@ -354,7 +374,8 @@ pub fn run(
             stats,
             setup,
             now_ns(),
-        );
+        )
+        .with_agents(agents);
         let core = d.cores.get(w).copied();
         let required = d.realtime == RealtimeMode::On;
         let started = started_tx.clone();

@@ -27,8 +27,7 @@ use super::{
 use crate::{
     config::Plan,
     dataplane::{
-        clock::now_ns, linkstate::LinkShared, pfc_headroom::min_xoff, settings::SettingsCell,
-        stats::PortSnapshot,
+        clock::now_ns, pfc_headroom::min_xoff, settings::SettingsCell, stats::PortSnapshot,
     },
     fc::{
         adaptive::DECAY_STEP,
@@ -36,7 +35,9 @@ use crate::{
         plan::PfcPlan,
     },
     headroom::HeadroomError,
-    linkup::{model_for_round_trip, plan_for_round_trip, LinkParams, Measurement},
+    linkup::{
+        model_for_round_trip, plan_for_round_trip, shared::LinkShared, LinkParams, Measurement,
+    },
 };
 
 /// What the monitor keeps of one port.

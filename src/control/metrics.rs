@@ -23,10 +23,10 @@ use tokio::{
 };
 
 use super::reload::ReloadLog;
+use crate::linkup::shared::LinkShared;
 use crate::{
     dataplane::{
         clock::now_ns,
-        linkstate::LinkShared,
         port::TimeStamping,
         sched::WorkerSched,
         settings::SettingsCell,

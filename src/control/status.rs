@@ -19,11 +19,11 @@ use tokio::{
 };
 
 use super::reload::{unix_now_s, ReloadLog, ReloadOutcome};
+use crate::linkup::shared::LinkShared;
 use crate::{
     config::PortPlan,
     dataplane::{
         clock::now_ns,
-        linkstate::LinkShared,
         port::TimeStamping,
         sched::WorkerSched,
         settings::{ModelTerms, SettingsCell},

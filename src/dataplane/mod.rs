@@ -4,13 +4,13 @@
 
 pub mod af_packet;
 pub mod af_xdp;
+pub mod agent;
 pub mod classify;
 pub mod clock;
 pub mod forward;
 pub mod hwstamp;
 pub mod idle;
 pub mod ingress;
-pub mod linkstate;
 pub mod mem_port;
 pub mod open;
 pub mod pfc_headroom;

@@ -2,7 +2,14 @@
 //! limits) and how SFC runs ([`SfcSettings`]): the validated settings the dataplane runs, built
 //! by `config` from the file and replaced by link-up's measurements and SIGHUP.
 
-use super::{sfc_guard::SfcSourcePolicy, PfcThresholds};
+use super::{sfc_guard::SfcSourcePolicy, PfcThresholds, PRIORITIES};
+
+/// The priorities of `prios` with PFC, as a class-enable mask (bit n: priority n).
+pub fn pfc_mask(prios: &[PrioPlan; PRIORITIES]) -> u8 {
+    (0..PRIORITIES)
+        .filter(|&p| prios[p].pfc.is_some())
+        .fold(0u8, |m, p| m | (1 << p))
+}
 
 /// PFC settings of a lossless priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]

@@ -4,7 +4,9 @@
 //! - [`lldp`]: the LLDP agent (sans-I/O): our LLDPDU, when to send it, neighbours by TTL;
 //! - [`pdelay`]: the peer-delay initiator and responder (sans-I/O);
 //! - [`run`]: [`run::LinkAgent`], which drives both over one [`crate::dataplane::port::Port`]
-//!   from the caller's loop (the `lossless measure` tool, and later the daemon);
+//!   from the caller's loop (the `lossless measure` tool, `gen --link-partner`);
+//! - [`worker`]: the same agent as a forwarding worker's [`crate::dataplane::agent::PortAgent`],
+//!   exchanging requests and results with the control plane through [`shared::LinkShared`];
 //! - this module: [`Measurement`] (samples and a robust estimate) and [`plan_headroom`], a
 //!   pure function from a measurement and the link's parameters to headroom and XOFF/XON.
 //!
@@ -23,7 +25,9 @@
 pub mod lldp;
 pub mod pdelay;
 pub mod run;
+pub mod shared;
 pub mod tx_stamp;
+pub mod worker;
 
 use serde::Serialize;
 

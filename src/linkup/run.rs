@@ -24,6 +24,7 @@ use super::{
     Measurement,
 };
 use crate::dataplane::{
+    agent::Taken,
     clock::now_ns,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame, Stamping},
@@ -61,17 +62,6 @@ pub enum LinkError {
     /// A frame could not be encoded.
     #[error("encoding a link-up frame: {0}")]
     Wire(#[from] WireError),
-}
-
-/// What a [`LinkAgent`] did with a frame handed to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Taken {
-    /// A PTP or LLDP frame, handled.
-    Consumed,
-    /// A PTP or LLDP frame that did not parse (counted).
-    Malformed,
-    /// Not link-up's: the caller goes on with it.
-    NotMine,
 }
 
 /// Counters of a [`LinkAgent`].

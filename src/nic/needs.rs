@@ -12,12 +12,7 @@ use crate::config::Plan;
 /// What `plan` needs of port `iface`; `None` if `iface` is not one of its ports.
 pub fn needs_for(plan: &Plan, iface: &str) -> Option<Needs> {
     let port = plan.ports.iter().find(|p| p.iface == iface)?;
-    let pfc_priorities = plan
-        .prios
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.pfc.is_some())
-        .fold(0u8, |m, (i, _)| m | (1 << i));
+    let pfc_priorities = crate::fc::plan::pfc_mask(&plan.prios);
     let headroom = plan
         .prios
         .iter()

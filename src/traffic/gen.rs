@@ -10,7 +10,8 @@ use super::send_credit_update;
 
 use crate::{
     dataplane::{
-        clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame, shaper::Shaper,
+        agent::Taken, clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame,
+        shaper::Shaper,
     },
     fc::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers, Gate},
@@ -20,7 +21,7 @@ use crate::{
     linkup::{
         lldp::LldpConfig,
         pdelay::InitiatorConfig,
-        run::{LinkAgent, LinkAgentConfig, Taken},
+        run::{LinkAgent, LinkAgentConfig},
     },
     wire::{
         classify, EtherType, EthernetRepr, FrameKind, MacAddr, MacControl, Sfcm, SfcmFrame,

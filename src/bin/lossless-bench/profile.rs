@@ -24,11 +24,12 @@
 
 use std::sync::Arc;
 
+use lossless::linkup::shared::LinkShared;
 use lossless::{
     dataplane::{
+        agent::PortAgent,
         classify::Trust,
         forward::{ForwardSetup, ForwardWorker, PortSetup, BATCH},
-        linkstate::LinkShared,
         mem_port::{mem_link, MemPeer, MemPort},
         pool::FramePool,
         port::{Port, RxFrame},
@@ -36,12 +37,13 @@ use lossless::{
     },
     fc::{
         credit_port::{emit_update, CreditPort, CreditTimers, Gate},
-        plan::{PrioPlan, SfcSettings},
+        plan::{pfc_mask, PrioPlan, SfcSettings},
         PauseTimers, PRIORITIES,
     },
     linkup::{
         lldp::{LldpAgent, LldpConfig},
         pdelay::PdelayResponder,
+        worker::ForwardingAgent,
         LinkupSettings,
     },
     wire::{
@@ -138,8 +140,20 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
         max_frame: lossless::dataplane::pool::XSK_MAX_FRAME as u32,
     };
     let stats = Arc::new(WorkerStats::new(2));
-    let links: Vec<Arc<LinkShared>> = vec![Arc::default(), Arc::default()];
-    links.iter().for_each(|l| l.request_measurement());
+    let agents = [&p0, &p1]
+        .map(|p| -> Option<Box<dyn PortAgent>> {
+            let link = Arc::new(LinkShared::default());
+            link.request_measurement();
+            Some(Box::new(ForwardingAgent::new(
+                &LINKUP,
+                link,
+                p.mac(),
+                p.name(),
+                pfc_mask(&prios),
+                0,
+            )))
+        })
+        .into();
     let w = ForwardWorker::new(
         FramePool::heap(POOL_FRAMES).expect("a heap pool"),
         vec![Box::new(p0), Box::new(p1)],
@@ -154,12 +168,12 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
             rate_share: 1.0,
             busy_poll: true,
             live: None,
-            linkup: Some((LINKUP, links)),
             credit: credit_timers(),
             headroom: lossless::fc::adaptive::HeadroomSettings::default(),
         },
         0,
-    );
+    )
+    .with_agents(agents);
     (w, peer0, peer1, stats)
 }
 

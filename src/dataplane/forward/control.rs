@@ -210,32 +210,11 @@ impl ForwardWorker {
         );
     }
 
-    /// Link-up: starts requested measurements, sends what the agents have due, and hands
-    /// finished measurements to the control plane.
+    /// Link-up: each port's agent takes its loop turn.
     pub(super) fn run_link_agents(&mut self, now: u64) {
-        let Some((_, links)) = &self.setup.linkup else {
-            return;
-        };
-        for (port, link) in self.ports.iter_mut().zip(links) {
-            let Some(agent) = port.agent.as_mut() else {
-                continue;
-            };
-            if link.take_request() {
-                agent.start_measurement(now);
-            }
-            if let Err(e) = agent.transmit(&mut *port.io, &mut self.pool, now) {
-                tracing::warn!(iface = port.io.name(), error = %e, "link-up transmit failed");
-            }
-            if let Some(r) = agent.take_measurement(now) {
-                link.finish(r);
-            }
-            let known = agent.lldp().neighbours();
-            if known.len() != port.neighbours_seen {
-                port.neighbours_seen = known.len();
-                let peer = known
-                    .first()
-                    .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
-                link.set_peer(peer);
+        for port in &mut self.ports {
+            if let Some(agent) = port.agent.as_mut() {
+                agent.poll(&mut *port.io, &mut self.pool, now);
             }
         }
     }

@@ -8,11 +8,11 @@ use std::sync::{
 };
 
 use super::{
+    agent::PortAgent,
     classify::Trust,
     clock::now_ns,
     idle::Idler,
     ingress::FillWatch,
-    linkstate::LinkShared,
     pfc_headroom::PortHeadroom,
     pool::{Frame, FramePool},
     port::{Port, PortError, RxFrame},
@@ -22,22 +22,14 @@ use super::{
     shared::SharedPort,
     stats::{DropReason, WorkerStats},
 };
-use crate::{
-    fc::{
-        adaptive::HeadroomSettings,
-        credit_port::{CreditPort, CreditTimers},
-        plan::{PrioPlan, SfcSettings},
-        sfc::{ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig},
-        sfc_guard::SfcGuard,
-        watchdog::{PfcWatchdog, WatchdogConfig},
-        PauseTimers, PfcGenerator, PRIORITIES,
-    },
-    linkup::{
-        lldp::LldpConfig,
-        pdelay::InitiatorConfig,
-        run::{LinkAgent, LinkAgentConfig},
-        LinkupSettings,
-    },
+use crate::fc::{
+    adaptive::HeadroomSettings,
+    credit_port::{CreditPort, CreditTimers},
+    plan::{PrioPlan, SfcSettings},
+    sfc::{ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig},
+    sfc_guard::SfcGuard,
+    watchdog::{PfcWatchdog, WatchdogConfig},
+    PauseTimers, PfcGenerator, PRIORITIES,
 };
 
 mod control;
@@ -182,8 +174,6 @@ pub struct ForwardSetup {
     pub busy_poll: bool,
     /// Where reloaded settings are published (SIGHUP), if anywhere.
     pub live: Option<Arc<SettingsCell>>,
-    /// Link-up measurement (run by the leader worker), with one exchange per port.
-    pub linkup: Option<(LinkupSettings, Vec<Arc<LinkShared>>)>,
     /// Timers of the credit lanes.
     pub credit: CreditTimers,
     /// How the PFC headroom adapts to the overshoot seen.
@@ -226,10 +216,9 @@ struct PortState {
     generator: PfcGenerator,
     /// When the watchdog is enabled.
     watchdog: Option<PfcWatchdog>,
-    /// LLDP and peer delay, on the leader worker when link-up is enabled.
-    agent: Option<LinkAgent>,
-    /// LLDP neighbours the agent knew when last published.
-    neighbours_seen: usize,
+    /// LLDP and peer delay, on the leader worker when link-up is enabled
+    /// ([`ForwardWorker::with_agents`]).
+    agent: Option<Box<dyn PortAgent>>,
     /// Admission per priority, from the settings in force (measured thresholds included).
     admission: [Admission; PRIORITIES],
     /// Control frames (PFC, SFCM, credit) waiting for TX; sent ahead of data.
@@ -275,9 +264,6 @@ impl ForwardWorker {
         now: u64,
     ) -> Self {
         let cap = pool.capacity() as usize;
-        let pfc_enabled = (0..PRIORITIES)
-            .filter(|&p| setup.prios[p].pfc.is_some())
-            .fold(0u8, |m, p| m | (1 << p));
         let ports = ports
             .into_iter()
             .zip(shared)
@@ -296,24 +282,6 @@ impl ForwardWorker {
                     || std::array::from_fn(|p| setup.prios[p].thresholds()),
                     PortHeadroom::thresholds,
                 );
-                let agent = match (&setup.linkup, setup.pfc_generator) {
-                    (Some((l, _)), true) => Some(
-                        LinkAgent::new(
-                            LinkAgentConfig {
-                                lldp: LldpConfig::new(io.mac(), io.name(), pfc_enabled),
-                                initiator: InitiatorConfig::new(l.samples, l.sample_interval_ns),
-                                respond: true,
-                            },
-                            io.mac(),
-                            now,
-                        )
-                        .with_kernel_tx_stamps(
-                            io.name(),
-                            crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
-                        ),
-                    ),
-                    _ => None,
-                };
                 let lanes = (0..PRIORITIES)
                     .filter(|&p| port.credit && setup.prios[p].credit)
                     .map(|p| (p as u8, setup.prios[p].limit));
@@ -323,8 +291,7 @@ impl ForwardWorker {
                     timers: PauseTimers::new(port.speed_bps),
                     generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
                     watchdog: setup.watchdog.map(PfcWatchdog::new),
-                    agent,
-                    neighbours_seen: usize::MAX,
+                    agent: None,
                     // Nothing measured yet: every port has the configured plans.
                     admission: admission_row(|prio| setup.prios[prio]),
                     ctrl: Ring::new(CTRL_QUEUE),
@@ -368,6 +335,17 @@ impl ForwardWorker {
             stats,
             setup,
         }
+    }
+
+    /// Gives port `p` the agent `agents[p]` (link-up's LLDP and peer delay, built by the
+    /// control plane). Only the leader worker (`pfc_generator`) runs agents: it receives every
+    /// port's control frames.
+    pub fn with_agents(mut self, agents: Vec<Option<Box<dyn PortAgent>>>) -> Self {
+        debug_assert!(self.setup.pfc_generator || agents.iter().all(Option::is_none));
+        for (port, agent) in self.ports.iter_mut().zip(agents) {
+            port.agent = agent;
+        }
+        self
     }
 
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
@@ -544,7 +522,7 @@ impl ForwardWorker {
         for port in &self.ports {
             let timers = [
                 port.watchdog.as_ref().and_then(PfcWatchdog::next_deadline),
-                port.agent.as_ref().map(LinkAgent::next_deadline),
+                port.agent.as_ref().map(|a| a.next_deadline()),
                 port.credit.next_deadline(),
                 self.setup
                     .pfc_generator
@@ -625,7 +603,6 @@ mod tests {
                 rate_share: 1.0,
                 busy_poll: false,
                 live: None,
-                linkup: None,
                 credit: CreditTimers {
                     update_interval_ns: 20_000,
                     resync_interval_ns: 50_000,

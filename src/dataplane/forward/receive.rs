@@ -4,6 +4,7 @@
 //! reason; what waits in the RX ring is accounted from the XDP program's counters.
 
 use crate::dataplane::{
+    agent::Taken,
     classify,
     pool::Frame,
     port::RxFrame,
@@ -12,7 +13,6 @@ use crate::dataplane::{
 };
 use crate::{
     fc::{sfc::SfcReaction, sfc_guard::Refusal, PauseTimers, PRIORITIES},
-    linkup::run::Taken,
     wire::{self, EthernetFrame, FrameKind, MacControl, Sfcm, SfcmFrame},
 };
 

@@ -7,7 +7,7 @@ use std::sync::{
     Mutex,
 };
 
-use crate::linkup::{pdelay::MeasureError, Measurement};
+use super::{pdelay::MeasureError, Measurement};
 
 /// One port's link-up exchange between control plane and worker.
 #[derive(Debug, Default)]

@@ -1,0 +1,92 @@
+//! [`ForwardingAgent`]: a port's [`LinkAgent`] run by the daemon's leader worker, as the
+//! dataplane's [`PortAgent`]. Each loop turn it starts a measurement the control plane asked
+//! for, sends what is due, hands a finished measurement back and publishes the LLDP neighbour
+//! when the set of neighbours changed; all of that through the port's [`LinkShared`], whose
+//! lock is taken only when a measurement finishes or the neighbours change.
+
+use std::sync::Arc;
+
+use super::{
+    lldp::LldpConfig,
+    pdelay::InitiatorConfig,
+    run::{LinkAgent, LinkAgentConfig},
+    shared::LinkShared,
+    tx_stamp::DATAPLANE_STAMP_TIMEOUT,
+    LinkupSettings,
+};
+use crate::{
+    dataplane::{
+        agent::{PortAgent, Taken},
+        pool::FramePool,
+        port::Port,
+    },
+    wire::{FrameKind, MacAddr},
+};
+
+/// Link-up on one port of a forwarding worker.
+pub struct ForwardingAgent {
+    agent: LinkAgent,
+    link: Arc<LinkShared>,
+    /// LLDP neighbours the agent knew when last published.
+    neighbours_seen: usize,
+}
+
+impl ForwardingAgent {
+    /// The agent of port `iface` (MAC `mac`, PFC enabled on the priorities of `pfc_enabled`)
+    /// with `settings`, talking to the control plane through `link`; its first LLDPDU is due
+    /// at `now`. Peer-delay frames take kernel TX stamps where the interface gives them.
+    pub fn new(
+        settings: &LinkupSettings,
+        link: Arc<LinkShared>,
+        mac: MacAddr,
+        iface: &str,
+        pfc_enabled: u8,
+        now: u64,
+    ) -> Self {
+        let agent = LinkAgent::new(
+            LinkAgentConfig {
+                lldp: LldpConfig::new(mac, iface, pfc_enabled),
+                initiator: InitiatorConfig::new(settings.samples, settings.sample_interval_ns),
+                respond: true,
+            },
+            mac,
+            now,
+        )
+        .with_kernel_tx_stamps(iface, DATAPLANE_STAMP_TIMEOUT);
+        ForwardingAgent {
+            agent,
+            link,
+            neighbours_seen: usize::MAX,
+        }
+    }
+}
+
+impl PortAgent for ForwardingAgent {
+    fn on_frame(&mut self, kind: FrameKind, data: &[u8], rx_ns: u64, now: u64) -> Taken {
+        self.agent.on_frame(kind, data, rx_ns, now)
+    }
+
+    fn poll(&mut self, port: &mut dyn Port, pool: &mut FramePool, now: u64) {
+        if self.link.take_request() {
+            self.agent.start_measurement(now);
+        }
+        if let Err(e) = self.agent.transmit(port, pool, now) {
+            tracing::warn!(iface = port.name(), error = %e, "link-up transmit failed");
+        }
+        if let Some(r) = self.agent.take_measurement(now) {
+            self.link.finish(r);
+        }
+        let known = self.agent.lldp().neighbours();
+        if known.len() != self.neighbours_seen {
+            self.neighbours_seen = known.len();
+            let peer = known
+                .first()
+                .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
+            self.link.set_peer(peer);
+        }
+    }
+
+    fn next_deadline(&self) -> u64 {
+        self.agent.next_deadline()
+    }
+}
