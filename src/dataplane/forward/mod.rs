@@ -46,6 +46,12 @@ const GAUGE_PERIOD_NS: u64 = 1_000_000;
 /// How often a worker holding frames for a port without carrier looks whether it is back.
 const LINK_DOWN_RECHECK_NS: u64 = 1_000_000;
 
+/// How long a worker keeps polling after it resumed a source (XON), for the frames the source
+/// sends the moment it hears it: longer than a source on this VM takes to react (p99.99 of
+/// the PFC reactions, `lossless_pfc_reaction_seconds`, took under 131 µs in the peak-queue
+/// runs of `bench/reaction`, a few of them milliseconds).
+const RESUME_GRACE_NS: u64 = 2_000_000;
+
 /// Control frames (PFC, SFCM) that may wait for TX per port.
 const CTRL_QUEUE: usize = 256;
 
@@ -219,6 +225,8 @@ struct PortState {
     /// LLDP and peer delay, on the leader worker when link-up is enabled
     /// ([`ForwardWorker::with_agents`]).
     agent: Option<Box<dyn PortAgent>>,
+    /// When this port last resumed a source it had paused (XON).
+    resumed_at: Option<u64>,
     /// Admission per priority, from the settings in force (measured thresholds included).
     admission: [Admission; PRIORITIES],
     /// Control frames (PFC, SFCM, credit) waiting for TX; sent ahead of data.
@@ -292,6 +300,7 @@ impl ForwardWorker {
                     generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
                     watchdog: setup.watchdog.map(PfcWatchdog::new),
                     agent: None,
+                    resumed_at: None,
                     // Nothing measured yet: every port has the configured plans.
                     admission: admission_row(|prio| setup.prios[prio]),
                     ctrl: Ring::new(CTRL_QUEUE),
@@ -376,7 +385,7 @@ impl ForwardWorker {
                 continue;
             }
             if self.step(now)? == 0 {
-                let deadline = if self.holds_lossless() {
+                let deadline = if self.holds_lossless(now) {
                     Some(now)
                 } else {
                     self.next_deadline(now)
@@ -463,7 +472,8 @@ impl ForwardWorker {
     }
 
     /// Whether some port holds frames of a lossless priority (queued, or waiting in its RX
-    /// rings) or has a source paused: then the worker polls instead of sleeping.
+    /// rings), has a source paused, or resumed one less than [`RESUME_GRACE_NS`] before
+    /// `now`: then the worker polls instead of sleeping.
     ///
     /// A sleeping worker sees the next frame only after a wake-up, and a wake-up costs the
     /// scheduler's latency and, on a virtual machine, the hypervisor's for bringing a halted
@@ -472,13 +482,15 @@ impl ForwardWorker {
     /// a polling worker saw none over 1 ms. A congestion point that holds lossless frames is
     /// near a threshold and its sources send again the moment they are let go, so every
     /// frame of such a wake-up lands beyond XOFF before the worker can send it (a PFC
-    /// priority lost a third of its frames to `headroom_overflow`). An idle worker, holding
-    /// nothing, still sleeps: the whole buffer is then between the next frame and an
-    /// overflow.
-    fn holds_lossless(&self) -> bool {
+    /// priority lost a third of its frames to `headroom_overflow`). With XON at 0 (a
+    /// headroom that takes the whole buffer) the queue is empty when the source is let go,
+    /// hence the grace after an XON. An idle worker, holding nothing, still sleeps: the whole
+    /// buffer is then between the next frame and an overflow.
+    fn holds_lossless(&self, now: u64) -> bool {
         self.ports.iter().any(|port| {
             let occupancy = port.shared.pfc_occupancy();
             (self.setup.pfc_generator && port.generator.xoff_mask() != 0)
+                || port.resumed_at.is_some_and(|t| now < t + RESUME_GRACE_NS)
                 || (0..PRIORITIES).any(|p| port.admission[p].lossless && occupancy[p] != 0)
         })
     }
@@ -694,7 +706,7 @@ mod tests {
         ] {
             let (mut w, src, dst, _) = worker(plan);
             w.step(0).unwrap();
-            assert!(!w.holds_lossless(), "nothing held");
+            assert!(!w.holds_lossless(2_000), "nothing held");
             // The egress is paused (PAUSE from its peer), so the frame stays queued.
             let mut pause = [0u8; 60];
             MacControl::Pause { quanta: 65535 }
@@ -705,8 +717,43 @@ mod tests {
             src.inject(&frame(0), 2_000);
             w.step(2_000).unwrap();
             assert!(dst.take().is_empty(), "held by the pause");
-            assert_eq!(w.holds_lossless(), lossless, "{plan:?}");
+            assert_eq!(w.holds_lossless(2_000), lossless, "{plan:?}");
         }
+    }
+
+    /// After an XON the worker keeps polling for [`RESUME_GRACE_NS`]: the source sends again
+    /// at once, and with XON at 0 nothing else is held by then.
+    #[test]
+    fn a_worker_that_resumed_a_source_polls_for_a_grace() {
+        let (mut w, src, dst, _) = worker(PrioPlan::pfc(2_000, 0, 64 * 1024));
+        // The egress is paused for 100 quanta (51.2 us at 1 Gbit/s) while 5 frames arrive
+        // (XOFF is at least two maximum frames, 3036 bytes).
+        let mut pause = [0u8; 60];
+        MacControl::Pause { quanta: 100 }
+            .emit_frame(MacAddr([2, 0, 0, 0, 0, 20]), &mut pause)
+            .unwrap();
+        dst.inject(&pause, 0);
+        w.step(0).unwrap();
+        for seq in 0..5 {
+            src.inject(&frame(seq), 1_000);
+        }
+        w.step(1_000).unwrap();
+        assert_eq!(src.take().len(), 1, "XOFF upstream");
+        assert!(w.holds_lossless(1_000));
+        let mut now = 1_000;
+        let xon = |f: &Vec<u8>| matches!(MacControl::parse_frame(f), Ok(MacControl::Pfc { quanta, .. }) if quanta[3] == 0);
+        let mut delivered = 0;
+        while delivered < 5 || !src.take().iter().any(xon) {
+            delivered += dst.take().len();
+            now += 1_000;
+            assert!(now < 1_000_000, "never drained and resumed");
+            w.step(now).unwrap();
+        }
+        assert!(
+            w.holds_lossless(now + RESUME_GRACE_NS - 1),
+            "within the grace"
+        );
+        assert!(!w.holds_lossless(now + RESUME_GRACE_NS), "after it");
     }
 
     /// The worker as the bottleneck: a 10 Gbit/s source of 128-byte frames steps ahead of a
