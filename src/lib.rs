@@ -10,7 +10,8 @@
 //! - [`headroom`]: pure headroom / threshold math and the calculator behind `lossless headroom`;
 //! - [`dataplane`]: frame pools, ports (AF_XDP, AF_PACKET, in-memory), queues, shaper, workers;
 //! - [`control`]: the daemon's control plane (XDP attach, signals, reports);
-//! - [`config`]: the TOML configuration and its validation.
+//! - [`config`]: the TOML configuration and its validation;
+//! - [`kernel`]: netlink and ethtool readers.
 
 pub mod cable;
 pub mod cli;
@@ -19,6 +20,7 @@ pub mod control;
 pub mod dataplane;
 pub mod fc;
 pub mod headroom;
+pub mod kernel;
 pub mod linkup;
 pub mod nic;
 pub mod traffic;

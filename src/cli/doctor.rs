@@ -9,9 +9,9 @@ use serde::Serialize;
 use super::{common, error::CliError};
 use crate::{
     config::Plan,
+    kernel::netlink::Netlink,
     nic::{
         needs::needs_for,
-        netlink::Netlink,
         probe::{probe, Fact, NicFacts},
         table::{self, Cell, DriverRow},
         verdict::{diagnose, Diagnosis, Needs},

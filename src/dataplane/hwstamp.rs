@@ -17,7 +17,7 @@ use std::{
 };
 
 use super::clock::now_ns;
-use crate::nic::{ethtool, netlink::Netlink};
+use crate::kernel::{ethtool, netlink::Netlink};
 
 /// How often a port reads its PHC against CLOCK_MONOTONIC.
 pub const SAMPLE_EVERY_NS: u64 = 1_000_000_000;

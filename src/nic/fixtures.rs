@@ -2,7 +2,8 @@
 //! `tests/fixtures/nic/<case>/`. Expected values were read from the same interfaces with
 //! `ethtool` and `ip -d link` at capture time (kernel 6.18, veth pair in a namespace).
 
-use super::{drvinfo, ethtool, link, netdev, netlink};
+use super::{drvinfo, link, netdev};
+use crate::kernel::{ethtool, netlink};
 
 macro_rules! fixture {
     ($case:literal, $name:literal) => {

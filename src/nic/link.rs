@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::netlink::{split_replies, Attrs, MsgBuilder, Netlink, NlError, Proto};
+use crate::kernel::netlink::{split_replies, Attrs, MsgBuilder, Netlink, NlError, Proto};
 
 const RTM_GETLINK: u16 = 18;
 const RTM_GETDCB: u16 = 78;

@@ -2,12 +2,11 @@
 //! print warnings from.
 
 use super::{
-    netlink::Netlink,
     probe::probe,
     table,
     verdict::{diagnose, Needs, Status},
 };
-use crate::config::Plan;
+use crate::{config::Plan, kernel::netlink::Netlink};
 
 /// What `plan` needs of port `iface`; `None` if `iface` is not one of its ports.
 pub fn needs_for(plan: &Plan, iface: &str) -> Option<Needs> {

@@ -3,7 +3,9 @@
 
 use serde::Serialize;
 
-use super::netlink::{genl_attrs, split_replies, Attrs, MsgBuilder, Netlink, NlError, Proto};
+use crate::kernel::netlink::{
+    genl_attrs, split_replies, Attrs, MsgBuilder, Netlink, NlError, Proto,
+};
 
 const NETDEV_CMD_DEV_GET: u8 = 1;
 const NETDEV_A_DEV_IFINDEX: u16 = 1;

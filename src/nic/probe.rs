@@ -4,12 +4,16 @@ use serde::Serialize;
 
 use super::{
     drvinfo::{self, DrvInfo},
-    ethtool::{self, Bit, Channels, Features, LinkModes, Pause, TsInfo},
     link::{self, DcbPfc, LinkInfo},
     netdev::{self, NetdevFeatures},
-    netlink::{Netlink, NlError},
 };
-use crate::wire::MacAddr;
+use crate::{
+    kernel::{
+        ethtool::{self, Bit, Channels, Features, LinkModes, Pause, TsInfo},
+        netlink::{Netlink, NlError},
+    },
+    wire::MacAddr,
+};
 
 /// The group address PAUSE and PFC frames are sent to.
 pub const MAC_CONTROL_GROUP: MacAddr = MacAddr([0x01, 0x80, 0xc2, 0x00, 0x00, 0x01]);

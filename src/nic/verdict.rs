@@ -477,12 +477,9 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nic::{
-        drvinfo::DrvInfo,
-        ethtool::{Bit, Pause},
-        fixtures::veth_facts,
-        link::DcbPfc,
-        table,
+    use crate::{
+        kernel::ethtool::{Bit, Pause},
+        nic::{drvinfo::DrvInfo, fixtures::veth_facts, link::DcbPfc, table},
     };
 
     fn judge(facts: &NicFacts, needs: &Needs) -> Diagnosis {
@@ -548,7 +545,7 @@ mod tests {
     #[test]
     fn nic_rx_pause_on_swallows_pfc_and_the_fix_turns_dcb_off_first() {
         let mut f = nic("ixgbe");
-        f.features = Fact::Known(crate::nic::ethtool::Features {
+        f.features = Fact::Known(crate::kernel::ethtool::Features {
             rx_all: Some(true),
             rx_all_changeable: true,
             ..Default::default()
