@@ -9,8 +9,8 @@ use std::{
 };
 
 use common::{
-    chrt, threads_named, unique, unit_capabilities_except, unit_user_capabilities, Dut, Proc, BIN,
-    UNIT,
+    chrt, threads_named, unique, unit_capabilities_except, unit_user_capabilities, Dut,
+    FrozenThread, Proc, BIN, UNIT,
 };
 
 /// A notification socket owned by the test.
@@ -94,11 +94,7 @@ fn notifies_ready_watchdog_and_stopping() {
 fn watchdog_pings_stop_when_a_worker_is_wedged() {
     let dut = Dut::new("ly", "");
     let n = NotifySocket::new();
-    let env = [
-        ("NOTIFY_SOCKET", n.path()),
-        ("WATCHDOG_USEC", "200000"),
-        ("LOSSLESS_TEST_WEDGE_AFTER_MS", "300"),
-    ];
+    let env = [("NOTIFY_SOCKET", n.path()), ("WATCHDOG_USEC", "200000")];
     let mut d = Proc::spawn_with(&dut.ns, &env, &[], &["run", "--config", dut.cfg.path()]);
     d.wait_ready(Duration::from_secs(10));
     let early = n.collect(Duration::from_millis(250));
@@ -106,7 +102,11 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
         early.iter().any(|m| m == "WATCHDOG=1"),
         "pings before the wedge: {early:?}"
     );
-    // Past the wedge (and one watchdog period to notice it); discard what was sent meanwhile.
+    // The worker stops (ptrace), the rest of the daemon runs on. One watchdog period to
+    // notice it; discard what was sent meanwhile.
+    let workers = threads_named(d.pid(), "lossless-w");
+    assert_eq!(workers.len(), 1, "one worker thread");
+    let frozen = FrozenThread::freeze(workers[0]);
     let _ = n.collect(Duration::from_millis(400));
     let late = n.collect(Duration::from_millis(800));
     assert!(
@@ -117,6 +117,14 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
         d.stderr().contains("withholding the systemd watchdog ping"),
         "{}",
         d.stderr()
+    );
+    // Let go, the pings come back.
+    drop(frozen);
+    let _ = n.collect(Duration::from_millis(300));
+    let again = n.collect(Duration::from_millis(500));
+    assert!(
+        again.iter().any(|m| m == "WATCHDOG=1"),
+        "pings after the worker resumed: {again:?}"
     );
 }
 

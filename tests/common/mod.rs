@@ -912,3 +912,53 @@ fn chrt_once(tid: u32) -> (String, u32) {
         field("scheduling priority:").parse().expect("a priority"),
     )
 }
+
+/// One thread of another process stopped with ptrace (`PTRACE_SEIZE` + `PTRACE_INTERRUPT`)
+/// while the rest of the process runs on: a worker wedged for real, as a hung driver call or
+/// a debugger would leave it. Resumed (detached) on drop, which must happen on the thread
+/// that froze it (ptrace's tracer is a thread).
+pub struct FrozenThread {
+    tid: libc::pid_t,
+}
+
+impl FrozenThread {
+    /// Stops thread `tid` and waits until it has stopped.
+    pub fn freeze(tid: u32) -> Self {
+        let tid = tid as libc::pid_t;
+        let null = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: plain ptrace requests on a thread id; no memory is passed.
+        let seized = unsafe { libc::ptrace(libc::PTRACE_SEIZE, tid, null, null) };
+        assert_eq!(
+            seized,
+            0,
+            "PTRACE_SEIZE {tid}: {}",
+            std::io::Error::last_os_error()
+        );
+        // SAFETY: as above.
+        let stopped = unsafe { libc::ptrace(libc::PTRACE_INTERRUPT, tid, null, null) };
+        assert_eq!(
+            stopped,
+            0,
+            "PTRACE_INTERRUPT {tid}: {}",
+            std::io::Error::last_os_error()
+        );
+        let mut status = 0;
+        // SAFETY: waits for the traced thread's stop; `status` is a valid out pointer.
+        let waited = unsafe { libc::waitpid(tid, &mut status, libc::__WALL) };
+        assert_eq!(
+            waited,
+            tid,
+            "waitpid {tid}: {}",
+            std::io::Error::last_os_error()
+        );
+        FrozenThread { tid }
+    }
+}
+
+impl Drop for FrozenThread {
+    fn drop(&mut self) {
+        let null = std::ptr::null_mut::<libc::c_void>();
+        // SAFETY: detaches the thread this tracer stopped; it resumes.
+        unsafe { libc::ptrace(libc::PTRACE_DETACH, self.tid, null, null) };
+    }
+}

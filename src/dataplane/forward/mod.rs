@@ -373,17 +373,8 @@ impl ForwardWorker {
             }
         }
         let mut turns = 0u32;
-        // Test hook for the systemd watchdog tests: the loop stops turning after this many ms.
-        let wedge_at = std::env::var("LOSSLESS_TEST_WEDGE_AFTER_MS")
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(|ms| now_ns() + ms * 1_000_000);
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
-            if wedge_at.is_some_and(|t| now >= t) {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                continue;
-            }
             if self.step(now)? == 0 {
                 let deadline = if self.holds_lossless(now) {
                     Some(now)
