@@ -618,6 +618,15 @@ mod tests {
         (w, peer0, peer1, stats)
     }
 
+    /// A PAUSE frame of `quanta` from the sink side's MAC.
+    fn pause_frame(quanta: u16) -> [u8; 60] {
+        let mut b = [0u8; 60];
+        MacControl::Pause { quanta }
+            .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut b)
+            .unwrap();
+        b
+    }
+
     fn frame(seq: u64) -> Vec<u8> {
         let f = TestFrame {
             seq,
@@ -699,11 +708,7 @@ mod tests {
             w.step(0).unwrap();
             assert!(!w.holds_lossless(2_000), "nothing held");
             // The egress is paused (PAUSE from its peer), so the frame stays queued.
-            let mut pause = [0u8; 60];
-            MacControl::Pause { quanta: 65535 }
-                .emit_frame(MacAddr([2, 0, 0, 0, 0, 20]), &mut pause)
-                .unwrap();
-            dst.inject(&pause, 0);
+            dst.inject(&pause_frame(65535), 0);
             w.step(1_000).unwrap();
             src.inject(&frame(0), 2_000);
             w.step(2_000).unwrap();
@@ -719,11 +724,7 @@ mod tests {
         let (mut w, src, dst, _) = worker(PrioPlan::pfc(2_000, 0, 64 * 1024));
         // The egress is paused for 100 quanta (51.2 us at 1 Gbit/s) while 5 frames arrive
         // (XOFF is at least two maximum frames, 3036 bytes).
-        let mut pause = [0u8; 60];
-        MacControl::Pause { quanta: 100 }
-            .emit_frame(MacAddr([2, 0, 0, 0, 0, 20]), &mut pause)
-            .unwrap();
-        dst.inject(&pause, 0);
+        dst.inject(&pause_frame(100), 0);
         w.step(0).unwrap();
         for seq in 0..5 {
             src.inject(&frame(seq), 1_000);
@@ -824,10 +825,7 @@ mod tests {
     fn pause_stops_egress_and_malformed_control_is_counted() {
         let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
         // The sink side pauses every priority for 1000 quanta (512 us at 1 Gbit/s).
-        let mut pause = [0u8; 60];
-        MacControl::Pause { quanta: 1000 }
-            .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pause)
-            .unwrap();
+        let pause = pause_frame(1000);
         dst.inject(&pause, 0);
         let mut bad = pause;
         bad[15] = 0x77; // unknown opcode
