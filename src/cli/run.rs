@@ -7,10 +7,7 @@ use serde::Serialize;
 
 use super::common;
 use crate::{
-    config::Plan,
-    control::{daemon, signals},
-    dataplane::sched::RealtimeMode,
-    nic::needs::startup_warnings,
+    config::Plan, control::daemon, dataplane::sched::RealtimeMode, nic::needs::startup_warnings,
     units::format_rate,
 };
 
@@ -70,9 +67,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     for w in startup_warnings(&plan) {
         tracing::warn!("{w}");
     }
-    let stop = signals::install();
-    let reload = signals::install_reload();
-    let report = daemon::run(&plan, &args.config, stop, reload)?;
+    let report = daemon::run(&plan, &args.config)?;
     common::print_report(&report, args.json, |r| {
         let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
         for t in &r.worker_threads {

@@ -2,13 +2,14 @@
 //! port loses its carrier (or is set down), its egress is marked down in [`SharedPort`], so the
 //! workers hold its frames in their queues (back-pressure, PFC upstream) instead of sending
 //! them into a dead link; when the carrier returns, the queues drain.
+//!
+//! The thread sleeps in `poll` on the socket and an eventfd, with no timeout: it wakes for a
+//! link event or for its stop ([`CarrierWatch`] dropped), never to look at a flag.
 
 use std::{
     io,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
+    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    sync::Arc,
     thread::JoinHandle,
 };
 
@@ -69,26 +70,83 @@ pub struct Watched {
     pub shared: Arc<SharedPort>,
 }
 
-/// Starts the watch: sets every port's state now, then follows link events until `stop`.
-pub fn spawn(ports: Vec<Watched>, stop: &'static AtomicBool) -> io::Result<JoinHandle<()>> {
+/// The running watch. Dropping it stops the thread and waits for it: an eventfd wakes the
+/// thread out of its `poll`, so the stop takes no timeout.
+pub struct CarrierWatch {
+    wake: OwnedFd,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Drop for CarrierWatch {
+    fn drop(&mut self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes from a live buffer to our eventfd.
+        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the watch: sets every port's state now, then follows link events until the
+/// returned [`CarrierWatch`] is dropped.
+pub fn spawn(ports: Vec<Watched>) -> io::Result<CarrierWatch> {
     let indexes: Vec<u32> = ports
         .iter()
         .map(|p| ifindex(&p.iface).map_or(0, |i| i as u32))
         .collect();
-    let fd = open_socket()?;
+    let socket = open_socket()?;
+    // SAFETY: plain eventfd(2); the result is checked before it is owned.
+    let wake = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+    if wake < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `wake` is a descriptor we just opened and own alone.
+    let wake = unsafe { OwnedFd::from_raw_fd(wake) };
+    let woken = wake.try_clone()?;
     let refresh = |ports: &[Watched]| {
         for p in ports {
             p.shared.set_link_up(is_up(&p.iface));
         }
     };
     refresh(&ports);
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("lossless-carrier".into())
         .spawn(move || {
             let mut buf = vec![0u8; 16 * 1024];
-            while !stop.load(Ordering::Relaxed) {
-                // SAFETY: `buf` is writable for its length; `fd` is our socket.
-                let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
+            let mut fds = [
+                libc::pollfd {
+                    fd: socket.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: woken.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            loop {
+                // SAFETY: `fds` is a valid array of two pollfds for the call.
+                let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+                if ready < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+                    break;
+                }
+                if fds[1].revents != 0 {
+                    break;
+                }
+                if ready <= 0 || fds[0].revents == 0 {
+                    continue;
+                }
+                // SAFETY: `buf` is writable for its length; the socket is ours.
+                let n = unsafe {
+                    libc::recv(
+                        socket.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.len(),
+                        libc::MSG_DONTWAIT,
+                    )
+                };
                 if n < 0 {
                     match io::Error::last_os_error().raw_os_error() {
                         // Events were lost: read the truth from sysfs.
@@ -113,15 +171,16 @@ pub fn spawn(ports: Vec<Watched>, stop: &'static AtomicBool) -> io::Result<JoinH
                     }
                 }
             }
-            // SAFETY: closing our own descriptor once.
-            unsafe { libc::close(fd) };
-        })
+        })?;
+    Ok(CarrierWatch {
+        wake,
+        thread: Some(thread),
+    })
 }
 
-/// A NETLINK_ROUTE socket bound to the link group, with a 100 ms receive timeout so the
-/// thread sees `stop`.
-fn open_socket() -> io::Result<libc::c_int> {
-    // SAFETY: plain socket(2); the result is checked.
+/// A NETLINK_ROUTE socket bound to the link group.
+fn open_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket(2); the result is checked before it is owned.
     let fd = unsafe {
         libc::socket(
             libc::AF_NETLINK,
@@ -132,34 +191,22 @@ fn open_socket() -> io::Result<libc::c_int> {
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: `fd` is a descriptor we just opened and own alone (closed on drop, also on error).
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: zeroed sockaddr_nl is valid; we fill family and groups.
     let mut addr: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
     addr.nl_family = libc::AF_NETLINK as u16;
     addr.nl_groups = RTMGRP_LINK;
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 100_000,
-    };
-    // SAFETY: valid pointers and sizes for bind(2) and setsockopt(2).
-    let ok = unsafe {
+    // SAFETY: valid pointer and size for bind(2).
+    let bound = unsafe {
         libc::bind(
-            fd,
+            fd.as_raw_fd(),
             (&addr as *const libc::sockaddr_nl).cast(),
             std::mem::size_of::<libc::sockaddr_nl>() as u32,
-        ) == 0
-            && libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&tv as *const libc::timeval).cast(),
-                std::mem::size_of::<libc::timeval>() as u32,
-            ) == 0
+        )
     };
-    if !ok {
-        let e = io::Error::last_os_error();
-        // SAFETY: closing the socket we opened.
-        unsafe { libc::close(fd) };
-        return Err(e);
+    if bound != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(fd)
 }
@@ -167,6 +214,7 @@ fn open_socket() -> io::Result<libc::c_int> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
 
     fn msg(kind: u16, index: u32, flags: u32, extra: usize) -> Vec<u8> {
         let len = (NLMSG_HDR + IFINFO + extra) as u32;
@@ -181,6 +229,15 @@ mod tests {
         b.resize(b.len() + extra, 0xaa);
         b.resize(b.len().next_multiple_of(4), 0);
         b
+    }
+
+    #[test]
+    fn dropping_the_watch_wakes_and_joins_its_thread() {
+        let watch = spawn(Vec::new()).expect("netlink socket");
+        std::thread::sleep(Duration::from_millis(20));
+        let start = Instant::now();
+        drop(watch);
+        assert!(start.elapsed() < Duration::from_secs(1));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::{
     path::Path,
-    sync::{atomic::AtomicBool, atomic::Ordering, mpsc, Arc},
+    sync::{mpsc, Arc},
     thread::JoinHandle,
     time::Duration,
 };
@@ -17,6 +17,8 @@ use super::{
     logging,
     metrics::{self, DaemonCollector, Liveness},
     reload::ReloadLog,
+    shutdown::Shutdown,
+    signals::{self, StopSignals},
     status::{self, StatusSource},
     systemd::Notifier,
 };
@@ -205,7 +207,6 @@ fn reload_config(
 /// [`DropLog::INTERVAL`]: a hostile or broken peer shows in the log without a line per frame.
 struct DropLog {
     seen: Vec<std::collections::BTreeMap<String, u64>>,
-    last: std::time::Instant,
 }
 
 impl DropLog {
@@ -214,16 +215,10 @@ impl DropLog {
     fn new(ports: usize) -> Self {
         DropLog {
             seen: vec![Default::default(); ports],
-            last: std::time::Instant::now(),
         }
     }
 
-    fn due(&self) -> bool {
-        self.last.elapsed() >= Self::INTERVAL
-    }
-
     fn log(&mut self, snaps: &[PortSnapshot]) {
-        self.last = std::time::Instant::now();
         for (seen, s) in self.seen.iter_mut().zip(snaps) {
             for (reason, &count) in &s.drops {
                 let before = seen.insert(reason.clone(), count).unwrap_or(0);
@@ -235,17 +230,81 @@ impl DropLog {
     }
 }
 
-/// Runs the daemon until `stop` is set (by a signal) or a worker fails. When `reload` is set
-/// (SIGHUP) the configuration at `config_path` is read again: the reloadable settings are
-/// applied live; an invalid file is refused and the running configuration kept. The caller
-/// has checked that the ports' interfaces exist ([`check_interfaces`]).
-pub fn run(
-    plan: &Plan,
-    config_path: &Path,
-    stop: &'static AtomicBool,
-    reload: &'static AtomicBool,
-) -> Result<DaemonReport, DaemonError> {
+/// The forwarding threads. However `run` ends they are stopped and joined before XDP is
+/// detached: by [`Workers::join`] on the way out, or when dropped on an early error return
+/// (declared after the attachment, so dropped before it).
+struct Workers {
+    shutdown: Arc<Shutdown>,
+    handles: Vec<JoinHandle<Result<(), WorkerError>>>,
+}
+
+impl Workers {
+    /// Triggers the shutdown, joins every worker and returns the first failure.
+    fn join(mut self) -> Option<DaemonError> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Option<DaemonError> {
+        self.shutdown.trigger();
+        let mut failure = None;
+        for (w, h) in self.handles.drain(..).enumerate() {
+            match h.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(source)) => {
+                    failure = failure.or(Some(DaemonError::Worker { worker: w, source }))
+                }
+                Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
+            }
+        }
+        failure
+    }
+}
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A timer that first fires one `period` from now, and after a stall goes on from when it
+/// fired rather than catching up.
+fn every(period: Duration) -> tokio::time::Interval {
+    let mut i = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    i
+}
+
+/// The next tick of `timer`, or never if there is none.
+async fn tick(timer: &mut Option<tokio::time::Interval>) {
+    match timer {
+        Some(t) => {
+            t.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs the daemon until SIGINT/SIGTERM or until a worker ends (fails), then drains: see
+/// [`super::shutdown`] for what is waited for and how long. On SIGHUP the configuration at
+/// `config_path` is read again: the reloadable settings are applied live; an invalid file is
+/// refused and the running configuration kept. The caller has checked that the ports'
+/// interfaces exist ([`check_interfaces`]).
+pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError> {
     let d = &plan.daemon;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .enable_io()
+        .build()
+        .map_err(DaemonError::Runtime)?;
+    // Before anything is attached, so a stop from now on goes through the drain.
+    let (mut stops, mut reloads_asked) = {
+        let _rt = rt.enter();
+        (
+            StopSignals::register().map_err(DaemonError::Runtime)?,
+            signals::reloads().map_err(DaemonError::Runtime)?,
+        )
+    };
+    let shutdown = Arc::new(Shutdown::default());
     if let Err(e) = logging::apply_config_filter(d.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
@@ -291,7 +350,10 @@ pub fn run(
     apply_ingress_policy(attached.as_ref(), plan, &max_frames);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
-    let mut handles: Vec<JoinHandle<Result<(), WorkerError>>> = Vec::new();
+    let mut workers = Workers {
+        shutdown: shutdown.clone(),
+        handles: Vec::new(),
+    };
     let mut backend = "af_xdp";
     let mut opened = Vec::new();
     for w in 0..d.workers {
@@ -379,9 +441,12 @@ pub fn run(
         let core = d.cores.get(w).copied();
         let required = d.realtime == RealtimeMode::On;
         let started = started_tx.clone();
+        let shutdown = shutdown.clone();
         let handle = std::thread::Builder::new()
             .name(format!("lossless-w{w}"))
             .spawn(move || {
+                // However this worker ends, the daemon stops.
+                let shutdown = shutdown.trigger_on_drop();
                 let setup = set_up_worker_thread(core, realtime);
                 let forward = setup.is_ok() || !required;
                 let _ = started.send(WorkerStart {
@@ -390,13 +455,13 @@ pub fn run(
                     realtime: setup,
                 });
                 if forward {
-                    worker.run(stop)
+                    worker.run(shutdown.flag())
                 } else {
                     Ok(())
                 }
             })
             .map_err(DaemonError::Runtime)?;
-        handles.push(handle);
+        workers.handles.push(handle);
     }
     drop(started_tx);
     let mut tids = vec![0; d.workers];
@@ -417,11 +482,7 @@ pub fn run(
         }
     }
     if let Some(e) = refused {
-        stop.store(true, Ordering::SeqCst);
-        for h in handles {
-            let _ = h.join();
-        }
-        return Err(e.into());
+        return Err(e.into()); // `workers` stops and joins them
     }
     let worker_threads: Vec<WorkerSched> = tids
         .iter()
@@ -436,12 +497,7 @@ pub fn run(
             shared: s.clone(),
         })
         .collect();
-    let carrier_watch = carrier::spawn(watched, stop).map_err(DaemonError::Runtime)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .enable_io()
-        .build()
-        .map_err(DaemonError::Runtime)?;
+    let carrier_watch = carrier::spawn(watched).map_err(DaemonError::Runtime)?;
     let metrics_listener = match plan.metrics_listen {
         None => None,
         Some(addr) => {
@@ -486,9 +542,7 @@ pub fn run(
         "READY=1\nSTATUS=forwarding {} <-> {}",
         ifaces[0], ifaces[1]
     ));
-    let watchdog_every = notifier.watchdog_interval();
     let watchdog_liveness = Liveness::new(all_stats.clone());
-    let progress = Duration::from_secs(d.stats_interval_s);
     let mut drop_log = DropLog::new(ifaces.len());
     let snapshots = || {
         let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
@@ -499,10 +553,11 @@ pub fn run(
             .collect::<Vec<PortSnapshot>>()
     };
     rt.block_on(async {
+        let mut servers = tokio::task::JoinSet::new();
         if let Some(l) = metrics_listener {
             match tokio::net::TcpListener::from_std(l) {
                 Ok(l) => {
-                    tokio::spawn(metrics::serve(l, registry, liveness, stop));
+                    servers.spawn(metrics::serve(l, registry, liveness, shutdown.clone()));
                 }
                 Err(e) => tracing::error!(error = %e, "metrics endpoint unavailable"),
             }
@@ -510,70 +565,62 @@ pub fn run(
         if let Some(l) = control_listener {
             match tokio::net::UnixListener::from_std(l) {
                 Ok(l) => {
-                    tokio::spawn(status::serve(l, status_source, stop));
+                    servers.spawn(status::serve(l, status_source, shutdown.clone()));
                 }
                 Err(e) => tracing::error!(error = %e, "control socket unavailable"),
             }
         }
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        let mut last_progress = tokio::time::Instant::now();
-        let mut last_ping = tokio::time::Instant::now();
         let mut monitor = LinkMonitor::new(plan, &max_frames, &links);
+        // The link monitor looks at what wakes nobody: the carrier in sysfs, the measurements
+        // worker 0 publishes and the counters its software terms fold. It keeps a 50 ms look;
+        // the stop, reloads and the other duties below are events and timers of their own.
+        let mut link_look = every(Duration::from_millis(50));
+        // The systemd watchdog is fed only while every worker's loop advances.
+        let mut watchdog = notifier.watchdog_interval().map(every);
+        let mut drops = every(DropLog::INTERVAL);
+        let progress = Duration::from_secs(d.stats_interval_s);
+        let mut progress = (!progress.is_zero()).then(|| every(progress));
         loop {
-            tick.tick().await;
-            if stop.load(Ordering::Relaxed) || handles.iter().any(|h| h.is_finished()) {
-                break;
-            }
-            if reload.swap(false, Ordering::SeqCst) {
-                reloads.record(reload_config(
+            tokio::select! {
+                () = stops.recv() => break,
+                // A worker ended (it fails or panics; none ends on its own otherwise).
+                () = shutdown.triggered() => break,
+                Some(()) = reloads_asked.recv() => reloads.record(reload_config(
                     plan,
                     config_path,
                     &live,
                     attached.as_ref(),
                     &max_frames,
-                ));
-            }
-            monitor.tick(&live, snapshots);
-            // The systemd watchdog is fed only while every worker's loop advances.
-            if let Some(every) = watchdog_every {
-                if last_ping.elapsed() >= every {
-                    last_ping = tokio::time::Instant::now();
+                )),
+                _ = link_look.tick() => monitor.tick(&live, snapshots),
+                () = tick(&mut watchdog) => {
                     if watchdog_liveness.check() {
                         notifier.notify("WATCHDOG=1");
                     } else {
                         tracing::error!("a worker stalled: withholding the systemd watchdog ping");
                     }
                 }
-            }
-            if drop_log.due() {
-                drop_log.log(&snapshots());
-            }
-            if !progress.is_zero() && last_progress.elapsed() >= progress {
-                last_progress = tokio::time::Instant::now();
-                for s in snapshots() {
-                    tracing::info!(
-                        iface = %s.iface, rx = s.rx_frames, tx = s.tx_frames,
-                        pfc_tx = s.pfc_tx.iter().sum::<u64>(), pfc_rx = s.pfc_rx.iter().sum::<u64>(),
-                        drops = s.drops.values().sum::<u64>(), "progress"
-                    );
+                _ = drops.tick() => drop_log.log(&snapshots()),
+                () = tick(&mut progress) => {
+                    for s in snapshots() {
+                        tracing::info!(
+                            iface = %s.iface, rx = s.rx_frames, tx = s.tx_frames,
+                            pfc_tx = s.pfc_tx.iter().sum::<u64>(), pfc_rx = s.pfc_rx.iter().sum::<u64>(),
+                            drops = s.drops.values().sum::<u64>(), "progress"
+                        );
+                    }
                 }
             }
         }
+        // The workers see the flag at their next loop turn and drain their queues.
+        shutdown.trigger();
+        notifier.notify("STOPPING=1");
+        // Each server returns within `shutdown::DRAIN`.
+        while servers.join_next().await.is_some() {}
     });
-    stop.store(true, Ordering::SeqCst);
-    notifier.notify("STOPPING=1");
-    let mut failure = None;
-    for (w, h) in handles.into_iter().enumerate() {
-        match h.join() {
-            Ok(Ok(())) => {}
-            Ok(Err(source)) => {
-                failure = failure.or(Some(DaemonError::Worker { worker: w, source }))
-            }
-            Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
-        }
-    }
+    let failure = workers.join();
     drop_log.log(&snapshots());
-    let _ = carrier_watch.join();
+    drop(carrier_watch);
     drop(attached); // detaches XDP
     if let Some(path) = &plan.control_socket {
         let _ = std::fs::remove_file(path);

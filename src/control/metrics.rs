@@ -4,11 +4,7 @@
 
 use std::{
     fmt::Write as _,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc, Mutex,
-    },
-    time::Duration,
+    sync::{Arc, Mutex},
 };
 
 use prometheus_client::{
@@ -22,7 +18,10 @@ use tokio::{
     net::{TcpListener, TcpStream},
 };
 
-use super::reload::ReloadLog;
+use super::{
+    reload::ReloadLog,
+    shutdown::{self, Shutdown},
+};
 use crate::linkup::shared::LinkShared;
 use crate::{
     dataplane::{
@@ -916,25 +915,21 @@ impl Liveness {
     }
 }
 
-/// Serves `/metrics` and `/healthz` on `listener` until `stop` is set.
+/// Serves `/metrics` and `/healthz` on `listener` until `shutdown`, then drains
+/// ([`shutdown::serve`]).
 pub async fn serve(
     listener: TcpListener,
     registry: Arc<Registry>,
     liveness: Arc<Liveness>,
-    stop: &'static AtomicBool,
+    shutdown: Arc<Shutdown>,
 ) {
-    while !stop.load(Ordering::Relaxed) {
-        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
-        let Ok(Ok((conn, _))) = accepted else {
-            continue;
-        };
+    shutdown::serve(listener, &shutdown, |conn| {
         let (registry, liveness) = (registry.clone(), liveness.clone());
-        tokio::spawn(async move {
-            let _ =
-                tokio::time::timeout(Duration::from_secs(5), answer(conn, &registry, &liveness))
-                    .await;
-        });
-    }
+        async move {
+            let _ = answer(conn, &registry, &liveness).await;
+        }
+    })
+    .await;
 }
 
 async fn answer(

@@ -8,6 +8,7 @@ pub mod link_monitor;
 pub mod logging;
 pub mod metrics;
 pub mod reload;
+pub mod shutdown;
 pub mod signals;
 pub mod status;
 pub mod systemd;

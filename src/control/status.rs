@@ -5,10 +5,7 @@ use std::{
     io::{BufRead, BufReader, Write},
     os::unix::{fs::PermissionsExt, net::UnixStream},
     path::{Path, PathBuf},
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
+    sync::Arc,
     time::Duration,
 };
 
@@ -18,7 +15,10 @@ use tokio::{
     net::UnixListener,
 };
 
-use super::reload::{unix_now_s, ReloadLog, ReloadOutcome};
+use super::{
+    reload::{unix_now_s, ReloadLog, ReloadOutcome},
+    shutdown::{self, Shutdown},
+};
 use crate::linkup::shared::LinkShared;
 use crate::{
     config::PortPlan,
@@ -297,18 +297,16 @@ pub fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, ControlErro
     Ok(l)
 }
 
-/// Answers requests on `listener` until `stop` is set. Requests are one line: `status`.
-pub async fn serve(listener: UnixListener, source: Arc<StatusSource>, stop: &'static AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let accepted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
-        let Ok(Ok((conn, _))) = accepted else {
-            continue;
-        };
+/// Answers requests on `listener` until `shutdown`, then drains ([`shutdown::serve`]).
+/// Requests are one line: `status`.
+pub async fn serve(listener: UnixListener, source: Arc<StatusSource>, shutdown: Arc<Shutdown>) {
+    shutdown::serve(listener, &shutdown, |conn| {
         let source = source.clone();
-        tokio::spawn(async move {
-            let _ = tokio::time::timeout(Duration::from_secs(5), answer(conn, &source)).await;
-        });
-    }
+        async move {
+            let _ = answer(conn, &source).await;
+        }
+    })
+    .await;
 }
 
 async fn answer(conn: tokio::net::UnixStream, source: &StatusSource) -> std::io::Result<()> {
