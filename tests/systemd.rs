@@ -90,6 +90,31 @@ fn notifies_ready_watchdog_and_stopping() {
     assert!(status.success());
 }
 
+/// The stop is bounded by the control plane's drain, not by its clients: a client that holds
+/// the control socket open without asking anything is closed within the drain (1 s) and the
+/// daemon exits cleanly well before a connection's own 5 s answer timeout, its socket removed.
+#[test]
+fn a_silent_control_client_does_not_hold_up_the_stop() {
+    use std::io::Read;
+    let dut = Dut::new("ly", "");
+    let mut d = dut.start(&[]);
+    d.wait_ready(Duration::from_secs(10));
+    let mut silent = std::os::unix::net::UnixStream::connect(&*dut.socket).unwrap();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let start = Instant::now();
+    d.interrupt();
+    let mut b = [0u8; 1];
+    assert_eq!(silent.read(&mut b).unwrap(), 0, "closed by the daemon");
+    let (status, _) = d.finish(Duration::from_secs(10));
+    let took = start.elapsed();
+    assert!(status.success());
+    assert!(took < Duration::from_secs(3), "stop took {took:?}");
+    assert!(!std::path::Path::new(&*dut.socket).exists());
+}
+
 #[test]
 fn watchdog_pings_stop_when_a_worker_is_wedged() {
     let dut = Dut::new("ly", "");
