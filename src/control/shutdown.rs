@@ -26,8 +26,13 @@
 //!   slowly) is aborted: its task is dropped and the socket closed. So a server returns at
 //!   most [`DRAIN`] after the trigger, and the daemon awaits every server before it joins
 //!   the workers.
-//! - **Threads blocked in a system call** (the carrier watch in `recv` on netlink) are woken
-//!   by their own handle when the daemon stops them, not by a timeout.
+//! - **Threads blocked in a system call** (the carrier watch, in `poll` on its netlink
+//!   socket) are woken by an eventfd when the daemon drops their handle
+//!   ([`super::carrier::CarrierWatch`]), after the workers are joined and before XDP is
+//!   detached; no timeout is involved.
+//!
+//! A second SIGINT/SIGTERM during the drain changes nothing: the handlers stay installed (the
+//! process is not killed half-drained) and every wait above is already bounded.
 //!
 //! The waiting side cannot miss a trigger: [`Shutdown::triggered`] registers for the wake-up
 //! before it reads the flag, and [`Shutdown::trigger`] sets the flag before it wakes.
