@@ -674,9 +674,9 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
     );
     let gen = gen.json(Duration::from_secs(30));
     let sink = sink.json(Duration::from_secs(30));
-    // After the traffic: the model holds the software terms seen while it ran (the largest,
-    // decaying), published at each measurement and whenever they moved it by 1/16 (the peer
-    // term is at least the 802.3 allowance).
+    // After the traffic: the model of the last measurement taken while it ran holds the
+    // software terms seen since the one before (the peer term is at least the 802.3
+    // allowance).
     let deadline = Instant::now() + Duration::from_secs(15);
     let model = loop {
         let st = status_of(&socket);

@@ -44,13 +44,13 @@ pub struct ModelTerms {
     /// they add up to the measured headroom before it is fitted into the buffer.
     #[serde(flatten)]
     pub split: HeadroomSplit,
-    /// The own lag used (receive lag at p99.99, the largest seen, decaying), ns.
+    /// The own lag used (receive lag at p99.99 since the last measurement), ns.
     pub own_lag_ns: u64,
     /// The peer reaction measured (p99.99 of XOFF to last arrival, less the wire round trip),
     /// ns.
     pub peer_reaction_ns: u64,
     /// The rate the own lag and peer reaction were charged at: the fastest the port received
-    /// (the largest seen, decaying), at most the speed, bit/s.
+    /// since the previous measurement, at most the speed, bit/s.
     pub rate_bps: u64,
 }
 
