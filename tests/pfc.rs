@@ -116,7 +116,13 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     let sent = u(&r.gen, &["frames_sent"]);
     assert!(sent > 20_000, "hardly any traffic flowed: {}", r.gen);
     // Every sequence number exactly once, in order.
-    assert_eq!(u(&r.sink, &["received"]), sent, "sink: {}", r.sink);
+    assert_eq!(
+        u(&r.sink, &["received"]),
+        sent,
+        "sink: {}\ndaemon: {}",
+        r.sink,
+        r.dut
+    );
     assert_eq!(u(&r.sink, &["unique"]), sent);
     assert_eq!(u(&r.sink, &["lost"]), 0);
     assert_eq!(u(&r.sink, &["duplicates"]), 0);
@@ -179,7 +185,7 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     assert_eq!(st["time_stamping"]["rx"], "xdp", "{st}");
     assert_eq!(st["time_stamping"]["tx"], "kernel", "{st}");
     assert_eq!(st["priorities"][3]["mode"], "pfc");
-    assert_eq!(st["priorities"][3]["xoff_bytes"], 65536);
+    assert_eq!(st["priorities"][3]["xoff_bytes"], 65536, "{st}");
     assert_eq!(st["priorities"][3]["source"], "config");
     assert_eq!(st["priorities"][0]["mode"], "lossy");
     // The report, taken after the stop, also has the XOFFs the daemon sends while it drains.

@@ -53,6 +53,16 @@ impl Idler {
         self
     }
 
+    /// One turn of polling without sleeping, for a worker that must see the next frame at
+    /// once: gives the CPU to whatever else is runnable at the thread's priority (the other
+    /// tasks of the duty cycle's slice, when the thread runs `SCHED_OTHER` in it), else
+    /// returns at once. Spinning instead would hold the CPU through that slice too, and the
+    /// kernel's fair server then stops a real-time worker for tens of milliseconds to run them.
+    pub fn poll(&mut self) {
+        // SAFETY: sched_yield has no arguments and no memory effects.
+        unsafe { libc::sched_yield() };
+    }
+
     /// Waits until a port is readable or `deadline` (CLOCK_MONOTONIC ns) is near.
     pub fn wait(&mut self, now: u64, deadline: Option<u64>) {
         let until = deadline.unwrap_or(u64::MAX);

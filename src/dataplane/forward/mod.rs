@@ -376,12 +376,11 @@ impl ForwardWorker {
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
-                let deadline = if self.holds_lossless(now) {
-                    Some(now)
+                if self.holds_lossless(now) {
+                    idler.poll();
                 } else {
-                    self.next_deadline(now)
-                };
-                idler.wait(now, deadline);
+                    idler.wait(now, self.next_deadline(now));
+                }
             }
             turns = turns.wrapping_add(1);
             if turns % KERNEL_STATS_EVERY == 0 {
