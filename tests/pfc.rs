@@ -512,7 +512,11 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     );
     // No loss across the reload, and the congestion was real throughout.
     let sent = u(&gen, &["frames_sent"]);
-    assert_eq!(u(&sink, &["unique"]), sent, "{sink}");
+    assert_eq!(
+        u(&sink, &["unique"]),
+        sent,
+        "{sink}\ndaemon: {report}\n{log}"
+    );
     assert_eq!(u(&sink, &["lost"]), 0);
     assert!(u(&gen, &["pfc_rx"]) > 0);
     let d0 = port(&report, &w.d0);

@@ -1,8 +1,6 @@
 //! How a worker waits when it has nothing to do: `ppoll()` on its ports' descriptors with a
 //! nanosecond timeout up to its next deadline (shaper, pause expiry, PFC refresh), or a spin
-//! when the deadline is too close for a sleep to be accurate. A worker that holds lossless
-//! frames does not come here with a later deadline than now: it polls (see
-//! `ForwardWorker::holds_lossless`).
+//! when the deadline is too close for a sleep to be accurate.
 
 use std::os::fd::RawFd;
 
@@ -51,16 +49,6 @@ impl Idler {
     pub fn coalesce(mut self, ns: u64) -> Self {
         self.coalesce_ns = ns;
         self
-    }
-
-    /// One turn of polling without sleeping, for a worker that must see the next frame at
-    /// once: gives the CPU to whatever else is runnable at the thread's priority (the other
-    /// tasks of the duty cycle's slice, when the thread runs `SCHED_OTHER` in it), else
-    /// returns at once. Spinning instead would hold the CPU through that slice too, and the
-    /// kernel's fair server then stops a real-time worker for tens of milliseconds to run them.
-    pub fn poll(&mut self) {
-        // SAFETY: sched_yield has no arguments and no memory effects.
-        unsafe { libc::sched_yield() };
     }
 
     /// Waits until a port is readable or `deadline` (CLOCK_MONOTONIC ns) is near.

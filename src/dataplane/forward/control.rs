@@ -125,10 +125,6 @@ impl ForwardWorker {
         let before = self.ports[p].generator.xoff_mask();
         let sent = self.ports[p].generator.poll(now, &occupancy, congested);
         let after = self.ports[p].generator.xoff_mask();
-        if before & !after != 0 {
-            // A source let go sends again at once: the worker keeps polling for it.
-            self.ports[p].resumed_at = Some(now);
-        }
         let c = &self.stats.ports[p];
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {

@@ -46,12 +46,6 @@ const GAUGE_PERIOD_NS: u64 = 1_000_000;
 /// How often a worker holding frames for a port without carrier looks whether it is back.
 const LINK_DOWN_RECHECK_NS: u64 = 1_000_000;
 
-/// How long a worker keeps polling after it resumed a source (XON), for the frames the source
-/// sends the moment it hears it: longer than a source on this VM takes to react (p99.99 of
-/// the PFC reactions, `lossless_pfc_reaction_seconds`, took under 131 µs in the peak-queue
-/// runs of `bench/reaction`, a few of them milliseconds).
-const RESUME_GRACE_NS: u64 = 2_000_000;
-
 /// Control frames (PFC, SFCM) that may wait for TX per port.
 const CTRL_QUEUE: usize = 256;
 
@@ -225,8 +219,6 @@ struct PortState {
     /// LLDP and peer delay, on the leader worker when link-up is enabled
     /// ([`ForwardWorker::with_agents`]).
     agent: Option<Box<dyn PortAgent>>,
-    /// When this port last resumed a source it had paused (XON).
-    resumed_at: Option<u64>,
     /// Admission per priority, from the settings in force (measured thresholds included).
     admission: [Admission; PRIORITIES],
     /// Control frames (PFC, SFCM, credit) waiting for TX; sent ahead of data.
@@ -300,7 +292,6 @@ impl ForwardWorker {
                     generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
                     watchdog: setup.watchdog.map(PfcWatchdog::new),
                     agent: None,
-                    resumed_at: None,
                     // Nothing measured yet: every port has the configured plans.
                     admission: admission_row(|prio| setup.prios[prio]),
                     ctrl: Ring::new(CTRL_QUEUE),
@@ -376,11 +367,8 @@ impl ForwardWorker {
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
-                if self.holds_lossless(now) {
-                    idler.poll();
-                } else {
-                    idler.wait(now, self.next_deadline(now));
-                }
+                let deadline = self.next_deadline(now);
+                idler.wait(now, deadline);
             }
             turns = turns.wrapping_add(1);
             if turns % KERNEL_STATS_EVERY == 0 {
@@ -459,30 +447,6 @@ impl ForwardWorker {
             self.gauges_due = now + GAUGE_PERIOD_NS;
         }
         Ok(work)
-    }
-
-    /// Whether some port holds frames of a lossless priority (queued, or waiting in its RX
-    /// rings), has a source paused, or resumed one less than [`RESUME_GRACE_NS`] before
-    /// `now`: then the worker polls instead of sleeping.
-    ///
-    /// A sleeping worker sees the next frame only after a wake-up, and a wake-up costs the
-    /// scheduler's latency and, on a virtual machine, the hypervisor's for bringing a halted
-    /// vCPU back: measured on the 2-vCPU VM, 12 % of frames waited over 1 ms in the RX ring
-    /// and 0.5 % over 8 ms, with 14–21 % of the CPUs' time stolen around the wake-ups, where
-    /// a polling worker saw none over 1 ms. A congestion point that holds lossless frames is
-    /// near a threshold and its sources send again the moment they are let go, so every
-    /// frame of such a wake-up lands beyond XOFF before the worker can send it (a PFC
-    /// priority lost a third of its frames to `headroom_overflow`). With XON at 0 (a
-    /// headroom that takes the whole buffer) the queue is empty when the source is let go,
-    /// hence the grace after an XON. An idle worker, holding nothing, still sleeps: the whole
-    /// buffer is then between the next frame and an overflow.
-    fn holds_lossless(&self, now: u64) -> bool {
-        self.ports.iter().any(|port| {
-            let occupancy = port.shared.pfc_occupancy();
-            (self.setup.pfc_generator && port.generator.xoff_mask() != 0)
-                || port.resumed_at.is_some_and(|t| now < t + RESUME_GRACE_NS)
-                || (0..PRIORITIES).any(|p| port.admission[p].lossless && occupancy[p] != 0)
-        })
     }
 
     /// The earliest time something can happen without a frame arriving.
@@ -693,58 +657,6 @@ mod tests {
         assert_eq!(p0.drops.iter().map(Counter::get).sum::<u64>(), 0);
         // The queue never needed the headroom beyond what 5 us of reaction allows.
         assert!(stats.ports[1].queue_peak_bytes[3].get() < 32 * 1024 + 8 * 1024);
-    }
-
-    /// A worker holding frames of a lossless priority polls; one holding only lossy frames,
-    /// or nothing, may sleep.
-    #[test]
-    fn a_worker_holding_lossless_frames_does_not_sleep() {
-        for (plan, lossless) in [
-            (PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024), true),
-            (PrioPlan::lossy(64 * 1024), false),
-        ] {
-            let (mut w, src, dst, _) = worker(plan);
-            w.step(0).unwrap();
-            assert!(!w.holds_lossless(2_000), "nothing held");
-            // The egress is paused (PAUSE from its peer), so the frame stays queued.
-            dst.inject(&pause_frame(65535), 0);
-            w.step(1_000).unwrap();
-            src.inject(&frame(0), 2_000);
-            w.step(2_000).unwrap();
-            assert!(dst.take().is_empty(), "held by the pause");
-            assert_eq!(w.holds_lossless(2_000), lossless, "{plan:?}");
-        }
-    }
-
-    /// After an XON the worker keeps polling for [`RESUME_GRACE_NS`]: the source sends again
-    /// at once, and with XON at 0 nothing else is held by then.
-    #[test]
-    fn a_worker_that_resumed_a_source_polls_for_a_grace() {
-        let (mut w, src, dst, _) = worker(PrioPlan::pfc(2_000, 0, 64 * 1024));
-        // The egress is paused for 100 quanta (51.2 us at 1 Gbit/s) while 5 frames arrive
-        // (XOFF is at least two maximum frames, 3036 bytes).
-        dst.inject(&pause_frame(100), 0);
-        w.step(0).unwrap();
-        for seq in 0..5 {
-            src.inject(&frame(seq), 1_000);
-        }
-        w.step(1_000).unwrap();
-        assert_eq!(src.take().len(), 1, "XOFF upstream");
-        assert!(w.holds_lossless(1_000));
-        let mut now = 1_000;
-        let xon = |f: &Vec<u8>| matches!(MacControl::parse_frame(f), Ok(MacControl::Pfc { quanta, .. }) if quanta[3] == 0);
-        let mut delivered = 0;
-        while delivered < 5 || !src.take().iter().any(xon) {
-            delivered += dst.take().len();
-            now += 1_000;
-            assert!(now < 1_000_000, "never drained and resumed");
-            w.step(now).unwrap();
-        }
-        assert!(
-            w.holds_lossless(now + RESUME_GRACE_NS - 1),
-            "within the grace"
-        );
-        assert!(!w.holds_lossless(now + RESUME_GRACE_NS), "after it");
     }
 
     /// The worker as the bottleneck: a 10 Gbit/s source of 128-byte frames steps ahead of a
