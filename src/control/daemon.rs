@@ -570,10 +570,11 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                 Err(e) => tracing::error!(error = %e, "control socket unavailable"),
             }
         }
+        // With link-up on, the link monitor looks at what wakes nobody: the carrier in sysfs,
+        // the measurements worker 0 publishes and the counters its software terms fold. It
+        // keeps a 50 ms look; the stop, reloads and the other duties below are events and
+        // timers of their own.
         let mut monitor = LinkMonitor::new(plan, &max_frames, &links);
-        // The link monitor looks at what wakes nobody: the carrier in sysfs, the measurements
-        // worker 0 publishes and the counters its software terms fold. It keeps a 50 ms look;
-        // the stop, reloads and the other duties below are events and timers of their own.
         let mut link_look = every(Duration::from_millis(50));
         // The systemd watchdog is fed only while every worker's loop advances.
         let mut watchdog = notifier.watchdog_interval().map(every);
@@ -592,7 +593,11 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                     attached.as_ref(),
                     &max_frames,
                 )),
-                _ = link_look.tick() => monitor.tick(&live, snapshots),
+                _ = link_look.tick(), if monitor.is_some() => {
+                    if let Some(m) = monitor.as_mut() {
+                        m.tick(&live, snapshots);
+                    }
+                }
                 () = tick(&mut watchdog) => {
                     if watchdog_liveness.check() {
                         notifier.notify("WATCHDOG=1");

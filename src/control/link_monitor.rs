@@ -32,7 +32,8 @@ use crate::{
     },
     headroom::HeadroomError,
     linkup::{
-        model_for_round_trip, plan_for_round_trip, shared::LinkShared, LinkParams, Measurement,
+        model_for_round_trip, plan_for_round_trip, shared::LinkShared, LinkParams, LinkupSettings,
+        Measurement,
     },
 };
 
@@ -48,9 +49,10 @@ struct PortModel {
 }
 
 /// Watches each port's carrier, drives link-up measurements (at start, on every link-up and
-/// every `interval`, when link-up is on) and publishes each port's headroom model.
+/// every `interval`) and publishes each port's headroom model.
 pub struct LinkMonitor<'a> {
     plan: &'a Plan,
+    settings: LinkupSettings,
     /// Each port's longest frame (its `mtu` + 18), resolved at start.
     max_frames: &'a [u32],
     links: &'a [Arc<LinkShared>],
@@ -58,8 +60,14 @@ pub struct LinkMonitor<'a> {
 }
 
 impl<'a> LinkMonitor<'a> {
-    /// Starts watching; with link-up on, every port whose carrier is up is measured at once.
-    pub fn new(plan: &'a Plan, max_frames: &'a [u32], links: &'a [Arc<LinkShared>]) -> Self {
+    /// Starts watching, if link-up is on (`None` otherwise): every port whose carrier is up is
+    /// measured at once.
+    pub fn new(
+        plan: &'a Plan,
+        max_frames: &'a [u32],
+        links: &'a [Arc<LinkShared>],
+    ) -> Option<Self> {
+        let settings = plan.linkup?;
         let now = std::time::Instant::now();
         let ports = plan
             .ports
@@ -67,7 +75,7 @@ impl<'a> LinkMonitor<'a> {
             .zip(links)
             .map(|(p, l)| {
                 let up = carrier::is_up(&p.iface);
-                if up && plan.linkup.is_some() {
+                if up {
                     tracing::info!(iface = %p.iface, "measuring the link");
                     l.request_measurement();
                 }
@@ -78,20 +86,18 @@ impl<'a> LinkMonitor<'a> {
                 }
             })
             .collect();
-        LinkMonitor {
+        Some(LinkMonitor {
             plan,
+            settings,
             max_frames,
             links,
             ports,
-        }
+        })
     }
 
     /// `snapshots` reads every port's counters: their receive rates and, when a measurement
     /// completed, the software terms of its model.
     pub fn tick(&mut self, live: &SettingsCell, snapshots: impl Fn() -> Vec<PortSnapshot>) {
-        if self.plan.linkup.is_none() {
-            return;
-        }
         let snaps = snapshots();
         let now = now_ns();
         for (i, snap) in snaps.iter().enumerate().take(self.ports.len()) {
@@ -102,9 +108,7 @@ impl<'a> LinkMonitor<'a> {
 
     /// Port `i`'s carrier, its measurement requests and their results.
     fn watch_link(&mut self, i: usize, live: &SettingsCell, snap: &PortSnapshot) {
-        let Some(settings) = self.plan.linkup else {
-            return;
-        };
+        let settings = self.settings;
         let plan = self.plan;
         let iface = &plan.ports[i].iface;
         let port = &mut self.ports[i];
@@ -152,14 +156,13 @@ impl<'a> LinkMonitor<'a> {
         let software = self.ports[i].software.take(snap, rtt.max(0) as u64);
         // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.
         let max_frame = self
-            .plan
-            .linkup
-            .map_or(0, |l| l.max_frame)
+            .settings
+            .max_frame
             .max(self.max_frames.get(i).map_or(0, |&m| u64::from(m)));
         let speed_bps = plan.ports[i].speed_bps;
         let mut link = LinkParams::new(speed_bps, max_frame, buffer);
-        if let Some(l) = self.plan.linkup.filter(|l| l.peer_response_ns > 0) {
-            let bits = u128::from(l.peer_response_ns) * u128::from(speed_bps);
+        if self.settings.peer_response_ns > 0 {
+            let bits = u128::from(self.settings.peer_response_ns) * u128::from(speed_bps);
             link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
         }
         link.own_lag_ns = software.own_lag_ns;
