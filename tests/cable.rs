@@ -75,16 +75,23 @@ fn delay_100us_and_1ms_end_to_end() {
     let t = Topo::new("d");
     // 100 Mbit/s of 500-byte frames: about 24,000 timestamped frames per run.
     let gen = ["--rate", "50Mbit", "--size", "1000", "--duration", "1s"];
-    let (g0, s0, c0) = run(&t, &["--delay", "0s"], &gen, || {});
+    // `--realtime`: the cable's accuracy is a claim about the emulator, which an operator gets
+    // by running it SCHED_FIFO. A normal-priority cable shares two vCPUs with generator, sink
+    // and the veth softirqs; on a loaded CI host that put its median 324 µs late at 1 ms
+    // (baseline sink p50 70 µs, p99 7.8 ms: the host, not the delay line).
+    let (g0, s0, c0) = run(&t, &["--delay", "0s", "--realtime"], &gen, || {});
     assert_clean(&g0, &s0, &c0);
     let base = f(&s0, &["latency", "p50_us"]);
+    // The cable's own lag on this path with no delay (RX stamp to TX): a delayed frame is
+    // released no later than that after its due time, plus the bound below.
+    let base_cable = f(ab(&c0), &["delay", "p50_us"]);
     eprintln!(
-        "baseline: sink p50 {base:.1} us p99 {:.1} us; cable mean {:.1} us",
+        "baseline: sink p50 {base:.1} us p99 {:.1} us; cable p50 {base_cable:.1} us mean {:.1} us",
         f(&s0, &["latency", "p99_us"]),
         f(ab(&c0), &["delay_mean_us"])
     );
     for (flag, set_us) in [("100us", 100.0), ("1ms", 1000.0)] {
-        let (g, s, c) = run(&t, &["--delay", flag], &gen, || {});
+        let (g, s, c) = run(&t, &["--delay", flag, "--realtime"], &gen, || {});
         assert_clean(&g, &s, &c);
         let p50 = f(&s, &["latency", "p50_us"]);
         let cable_mean = f(ab(&c), &["delay_mean_us"]);
@@ -97,14 +104,16 @@ fn delay_100us_and_1ms_end_to_end() {
             f(ab(&c), &["delay", "min_us"]),
         );
         // The cable's own measure (XDP RX stamp to TX): never early, and the median no more
-        // than 10 µs late. (The median, not the mean: on two shared vCPUs one scheduler slice
-        // lost to the generator delays a few dozen frames by milliseconds and moves the mean.
-        // The idler learns how late this host's timed wake-ups come and wakes that much
-        // earlier; before it did, a slower host put the median 10-23 µs late.)
+        // than 10 µs later than the same path's lag without delay. (The median, not the mean:
+        // on two shared vCPUs one scheduler slice lost to the generator delays a few dozen
+        // frames by milliseconds and moves the mean. The idler learns how late this host's
+        // timed wake-ups come and wakes that much earlier; before it did, a slower host put
+        // the median 10-23 µs late.)
         assert!(f(ab(&c), &["delay", "min_us"]) >= set_us, "{c:#}");
         assert!(
-            cable_p50 <= set_us + 10.0,
-            "cable p50 {cable_p50} us for {set_us} us (mean {cable_mean}, p99 {cable_p99})"
+            cable_p50 <= set_us + base_cable + 10.0,
+            "cable p50 {cable_p50} us for {set_us} us + baseline {base_cable} us \
+             (mean {cable_mean}, p99 {cable_p99})"
         );
         // End to end. Lower bound: the setting, less the sink histogram's resolution (0.1 %,
         // HdrHistogram with 3 significant digits). Upper bound: the setting plus the
@@ -127,7 +136,8 @@ fn rate_1gbit() {
     let t = Topo::new("r");
     let (g, s, c) = run(
         &t,
-        &["--rate", "1Gbit"],
+        // SCHED_FIFO, as for the delay test: the shaper's accuracy is the emulator's claim.
+        &["--rate", "1Gbit", "--realtime"],
         &["--rate", "2Gbit", "--size", "1000", "--duration", "1s"],
         || {},
     );
