@@ -50,6 +50,8 @@ use std::{
 
 use tokio::{sync::Notify, task::JoinSet};
 
+/// How long a server waits after a failed accept (EMFILE, ENOMEM, ...) before the next.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// How long one connection may take, from accept to the end of its answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -141,7 +143,7 @@ impl Listener for tokio::net::UnixListener {
 /// Answers each connection on `listener` with `answer` (in a task of its own, bounded by
 /// [`ANSWER_TIMEOUT`]) until `shutdown` is triggered; then closes the listener and gives the
 /// connections in flight [`DRAIN`] to finish before aborting them. A failed accept is
-/// skipped.
+/// logged and retried after [`ACCEPT_RETRY`].
 pub async fn serve<L, A, F>(listener: L, shutdown: &Shutdown, answer: A)
 where
     L: Listener,
@@ -155,11 +157,20 @@ where
             () = shutdown.triggered() => break,
             // Finished connections are reaped as they end, so the set holds only live ones.
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            accepted = listener.accept() => {
-                if let Ok(conn) = accepted {
+            accepted = listener.accept() => match accepted {
+                Ok(conn) => {
                     conns.spawn(tokio::time::timeout(ANSWER_TIMEOUT, answer(conn)));
                 }
-            }
+                // Out of descriptors or memory: the listener stays ready, so retrying at once
+                // would spin a core and log without end. Wait, still answering a stop.
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; retrying in 100 ms");
+                    tokio::select! {
+                        () = shutdown.triggered() => break,
+                        () = tokio::time::sleep(ACCEPT_RETRY) => {}
+                    }
+                }
+            },
         }
     }
     drop(listener);
@@ -287,5 +298,41 @@ mod tests {
             let mut b = [0u8; 1];
             assert_eq!(silent.read(&mut b).await.unwrap(), 0, "closed");
         });
+    }
+
+    /// A listener whose every accept fails, as one out of descriptors does.
+    struct Failing(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Listener for Failing {
+        type Conn = ();
+
+        async fn accept(&self) -> io::Result<()> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            // Yield, so a server that retried at once would spin here rather than hang the
+            // runtime, and the count below would say so.
+            tokio::task::yield_now().await;
+            Err(io::Error::from_raw_os_error(libc::EMFILE))
+        }
+    }
+
+    #[test]
+    fn serve_waits_between_failed_accepts_and_still_stops() {
+        let rt = runtime();
+        let shutdown = Arc::new(Shutdown::default());
+        let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        rt.block_on(async {
+            let server = tokio::spawn({
+                let (shutdown, calls) = (shutdown.clone(), calls.clone());
+                async move { serve(Failing(calls), &shutdown, |()| async {}).await }
+            });
+            tokio::time::sleep(Duration::from_millis(350)).await;
+            let start = Instant::now();
+            shutdown.trigger();
+            server.await.unwrap();
+            // Stopped in the middle of a retry wait, not after it.
+            assert!(start.elapsed() < ACCEPT_RETRY, "{:?}", start.elapsed());
+        });
+        let n = calls.load(Ordering::SeqCst);
+        assert!((2..=6).contains(&n), "{n} accepts in 350 ms");
     }
 }
