@@ -140,6 +140,31 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
         dut.d0
     );
     assert_eq!(metric(&metrics, &series), 1.0, "{metrics}");
+    // The program's counters are metrics too (scraped once the capture had every frame).
+    let xdp = |family: &str, label: &str| {
+        metric(
+            &metrics,
+            &format!(
+                "lossless_xdp_{family}_total{{device=\"{}\",{label}}}",
+                dut.d0
+            ),
+        )
+    };
+    assert_eq!(
+        xdp("rx_metadata", "result=\"vlan_tag\""),
+        SENT as f64,
+        "{metrics}"
+    );
+    assert_eq!(xdp("rx_metadata", "result=\"hw_stamp\""), 0.0, "{metrics}");
+    assert!(
+        xdp("frames", "outcome=\"redirected\"") >= SENT as f64,
+        "{metrics}"
+    );
+    assert_eq!(
+        xdp("frames", "outcome=\"redirect_failed\""),
+        0.0,
+        "{metrics}"
+    );
 }
 
 /// The peer end of the daemon's port `d` (its veth peer in the peer namespace).

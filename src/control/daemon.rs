@@ -517,6 +517,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         shared: shared.clone(),
         links: links.clone(),
         time_stamping: time_stamping.clone(),
+        xdp: attached.as_ref().map_or(Vec::new(), |a| a.programs.clone()),
     }));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {

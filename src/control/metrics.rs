@@ -31,6 +31,7 @@ use crate::{
         settings::SettingsCell,
         shared::SharedPort,
         stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
+        xdp_prog::{XdpCounters, XdpProgram},
     },
     fc::{plan::PfcPlan, PRIORITIES},
 };
@@ -92,6 +93,8 @@ pub struct DaemonCollector {
     pub links: Vec<Arc<LinkShared>>,
     /// How each port's times are taken.
     pub time_stamping: Vec<TimeStamping>,
+    /// Each port's XDP program, in port order; empty on AF_PACKET.
+    pub xdp: Vec<Arc<XdpProgram>>,
 }
 
 impl DaemonCollector {
@@ -716,6 +719,56 @@ impl Collector for DaemonCollector {
                 (l, ConstGauge::new(1i64))
             }),
         )?;
+        // The programs' own counters: a map lookup per counter and CPU, once per scrape.
+        let xdp: Vec<(Labels, XdpCounters)> = s
+            .iter()
+            .zip(&self.xdp)
+            .map(|(port, prog)| (device(port), prog.counters()))
+            .collect();
+        family(
+            &mut enc,
+            "xdp_frames",
+            "Frames the XDP program handled on this port, by outcome: redirected to the \
+             daemon's socket, passed to the kernel (not the daemon's), or redirect_failed (no \
+             socket on the queue; the kernel got the frame).",
+            None,
+            Counter,
+            xdp.iter().flat_map(|(l, c)| {
+                [
+                    ("redirected", c.redirected),
+                    ("passed", c.passed),
+                    ("redirect_failed", c.redirect_failed),
+                ]
+                .map(|(outcome, n)| {
+                    let mut l = l.clone();
+                    l.push(("outcome", outcome.to_string()));
+                    (l, ConstCounter::new(n))
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "xdp_rx_metadata",
+            "What the device-bound XDP program got from the driver's RX metadata kfuncs, by \
+             result: hw_stamp (a hardware RX stamp), stamp_error (the kfunc failed), stamp_zero \
+             (it gave 0: veth, an skb without one), vlan_tag (a tag the driver held as \
+             metadata). Stays 0 where the program is not device-bound.",
+            None,
+            Counter,
+            xdp.iter().flat_map(|(l, c)| {
+                [
+                    ("hw_stamp", c.hw_stamps),
+                    ("stamp_error", c.stamp_errors),
+                    ("stamp_zero", c.stamp_zero),
+                    ("vlan_tag", c.meta_vlan),
+                ]
+                .map(|(result, n)| {
+                    let mut l = l.clone();
+                    l.push(("result", result.to_string()));
+                    (l, ConstCounter::new(n))
+                })
+            }),
+        )?;
         family(
             &mut enc,
             "lldp_neighbor_info",
@@ -1063,6 +1116,7 @@ mod tests {
                 };
                 2
             ],
+            xdp: Vec::new(),
         });
         let text = render(&r);
         for line in [
@@ -1127,6 +1181,7 @@ mod tests {
                 rx: Stamping::User,
                 tx: Stamping::User,
             }],
+            xdp: Vec::new(),
         })))
     }
 

@@ -162,6 +162,16 @@ pub struct XdpProgram {
     attached: bool,
 }
 
+impl std::fmt::Debug for XdpProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XdpProgram")
+            .field("iface", &self.iface)
+            .field("mode", &self.mode)
+            .field("device_bound", &self.device_bound)
+            .finish_non_exhaustive()
+    }
+}
+
 /// Interface index of `iface`, if it exists.
 pub fn ifindex(iface: &str) -> Option<i32> {
     let name = CString::new(iface).ok()?;
