@@ -111,7 +111,7 @@ const RATE_UNITS: &[(&str, f64)] = &[
     ("tbit/s", 1e12),
 ];
 
-/// Parses a bit rate into bits per second (see [`RATE_UNITS`]); at least 1 bit/s.
+/// Parses a bit rate into bits per second (see `RATE_UNITS`); at least 1 bit/s.
 pub fn parse_rate(s: &str) -> Result<u64, UnitError> {
     let v = scaled("rate", s, RATE_UNITS)?;
     if v < 1.0 {

@@ -143,7 +143,7 @@ impl Listener for tokio::net::UnixListener {
 /// Answers each connection on `listener` with `answer` (in a task of its own, bounded by
 /// [`ANSWER_TIMEOUT`]) until `shutdown` is triggered; then closes the listener and gives the
 /// connections in flight [`DRAIN`] to finish before aborting them. A failed accept is
-/// logged and retried after [`ACCEPT_RETRY`].
+/// logged and retried after `ACCEPT_RETRY` (100 ms).
 pub async fn serve<L, A, F>(listener: L, shutdown: &Shutdown, answer: A)
 where
     L: Listener,

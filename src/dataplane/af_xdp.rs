@@ -58,7 +58,7 @@ fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> u64 {
 }
 
 /// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames: at most
-/// [`FILL_TARGET`] and at most a quarter of the pool.
+/// `FILL_TARGET` and at most a quarter of the pool.
 pub fn fill_target(pool_frames: u32) -> usize {
     FILL_TARGET.min(pool_frames as usize / 4).max(64)
 }

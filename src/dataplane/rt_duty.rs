@@ -80,7 +80,7 @@ pub enum Phase {
 impl Duty {
     /// The schedule for a kernel whose real-time throttling is `throttle` ((runtime, period)
     /// in µs; `None` when off): the slice covers the larger of the throttling's and the fair
-    /// server's shares, [`MARGIN`] times over.
+    /// server's shares, `MARGIN` times over.
     pub fn for_kernel(throttle: Option<(u64, u64)>) -> Self {
         let throttled_ppm = throttle
             .filter(|&(_, period)| period > 0)

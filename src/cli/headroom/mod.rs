@@ -2,8 +2,8 @@
 //!
 //! Each subcommand sizes one thing and prints a table of the formula's terms (bit times,
 //! bytes, share of the total) followed by the result, or JSON with `--json`. The math lives in
-//! [`crate::headroom`]; this module turns the flags ([`args`]) into the models' inputs, calls
-//! them, and hands the results to [`render`] for text or serializes them as JSON.
+//! [`crate::headroom`]; this module turns the flags (`args`) into the models' inputs, calls
+//! them, and hands the results to `render` for text or serializes them as JSON.
 //! See `docs/headroom.md` for every subcommand, flag and formula.
 
 use crate::headroom::adaptive::{self, AdaptiveInput, RoundTrip};
