@@ -151,6 +151,19 @@ fn family<M: EncodeMetric>(
     Ok(())
 }
 
+/// One counter series per `(value, count)`: `labels` plus `key="value"`.
+fn split<const N: usize>(
+    labels: &Labels,
+    key: &'static str,
+    counts: [(&str, u64); N],
+) -> [(Labels, ConstCounter); N] {
+    counts.map(|(value, n)| {
+        let mut l = labels.clone();
+        l.push((key, value.to_string()));
+        (l, ConstCounter::new(n))
+    })
+}
+
 fn per_port<'a>(
     snaps: &'a [PortSnapshot],
     f: fn(&PortSnapshot) -> u64,
@@ -726,16 +739,15 @@ impl Collector for DaemonCollector {
             None,
             Counter,
             xdp.iter().flat_map(|(l, c)| {
-                [
-                    ("redirected", c.redirected),
-                    ("passed", c.passed),
-                    ("redirect_failed", c.redirect_failed),
-                ]
-                .map(|(outcome, n)| {
-                    let mut l = l.clone();
-                    l.push(("outcome", outcome.to_string()));
-                    (l, ConstCounter::new(n))
-                })
+                split(
+                    l,
+                    "outcome",
+                    [
+                        ("redirected", c.redirected),
+                        ("passed", c.passed),
+                        ("redirect_failed", c.redirect_failed),
+                    ],
+                )
             }),
         )?;
         family(
@@ -748,17 +760,16 @@ impl Collector for DaemonCollector {
             None,
             Counter,
             xdp.iter().flat_map(|(l, c)| {
-                [
-                    ("hw_stamp", c.hw_stamps),
-                    ("stamp_error", c.stamp_errors),
-                    ("stamp_zero", c.stamp_zero),
-                    ("vlan_tag", c.meta_vlan),
-                ]
-                .map(|(result, n)| {
-                    let mut l = l.clone();
-                    l.push(("result", result.to_string()));
-                    (l, ConstCounter::new(n))
-                })
+                split(
+                    l,
+                    "result",
+                    [
+                        ("hw_stamp", c.hw_stamps),
+                        ("stamp_error", c.stamp_errors),
+                        ("stamp_zero", c.stamp_zero),
+                        ("vlan_tag", c.meta_vlan),
+                    ],
+                )
             }),
         )?;
         family(
