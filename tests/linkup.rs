@@ -600,12 +600,19 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
         "headroom {headroom} below an overshoot of {peak}: {d0}"
     );
     assert_eq!(n(&d0["xoff_in_force"][3]) + headroom, 128 * 1024, "{d0}");
+    let episodes: u64 = d0["overshoot"][3]["buckets"]
+        .as_array()
+        .map_or(0, |b| b.iter().filter_map(|c| c.as_u64()).sum());
+    let mean = n(&d0["overshoot"][3]["sum"]) as f64 / episodes.max(1) as f64;
     println!(
         "1 ms cable, 100 Mbit/s into 50 Mbit/s: static headroom 8 KiB -> {static_overflow} frames overflowed; \
          link-up measured {measured} B, headroom in force {headroom} B ({}) -> lossless; \
-         peak overshoot {peak}..{} B, ratio headroom/peak <= {:.2}; peak queue {} B",
+         {episodes} XOFF episodes, overshoot mean {mean:.0} B, peak {peak}..{} B; \
+         ratio headroom/mean {:.2}, headroom/peak bucket {:.2}..{:.2}; peak queue {} B",
         p3["headroom_source"],
         peak.saturating_mul(2),
+        headroom as f64 / mean.max(1.0),
+        headroom as f64 / peak.saturating_mul(2).max(1) as f64,
         headroom as f64 / peak.max(1) as f64,
         n(&dut["ports"][1]["queue_peak_bytes"][3])
     );

@@ -55,6 +55,8 @@ struct Prio {
     gap: u64,
     /// The port's [`min_xoff`].
     min_xoff: u64,
+    /// Highest occupancy seen while the running episode lasted.
+    peak: u64,
 }
 
 impl Prio {
@@ -148,6 +150,7 @@ impl PortHeadroom {
                 buffer: plan.limit,
                 gap: c.xoff - c.xon,
                 min_xoff: min_xoff(self.max_frame),
+                peak: 0,
             });
         }
     }
@@ -158,14 +161,16 @@ impl PortHeadroom {
     }
 
     /// The port's generator went from XOFF mask `before` to `after` at `now`, with `arrived`
-    /// bytes per priority arrived so far. Calls `seen(priority, overshoot)` for every episode
-    /// that ended, and returns whether the thresholds changed.
+    /// bytes per priority arrived so far and `occupancy` the bytes it acts on. Calls
+    /// `seen(priority, overshoot)` for every episode that ended, and returns whether the
+    /// thresholds changed.
     pub fn observe(
         &mut self,
         now: u64,
         before: u8,
         after: u8,
         arrived: &[u64; PRIORITIES],
+        occupancy: &[u64; PRIORITIES],
         mut seen: impl FnMut(usize, Overshoot),
     ) -> bool {
         if before == after && self.running == 0 {
@@ -176,10 +181,14 @@ impl PortHeadroom {
             let Some(s) = slot.as_mut() else { continue };
             let bit = 1u8 << p;
             let ended = match (before & bit != 0, after & bit != 0) {
-                (false, true) => s.meter.on_xoff(now, arrived[p]),
+                (false, true) => {
+                    s.peak = 0;
+                    s.meter.on_xoff(now, arrived[p])
+                }
                 (true, false) => s.meter.on_xon(arrived[p]),
                 _ => s.meter.poll(now, arrived[p]),
             };
+            s.peak = s.peak.max(occupancy[p]);
             if s.meter.running() {
                 self.running |= bit;
             } else {
@@ -188,7 +197,8 @@ impl PortHeadroom {
             if let Some(o) = ended {
                 seen(p, o);
                 if self.settings.adaptive {
-                    changed |= s.adaptive.on_overshoot(now, o.bytes);
+                    let beyond = s.peak.saturating_sub(s.thresholds().xoff);
+                    changed |= s.adaptive.on_overshoot(now, o.bytes, beyond);
                 }
             }
         }
@@ -242,11 +252,21 @@ mod tests {
         assert!(h.thresholds()[0].is_none());
         let mut arrived = [0u64; PRIORITIES];
         // XOFF, then 1.2 MB arrive before the source stops.
-        assert!(!h.observe(0, 0, 0x08, &arrived, |_, _| unreachable!()));
+        assert!(!h.observe(0, 0, 0x08, &arrived, &arrived, |_, _| unreachable!()));
         arrived[3] = 1_200_000;
-        assert!(!h.observe(MS / 2, 0x08, 0x08, &arrived, |_, _| unreachable!()));
+        assert!(!h.observe(
+            MS / 2,
+            0x08,
+            0x08,
+            &arrived,
+            &arrived,
+            |_, _| unreachable!()
+        ));
         let mut seen = Vec::new();
-        assert!(h.observe(2 * MS, 0x08, 0x08, &arrived, |p, o| seen.push((p, o.bytes))));
+        assert!(
+            h.observe(2 * MS, 0x08, 0x08, &arrived, &arrived, |p, o| seen
+                .push((p, o.bytes)))
+        );
         assert_eq!(seen, [(3, 1_200_000)]);
         // The buffer cannot hold 1.5 x that as headroom: XOFF falls to its minimum.
         let t = h.thresholds()[3].unwrap();

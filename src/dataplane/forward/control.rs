@@ -129,7 +129,7 @@ impl ForwardWorker {
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {
             let arrived = port.shared.arrived_all();
-            if h.observe(now, before, after, &arrived, |prio, o| {
+            if h.observe(now, before, after, &arrived, &occupancy, |prio, o| {
                 c.overshoot[prio].record(o.bytes);
                 c.pfc_reaction_ns[prio].record(o.settle_ns);
             }) {
