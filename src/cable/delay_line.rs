@@ -2,6 +2,8 @@
 //! for transmission. Order is kept (eligible times never decrease along the ring) and nothing
 //! is allocated after creation.
 
+use std::collections::VecDeque;
+
 use crate::dataplane::pool::Frame;
 
 /// A frame in flight on the cable.
@@ -15,50 +17,44 @@ pub struct Entry {
     pub eligible_ns: u64,
 }
 
-/// A bounded ring of [`Entry`] in order of eligibility.
+/// A bounded ring of [`Entry`] in order of eligibility (a `VecDeque` made with room for
+/// `capacity` entries and never pushed beyond it: no empty slot holds a placeholder frame).
 #[derive(Debug)]
 pub struct DelayLine {
-    ring: Box<[Entry]>,
-    head: usize,
-    len: usize,
+    ring: VecDeque<Entry>,
+    capacity: usize,
     bytes: u64,
 }
-
-const EMPTY: Entry = Entry {
-    frame: Frame { idx: 0, len: 0 },
-    rx_ns: 0,
-    eligible_ns: 0,
-};
 
 impl DelayLine {
     /// A ring for at most `capacity` frames (at least 1).
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
         DelayLine {
-            ring: vec![EMPTY; capacity.max(1)].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            ring: VecDeque::with_capacity(capacity),
+            capacity,
             bytes: 0,
         }
     }
 
     /// Most frames the ring holds.
     pub fn capacity(&self) -> usize {
-        self.ring.len()
+        self.capacity
     }
 
     /// Frames held.
     pub fn len(&self) -> usize {
-        self.len
+        self.ring.len()
     }
 
     /// True if no frame is held.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.ring.is_empty()
     }
 
     /// True if no frame fits.
     pub fn is_full(&self) -> bool {
-        self.len == self.ring.len()
+        self.ring.len() == self.capacity
     }
 
     /// Bytes of the frames held.
@@ -73,10 +69,8 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        let cap = self.ring.len();
-        self.ring[(self.head + self.len) % cap] = e;
-        self.len += 1;
         self.bytes += u64::from(e.frame.len);
+        self.ring.push_back(e);
         Ok(())
     }
 
@@ -86,29 +80,21 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        let cap = self.ring.len();
-        self.head = (self.head + cap - 1) % cap;
-        self.ring[self.head] = e;
-        self.len += 1;
         self.bytes += u64::from(e.frame.len);
+        self.ring.push_front(e);
         Ok(())
     }
 
     /// The oldest frame.
     #[inline]
     pub fn front(&self) -> Option<&Entry> {
-        (self.len > 0).then(|| &self.ring[self.head])
+        self.ring.front()
     }
 
     /// Removes and returns the oldest frame.
     #[inline]
     pub fn pop_front(&mut self) -> Option<Entry> {
-        if self.len == 0 {
-            return None;
-        }
-        let e = self.ring[self.head];
-        self.head = (self.head + 1) % self.ring.len();
-        self.len -= 1;
+        let e = self.ring.pop_front()?;
         self.bytes -= u64::from(e.frame.len);
         Some(e)
     }

@@ -1,5 +1,7 @@
 //! Per-priority egress queues: fixed-capacity rings of frame handles, allocated once.
 
+use std::collections::VecDeque;
+
 use super::pool::Frame;
 use crate::fc::PRIORITIES;
 
@@ -26,70 +28,59 @@ impl Queued {
     }
 }
 
-/// A bounded FIFO ring that never allocates after creation.
+/// A bounded FIFO ring that never allocates after creation (a `VecDeque` made with room for
+/// `cap` frames and never pushed beyond it: no empty slot has to hold a placeholder frame).
 #[derive(Debug)]
 pub struct Ring {
-    slots: Box<[Queued]>,
-    head: usize,
-    len: usize,
+    slots: VecDeque<Queued>,
+    cap: usize,
     bytes: u64,
 }
 
 impl Ring {
     /// A ring for at most `cap` frames.
     pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
         Ring {
-            slots: vec![Queued::default(); cap.max(1)].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            slots: VecDeque::with_capacity(cap),
+            cap,
             bytes: 0,
         }
     }
 
     /// Appends `q`; returns it back when full.
+    #[inline]
     pub fn push(&mut self, q: Queued) -> Result<(), Queued> {
-        if self.len == self.slots.len() {
+        if self.slots.len() == self.cap {
             return Err(q);
         }
-        // head < cap and len < cap: one compare wraps it, no division.
-        let mut at = self.head + self.len;
-        if at >= self.slots.len() {
-            at -= self.slots.len();
-        }
-        self.slots[at] = q;
-        self.len += 1;
         self.bytes += u64::from(q.len);
+        self.slots.push_back(q);
         Ok(())
     }
 
     /// The oldest frame.
+    #[inline]
     pub fn front(&self) -> Option<&Queued> {
-        (self.len > 0).then(|| &self.slots[self.head])
+        self.slots.front()
     }
 
     /// Removes the oldest frame.
+    #[inline]
     pub fn pop(&mut self) -> Option<Queued> {
-        if self.len == 0 {
-            return None;
-        }
-        let q = self.slots[self.head];
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
-        self.len -= 1;
+        let q = self.slots.pop_front()?;
         self.bytes -= u64::from(q.len);
         Some(q)
     }
 
     /// Frames queued.
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slots.is_empty()
     }
 
     /// Bytes queued.
