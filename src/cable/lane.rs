@@ -24,6 +24,15 @@ pub enum Verdict {
     Overflow,
 }
 
+/// The times of a frame [`Lane::pop_ready`] let leave, kept until [`Lane::settle`] says
+/// whether the port took it.
+#[derive(Debug, Clone, Copy)]
+struct Popped {
+    rx_ns: u64,
+    eligible_ns: u64,
+    len: u32,
+}
+
 /// Counters of one direction.
 #[derive(Debug, Clone, Default)]
 struct Counters {
@@ -57,6 +66,8 @@ pub struct Lane {
     jitter: SplitMix64,
     /// A frame picked by the reorder rule, waiting to be queued behind the next frame.
     held: Option<Entry>,
+    /// The frames of the last [`Lane::pop_ready`], in order (reused, never shrunk).
+    popped: Vec<Popped>,
     last_eligible: u64,
     delay: Histogram,
     c: Counters,
@@ -85,6 +96,7 @@ impl Lane {
             reorder: rule(&settings.reorder, Purpose::Reorder),
             jitter: SplitMix64::new(stream_seed(seed, dir, Purpose::Jitter)),
             held: None,
+            popped: Vec::new(),
             last_eligible: 0,
             delay: Histogram::default(),
             c: Counters::default(),
@@ -169,11 +181,11 @@ impl Lane {
         }
     }
 
-    /// Appends to `out` up to `max` frames that may leave at `now` (delay passed, line rate
-    /// permitting); returns how many. Report each with [`Lane::sent`] or [`Lane::unsend`].
-    pub fn pop_ready(&mut self, now: u64, max: usize, out: &mut Vec<Entry>) -> usize {
-        let mut n = 0;
-        while n < max {
+    /// Moves to `out` up to `max` frames that may leave at `now` (delay passed, line rate
+    /// permitting); returns how many. Hand `out` to the port, then to [`Lane::settle`].
+    pub fn pop_ready(&mut self, now: u64, max: usize, out: &mut Vec<Frame>) -> usize {
+        self.popped.clear();
+        while self.popped.len() < max {
             let Some(f) = self.line.front() else { break };
             if f.eligible_ns > now {
                 break;
@@ -183,30 +195,56 @@ impl Lane {
                     break;
                 }
             }
-            out.push(self.line.pop_front().expect("front exists"));
-            n += 1;
+            let e = self.line.pop_front().expect("front exists");
+            self.popped.push(Popped {
+                rx_ns: e.rx_ns,
+                eligible_ns: e.eligible_ns,
+                len: e.frame.len,
+            });
+            out.push(e.frame);
         }
-        n
+        self.popped.len()
     }
 
-    /// Records that `e` left at `now`.
+    /// After the port was handed the frames of the last [`Lane::pop_ready`]: those it took
+    /// (the first ones) left at `now`; those it did not, still in `unsent` and in order, go
+    /// back to the head of the line, and any there is no room for goes to `release`.
+    pub fn settle(&mut self, now: u64, unsent: &mut Vec<Frame>, mut release: impl FnMut(Frame)) {
+        let sent = self.popped.len() - unsent.len().min(self.popped.len());
+        for i in 0..sent {
+            let p = self.popped[i];
+            self.sent(p.rx_ns, p.len, now);
+        }
+        // Back in reverse order, so the line keeps its order.
+        while let Some(frame) = unsent.pop() {
+            let Some(p) = self.popped.pop() else {
+                release(frame);
+                continue;
+            };
+            let e = Entry {
+                frame,
+                rx_ns: p.rx_ns,
+                eligible_ns: p.eligible_ns,
+            };
+            if let Err(e) = self.line.push_front(e) {
+                release(e.frame);
+            }
+        }
+        self.popped.clear();
+    }
+
+    /// Records that a frame of `len` bytes received at `rx_ns` left at `now`.
     #[inline]
-    pub fn sent(&mut self, e: &Entry, now: u64) {
-        let d = now.saturating_sub(e.rx_ns);
+    fn sent(&mut self, rx_ns: u64, len: u32, now: u64) {
+        let d = now.saturating_sub(rx_ns);
         self.delay.record(d);
         self.c.delay_sum_ns += u128::from(d);
         self.c.tx_frames += 1;
-        self.c.tx_bytes += u64::from(e.frame.len);
+        self.c.tx_bytes += u64::from(len);
         if self.c.first_tx_ns == 0 {
             self.c.first_tx_ns = now;
         }
         self.c.last_tx_ns = now;
-    }
-
-    /// Puts back a frame from [`Lane::pop_ready`] that the port did not take (frames go back
-    /// in reverse order). Gives it back if there is no room (the caller releases it).
-    pub fn unsend(&mut self, e: Entry) -> Result<(), Entry> {
-        self.line.push_front(e)
     }
 
     /// When this direction next has something to do, if anything.
@@ -361,9 +399,15 @@ mod tests {
             lane.poll(now);
             out.clear();
             lane.pop_ready(now, 64, &mut out);
-            for e in &out {
-                lane.sent(e, now);
-                got.push((*e, now));
+            let popped = lane.popped.clone();
+            lane.settle(now, &mut Vec::new(), |_| unreachable!("all sent"));
+            for (frame, p) in out.drain(..).zip(popped) {
+                let e = Entry {
+                    frame,
+                    rx_ns: p.rx_ns,
+                    eligible_ns: p.eligible_ns,
+                };
+                got.push((e, now));
             }
             now += step;
         }
@@ -632,12 +676,12 @@ mod tests {
         }
         let mut out = Vec::new();
         assert_eq!(lane.pop_ready(0, 64, &mut out), 5);
-        for e in out[2..].iter().rev() {
-            lane.unsend(*e).unwrap();
-        }
+        // The port took the first two; the rest go back.
+        let mut unsent = out.split_off(2);
+        lane.settle(0, &mut unsent, |_| panic!("room to put them back"));
         out.clear();
         lane.pop_ready(0, 64, &mut out);
-        let seqs: Vec<u64> = out.iter().map(|e| sim.seq(e.frame)).collect();
+        let seqs: Vec<u64> = out.iter().map(|&f| sim.seq(f)).collect();
         assert_eq!(seqs, vec![2, 3, 4]);
     }
 

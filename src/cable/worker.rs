@@ -8,7 +8,6 @@ use std::{
 };
 
 use super::{
-    delay_line::Entry,
     lane::{Lane, Verdict},
     report::CableReport,
     CableSetup,
@@ -111,7 +110,6 @@ fn forward(
     ];
     let names = ["a->b", "b->a"];
     let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
-    let mut out: Vec<Entry> = Vec::with_capacity(BATCH);
     let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
     let mut idler = Idler::new(ports.iter().map(|p| p.poll_fd()), setup.busy_poll);
     let mut warned = [0u64; 2];
@@ -152,23 +150,14 @@ fn forward(
                 if room == 0 {
                     continue;
                 }
-                out.clear();
-                if lane.pop_ready(now, room, &mut out) == 0 {
+                if lane.pop_ready(now, room, &mut tx) == 0 {
                     continue;
                 }
-                tx.clear();
-                tx.extend(out.iter().map(|x| x.frame));
-                let k = ports[e].send(&mut pool, &tx)?;
-                let t = now_ns();
-                for x in &out[..k] {
-                    lane.sent(x, t);
-                }
-                for x in out[k..].iter().rev() {
-                    if let Err(x) = lane.unsend(*x) {
-                        pool.release(x.frame.idx);
-                    }
-                }
-                work += k;
+                // What the port does not take stays in `tx` and goes back on the line, also
+                // when the port fails.
+                let sent = ports[e].send(&mut pool, &mut tx);
+                lane.settle(now_ns(), &mut tx, |f| pool.release(f.idx));
+                work += sent?;
             }
             // Say it loudly when the FIFO bound drops frames (a real cable never would).
             let now = now_ns();

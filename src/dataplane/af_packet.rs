@@ -229,20 +229,28 @@ impl Port for AfPacketPort {
         usize::MAX
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
-        for f in frames {
-            let res = self.tx.send_to(pool.data(*f), None);
-            pool.release(f.idx);
-            if let Some(Err(e)) = res {
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
+        // Each frame is copied into the socket and goes straight back to the pool; on an
+        // error the frames after the failed one stay in `frames`.
+        let mut n = 0;
+        let mut res = Ok(());
+        for f in frames.iter() {
+            let sent = self.tx.send_to(pool.data(*f), None);
+            n += 1;
+            if let Some(Err(e)) = sent {
                 if e.raw_os_error() != Some(libc::ENOBUFS) {
-                    return Err(PortError::Io {
+                    res = Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
                     });
+                    break;
                 }
             }
         }
-        Ok(frames.len())
+        for f in frames.drain(..n) {
+            pool.release(f.idx);
+        }
+        res.map(|()| n)
     }
 
     fn reclaim(&mut self, _pool: &mut FramePool) -> Result<(), PortError> {

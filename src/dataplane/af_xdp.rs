@@ -338,8 +338,8 @@ impl Port for AfXdpPort {
         free.min(TX_IN_FLIGHT.saturating_sub(self.in_tx))
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
-        let frames = &frames[..frames.len().min(MAX_BATCH)];
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
+        let batch = &frames[..frames.len().min(MAX_BATCH)];
         // The ring takes a batch whole or not at all: only whole frames that fit go in it
         // (a chained frame is several descriptors).
         // The in-flight bound ([`Port::tx_room`]) counts descriptors: a batch of chained
@@ -347,7 +347,7 @@ impl Port for AfXdpPort {
         let free = self.tx.nb_free((MAX_BATCH * MAX_CHAIN) as u32) as usize;
         let budget = TX_IN_FLIGHT.saturating_sub(self.in_tx);
         let (mut n, mut descs) = (0, 0);
-        for f in frames {
+        for f in batch {
             let k = if pool.is_chained(f.idx) {
                 pool.chain_len(*f)
             } else {
@@ -362,11 +362,14 @@ impl Port for AfXdpPort {
         // SAFETY: the frames are owned by the caller, who hands them to the kernel here.
         let done = unsafe { self.tx.produce(&self.scratch[..descs]) };
         if done < descs {
-            // Refused after all: the frames stay the caller's, as single chunks now; put
-            // their chains back.
+            // Refused after all: the frames stay the caller's (still in `frames`), as single
+            // chunks now; put their chains back.
             relink(pool, &self.scratch[..descs]);
             n = 0;
         }
+        // The kernel owns what the ring took: out of the caller's hands, until the
+        // completion ring hands each chunk back ([`Port::reclaim`]).
+        frames.drain(..n);
         self.in_tx += done;
         if done > 0 {
             if let Err(e) = self.tx.wakeup() {

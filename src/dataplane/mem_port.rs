@@ -149,11 +149,12 @@ impl Port for MemPort {
         self.tx_room
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
         let n = frames.len().min(self.tx_room);
         let mut q = self.q.lock().expect("test queue");
-        for f in &frames[..n] {
-            q.from_port.push_back(pool.data(*f).to_vec());
+        // Copied out, the frames go straight back to the pool.
+        for f in frames.drain(..n) {
+            q.from_port.push_back(pool.data(f).to_vec());
             pool.release(f.idx);
         }
         Ok(n)

@@ -27,7 +27,7 @@ use crate::dataplane::{
     agent::Taken,
     clock::now_ns,
     pool::{Frame, FramePool},
-    port::{Port, PortError, RxFrame, Stamping},
+    port::{send_or_release, Port, PortError, RxFrame, Stamping},
 };
 use crate::wire::{
     classify,
@@ -95,6 +95,8 @@ pub struct LinkAgent {
     /// Answers waiting for the TX path.
     answers: VecDeque<Response>,
     rx: Vec<RxFrame>,
+    /// The one-frame batch each send goes through (kept: nothing allocated per frame).
+    tx: Vec<Frame>,
     clock: fn() -> u64,
     /// Kernel TX stamps for Pdelay_Req and Pdelay_Resp, when the port has them.
     stamper: Option<TxStamper>,
@@ -115,6 +117,7 @@ impl LinkAgent {
             initiator: PdelayInitiator::new(cfg.initiator, identity),
             answers: VecDeque::new(),
             rx: Vec::with_capacity(RX_BATCH),
+            tx: Vec::with_capacity(1),
             clock: now_ns,
             stamper: None,
             stamp_buf: Vec::new(),
@@ -341,20 +344,12 @@ impl LinkAgent {
             len: len as u32,
         };
         let t = (self.clock)();
-        match port.send(pool, &[frame]) {
-            Ok(1) => {
-                self.counters.tx += 1;
-                Ok(Some(t))
-            }
-            Ok(_) => {
-                pool.release(idx);
-                self.counters.tx_dropped += 1;
-                Ok(None)
-            }
-            Err(e) => {
-                pool.release(idx);
-                Err(e.into())
-            }
+        if send_or_release(port, pool, &mut self.tx, frame)? {
+            self.counters.tx += 1;
+            Ok(Some(t))
+        } else {
+            self.counters.tx_dropped += 1;
+            Ok(None)
         }
     }
 

@@ -14,7 +14,7 @@ use crate::{
         clock::now_ns,
         open::{attach_for, iface_max_frame, open_worker_ports, Backend, OpenError, WorkerPorts},
         pool::Frame,
-        port::{Port, PortError, RxFrame},
+        port::{send_or_release, Port, PortError, RxFrame},
         xdp_prog::{Steering, XdpMode},
     },
     linkup::{
@@ -388,17 +388,8 @@ fn send_one(
         len: len as u32,
     };
     let t = now_ns();
-    match port.send(wp_pool, &[f]) {
-        Ok(1) => Ok(Some((bytes, t))),
-        Ok(_) => {
-            wp_pool.release(idx);
-            Ok(None)
-        }
-        Err(e) => {
-            wp_pool.release(idx);
-            Err(e.into())
-        }
-    }
+    let mut batch = Vec::with_capacity(1);
+    Ok(send_or_release(port, wp_pool, &mut batch, f)?.then_some((bytes, t)))
 }
 
 /// Receives what is waiting on port `i`, hands each frame to `f`, and frees it.

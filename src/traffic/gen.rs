@@ -328,10 +328,15 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             }
             _ => {}
         }
-        if !tx.is_empty() {
-            let k = port.send(&mut pool, &tx).unwrap_or(0);
-            // Frames the ring refused were never sent: roll their sequence numbers back.
-            for f in tx[k..].iter().rev() {
+        let sending = !tx.is_empty();
+        if sending {
+            let batch = tx.len();
+            // A port error is the next turn's: what the port took before it is sent.
+            let _ = port.send(&mut pool, &mut tx);
+            let k = batch - tx.len();
+            // Frames the ring refused (left in `tx`) were never sent: roll their sequence
+            // numbers back, last first.
+            while let Some(f) = tx.pop() {
                 flow = (flow + templates.len() - 1) % templates.len();
                 next_seq[flow] -= 1;
                 pool.release(f.idx);
@@ -341,8 +346,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             last_tx = now;
         }
         // The update goes out behind the data its blocks-sent count includes.
-        send_credit_update(&mut credit, &mut **port, &mut pool, now);
-        if !tx.is_empty() {
+        send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
+        if sending {
             continue;
         }
         let mut deadline = end;

@@ -24,7 +24,7 @@ use crate::{
         ingress::FillWatch,
         open::WorkerPorts,
         pool::{Frame, FramePool},
-        port::{KernelDrops, RxFrame},
+        port::{send_or_release, KernelDrops, RxFrame},
         queue::{PrioQueues, Queued},
         shaper::{Shaper, WIRE_OVERHEAD},
     },
@@ -229,6 +229,7 @@ pub fn run(
         None => CreditPort::none(),
     };
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
+    let mut tx: Vec<Frame> = Vec::with_capacity(1);
     // Without a congestion buffer the sink only counts: coalesce wake-ups so it does not take
     // CPU from the device under test (latency uses the XDP RX stamps).
     let mut idler =
@@ -352,15 +353,13 @@ pub fn run(
                         idx,
                         len: len as u32,
                     };
-                    if port.send(&mut pool, &[f]).unwrap_or(0) == 1 {
+                    if send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false) {
                         pfc_tx += 1;
-                    } else {
-                        pool.release(idx);
                     }
                 }
             }
         }
-        send_credit_update(&mut credit, &mut **port, &mut pool, now);
+        send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
         if work == 0 {
             let mut deadline = [
                 generator.as_ref().and_then(|g| g.next_deadline()),

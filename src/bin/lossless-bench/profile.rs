@@ -451,7 +451,7 @@ fn drive_mem_port(
         tx.clear();
         tx.extend(rx.iter().map(|r| r.frame));
         port_out
-            .send(&mut pool, &tx)
+            .send(&mut pool, &mut tx)
             .expect("in-memory ports do not fail");
         turns += 1;
         delivered += peer_out.take().len() as u64;

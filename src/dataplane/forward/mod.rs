@@ -198,6 +198,9 @@ pub struct ForwardWorker {
     tx: Vec<Frame>,
     /// The priority of each data frame in `tx` (per-priority TX counters).
     tx_prios: [u8; BATCH],
+    /// The length of each frame in `tx`: the port drains the frames it sends, so what is
+    /// counted of them after the send is read here.
+    tx_lens: [u32; BATCH],
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -330,6 +333,7 @@ impl ForwardWorker {
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
+            tx_lens: [0; BATCH],
             pool,
             ports,
             stats,

@@ -15,22 +15,28 @@ impl ForwardWorker {
         if !self.ports[e].ctrl.is_empty() {
             self.tx.clear();
             let room = self.ports[e].io.tx_room().min(BATCH);
+            let mut bytes = 0;
             while self.tx.len() < room {
                 let Some(q) = self.ports[e].ctrl.pop() else {
                     break;
                 };
                 self.ports[e].shaper.charge(q.len, now);
+                bytes += u64::from(q.len);
                 self.tx.push(q.frame());
             }
-            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let batch = self.tx.len();
+            let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
+            let n = batch - self.tx.len();
             let c = &self.stats.ports[e];
             c.tx_frames.add(n as u64);
-            c.tx_bytes
-                .add(self.tx[..n].iter().map(|f| u64::from(f.len)).sum());
-            for f in &self.tx[n..] {
+            // What the port left in `tx` was not sent: its bytes are not counted.
+            let unsent: u64 = self.tx.iter().map(|f| u64::from(f.len)).sum();
+            c.tx_bytes.add(bytes - unsent);
+            for f in self.tx.drain(..) {
                 c.drop(DropReason::NoBuffer);
                 self.pool.release(f.idx);
             }
+            res?;
             sent += n;
         }
         if !self.ports[e].ctrl.is_empty() {
@@ -93,25 +99,31 @@ impl ForwardWorker {
                 }
             }
             self.tx_prios[self.tx.len()] = prio as u8;
+            self.tx_lens[self.tx.len()] = head.len;
             self.tx.push(head.frame());
             slots += k;
         }
         if !self.tx.is_empty() {
-            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let batch = self.tx.len();
+            let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
+            // The port drained the first `n`: their lengths and priorities are read from
+            // the arrays kept beside the batch.
+            let n = batch - self.tx.len();
             let c = &self.stats.ports[e];
-            let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
+            let bytes: u64 = self.tx_lens[..n].iter().map(|&l| u64::from(l)).sum();
             c.tx_frames.add(n as u64);
             c.tx_bytes.add(bytes);
-            for (f, &prio) in self.tx[..n].iter().zip(&self.tx_prios) {
+            for (&len, &prio) in self.tx_lens[..n].iter().zip(&self.tx_prios) {
                 c.tx_data_frames[usize::from(prio)].add(1);
-                c.tx_data_bytes[usize::from(prio)].add(u64::from(f.len));
+                c.tx_data_bytes[usize::from(prio)].add(u64::from(len));
             }
             // `tx_room` promised space; should the ring still refuse, the frames are dropped
             // and counted rather than leaked.
-            for f in &self.tx[n..] {
+            for f in self.tx.drain(..) {
                 c.drop(DropReason::NoBuffer);
                 self.pool.release(f.idx);
             }
+            res?;
             sent += n;
         }
         Ok(sent)
