@@ -1,13 +1,17 @@
 //! The cable's timed FIFO: a fixed-capacity ring of frames with the time each becomes eligible
 //! for transmission. Order is kept (eligible times never decrease along the ring) and nothing
 //! is allocated after creation.
+//!
+//! The line owns the frames in it: an [`Entry`] holds the frame's token (not `Copy`, see
+//! [`crate::dataplane::pool`]), moved in by a push and out by a pop, so a frame is on the
+//! cable or with its sender, never both.
 
 use std::collections::VecDeque;
 
 use crate::dataplane::pool::Frame;
 
 /// A frame in flight on the cable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Entry {
     /// The frame (owned by the cable until sent).
     pub frame: Frame,
@@ -18,7 +22,7 @@ pub struct Entry {
 }
 
 /// A bounded ring of [`Entry`] in order of eligibility (a `VecDeque` made with room for
-/// `capacity` entries and never pushed beyond it: no empty slot holds a placeholder frame).
+/// `capacity` entries and never pushed beyond it).
 #[derive(Debug)]
 pub struct DelayLine {
     ring: VecDeque<Entry>,
@@ -69,7 +73,7 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        self.bytes += u64::from(e.frame.len);
+        self.bytes += u64::from(e.frame.len());
         self.ring.push_back(e);
         Ok(())
     }
@@ -80,7 +84,7 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        self.bytes += u64::from(e.frame.len);
+        self.bytes += u64::from(e.frame.len());
         self.ring.push_front(e);
         Ok(())
     }
@@ -95,7 +99,7 @@ impl DelayLine {
     #[inline]
     pub fn pop_front(&mut self) -> Option<Entry> {
         let e = self.ring.pop_front()?;
-        self.bytes -= u64::from(e.frame.len);
+        self.bytes -= u64::from(e.frame.len());
         Some(e)
     }
 }
@@ -106,7 +110,7 @@ mod tests {
 
     fn e(idx: u32, len: u32, t: u64) -> Entry {
         Entry {
-            frame: Frame { idx, len },
+            frame: Frame::for_test(idx, len),
             rx_ns: t,
             eligible_ns: t + 10,
         }
@@ -122,18 +126,18 @@ mod tests {
         assert!(d.is_full());
         assert_eq!(d.push_back(e(4, 1, 3)), Err(e(4, 1, 3)));
         assert_eq!(d.bytes(), 600);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 1);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 1);
         // Wrap around.
         d.push_back(e(4, 400, 3)).unwrap();
-        assert_eq!(d.pop_front().unwrap().frame.idx, 2);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 2);
         let f = d.pop_front().unwrap();
-        assert_eq!(f.frame.idx, 3);
+        assert_eq!(f.frame.idx(), 3);
         d.push_front(f).unwrap();
-        assert_eq!(d.front().unwrap().frame.idx, 3);
+        assert_eq!(d.front().unwrap().frame.idx(), 3);
         assert_eq!(d.len(), 2);
         assert_eq!(d.bytes(), 700);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 3);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 4);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 3);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 4);
         assert_eq!(d.bytes(), 0);
         assert_eq!(d.capacity(), 3);
     }

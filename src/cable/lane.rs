@@ -1,6 +1,11 @@
 //! One direction of the cable, sans I/O: frames go in with their RX time, come out when the
 //! delay has passed and the line rate allows, in order; the seeded rules drop, corrupt or
 //! swap some on the way. Driven with injected time, so unit tests use simulated time.
+//!
+//! A lane owns the frames it holds (their tokens, see [`crate::dataplane::pool`]): a frame
+//! it refuses is handed back with the verdict, a frame it lets leave is moved into the
+//! caller's batch, and one the port did not take is moved back in ([`Lane::settle`]). So no
+//! frame is both on the cable and released or sent.
 
 use super::{
     delay_line::{DelayLine, Entry},
@@ -16,11 +21,11 @@ use crate::{
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The cable holds it now.
+    /// The cable holds it now ([`Lane::ingress`] returns `Ok`).
     Queued,
-    /// Dropped by the loss rule; the caller releases the frame.
+    /// Dropped by the loss rule; handed back for the caller to release.
     Lost,
-    /// Dropped because the FIFO was full; the caller releases the frame.
+    /// Dropped because the FIFO was full; handed back for the caller to release.
     Overflow,
 }
 
@@ -105,11 +110,17 @@ impl Lane {
     }
 
     /// Takes a received frame. `data` is its bytes (a corruption rule may flip one bit past
-    /// the Ethernet header); `rx_ns` is when it arrived.
-    pub fn ingress(&mut self, frame: Frame, data: &mut [u8], rx_ns: u64) -> Verdict {
+    /// the Ethernet header); `rx_ns` is when it arrived. A frame the lane does not keep comes
+    /// back with the reason ([`Verdict::Lost`] or [`Verdict::Overflow`]).
+    pub fn ingress(
+        &mut self,
+        frame: Frame,
+        data: &mut [u8],
+        rx_ns: u64,
+    ) -> Result<(), (Verdict, Frame)> {
         let class = crate::wire::classify(data);
         let kind = Kind::from(class.kind);
-        let len = u64::from(frame.len);
+        let len = u64::from(frame.len());
         self.c.rx_frames += 1;
         self.c.rx_bytes += len;
         self.c.rx_by_class[kind.index()] += 1;
@@ -117,16 +128,16 @@ impl Lane {
             if r.fires(&class) {
                 self.c.lost += 1;
                 self.c.lost_by_class[kind.index()] += 1;
-                return Verdict::Lost;
+                return Err((Verdict::Lost, frame));
             }
         }
         let held = usize::from(self.held.is_some());
-        let held_bytes = self.held.map_or(0, |h| u64::from(h.frame.len));
+        let held_bytes = self.held.as_ref().map_or(0, |h| u64::from(h.frame.len()));
         if self.line.bytes() + held_bytes + len > self.limit_bytes
             || self.line.len() + held + 1 > self.line.capacity()
         {
             self.c.overflow += 1;
-            return Verdict::Overflow;
+            return Err((Verdict::Overflow, frame));
         }
         if let Some(r) = self.corrupt.as_mut() {
             if r.fires(&class) && data.len() > class.header_len {
@@ -156,7 +167,7 @@ impl Lane {
             if let Some(r) = self.reorder.as_mut() {
                 if r.fires(&class) {
                     self.held = Some(e);
-                    return Verdict::Queued;
+                    return Ok(());
                 }
             }
         }
@@ -168,15 +179,15 @@ impl Lane {
         }
         self.c.peak_bytes = self.c.peak_bytes.max(self.line.bytes());
         self.c.peak_frames = self.c.peak_frames.max(self.line.len());
-        Verdict::Queued
+        Ok(())
     }
 
     /// Moves a frame held for reordering into the line once its own time has come and no
     /// frame followed it (so a lone frame is delayed, never stranded).
     pub fn poll(&mut self, now: u64) {
-        if let Some(h) = self.held {
-            if h.eligible_ns <= now && self.line.push_back(h).is_ok() {
-                self.held = None;
+        if let Some(h) = self.held.take_if(|h| h.eligible_ns <= now) {
+            if let Err(h) = self.line.push_back(h) {
+                self.held = Some(h);
             }
         }
     }
@@ -191,7 +202,7 @@ impl Lane {
                 break;
             }
             if let Some(s) = self.shaper.as_mut() {
-                if !s.try_send(f.frame.len, now) {
+                if !s.try_send(f.frame.len(), now) {
                     break;
                 }
             }
@@ -199,7 +210,7 @@ impl Lane {
             self.popped.push(Popped {
                 rx_ns: e.rx_ns,
                 eligible_ns: e.eligible_ns,
-                len: e.frame.len,
+                len: e.frame.len(),
             });
             out.push(e.frame);
         }
@@ -249,7 +260,7 @@ impl Lane {
 
     /// When this direction next has something to do, if anything.
     pub fn next_deadline(&self) -> Option<u64> {
-        let mut d = self.held.map(|h| h.eligible_ns);
+        let mut d = self.held.as_ref().map(|h| h.eligible_ns);
         if let Some(f) = self.line.front() {
             let mut t = f.eligible_ns;
             if let Some(s) = &self.shaper {
@@ -368,20 +379,21 @@ mod tests {
         }
 
         fn push(&mut self, b: Vec<u8>) -> Frame {
-            let f = Frame {
-                idx: self.frames.len() as u32,
-                len: b.len() as u32,
-            };
+            let f = Frame::for_test(self.frames.len() as u32, b.len() as u32);
             self.frames.push(b);
             f
         }
 
         fn ingress(&mut self, lane: &mut Lane, f: Frame, t: u64) -> Verdict {
-            lane.ingress(f, &mut self.frames[f.idx as usize], t)
+            let i = f.idx() as usize;
+            match lane.ingress(f, &mut self.frames[i], t) {
+                Ok(()) => Verdict::Queued,
+                Err((v, _)) => v,
+            }
         }
 
-        fn seq(&self, f: Frame) -> u64 {
-            TestFrameView::parse(&self.frames[f.idx as usize])
+        fn seq(&self, f: &Frame) -> u64 {
+            TestFrameView::parse(&self.frames[f.idx() as usize])
                 .map(|v| v.seq)
                 .unwrap_or(u64::MAX)
         }
@@ -430,7 +442,7 @@ mod tests {
         let got = drain_until(&mut lane, 0, 300_000, 100);
         assert_eq!(got.len(), 100);
         for (i, (e, t)) in got.iter().enumerate() {
-            assert_eq!(sim.seq(e.frame), i as u64);
+            assert_eq!(sim.seq(&e.frame), i as u64);
             assert_eq!(*t, i as u64 * 1000 + 100_000);
         }
         let r = lane.report("a->b", "x", "y");
@@ -457,7 +469,7 @@ mod tests {
         assert_eq!(got.len(), 500);
         let mut spread = (u64::MAX, 0);
         for (i, (e, t)) in got.iter().enumerate() {
-            assert_eq!(sim.seq(e.frame), i as u64);
+            assert_eq!(sim.seq(&e.frame), i as u64);
             let d = t - e.rx_ns;
             assert!(d >= 30_000, "{d}");
             spread = (spread.0.min(d), spread.1.max(d));
@@ -601,9 +613,10 @@ mod tests {
         let mut lane = Lane::new(&s, 5, 0, 0);
         for i in 0..200u64 {
             let f = sim.test_frame(i, 100);
-            let before = sim.frames[f.idx as usize].clone();
+            let at = f.idx() as usize;
+            let before = sim.frames[at].clone();
             sim.ingress(&mut lane, f, i);
-            let after = &sim.frames[f.idx as usize];
+            let after = &sim.frames[at];
             let diff: u32 = before
                 .iter()
                 .zip(after)
@@ -614,9 +627,10 @@ mod tests {
         }
         // PFC frames are not data: left alone.
         let f = sim.pfc_frame();
-        let before = sim.frames[f.idx as usize].clone();
+        let at = f.idx() as usize;
+        let before = sim.frames[at].clone();
         sim.ingress(&mut lane, f, 300);
-        assert_eq!(before, sim.frames[f.idx as usize]);
+        assert_eq!(before, sim.frames[at]);
         assert_eq!(lane.report("a->b", "x", "y").corrupted, 200);
     }
 
@@ -639,7 +653,7 @@ mod tests {
         }
         let got = drain_until(&mut lane, 0, 1_000_000, 50);
         assert_eq!(got.len(), 1000, "every frame leaves");
-        let seqs: Vec<u64> = got.iter().map(|(e, _)| sim.seq(e.frame)).collect();
+        let seqs: Vec<u64> = got.iter().map(|(e, _)| sim.seq(&e.frame)).collect();
         let late = seqs.windows(2).filter(|w| w[1] < w[0]).count() as u64;
         let r = lane.report("a->b", "x", "y");
         assert!(r.reordered >= 50 && r.reordered <= 150, "{}", r.reordered);
@@ -681,7 +695,7 @@ mod tests {
         lane.settle(0, &mut unsent, |_| panic!("room to put them back"));
         out.clear();
         lane.pop_ready(0, 64, &mut out);
-        let seqs: Vec<u64> = out.iter().map(|&f| sim.seq(f)).collect();
+        let seqs: Vec<u64> = out.iter().map(|f| sim.seq(f)).collect();
         assert_eq!(seqs, vec![2, 3, 4]);
     }
 

@@ -7,11 +7,7 @@ use std::{
     time::Duration,
 };
 
-use super::{
-    lane::{Lane, Verdict},
-    report::CableReport,
-    CableSetup,
-};
+use super::{lane::Lane, report::CableReport, CableSetup};
 use crate::dataplane::{
     clock::now_ns,
     idle::Idler,
@@ -127,17 +123,17 @@ fn forward(
                 ports[p].reclaim(&mut pool)?;
                 rx.clear();
                 let n = ports[p].recv(&mut pool, &mut rx, BATCH, now)?;
-                for r in &rx[..n] {
-                    if r.frame.len > max_frame {
+                for r in rx.drain(..) {
+                    if r.frame.len() > max_frame {
                         oversize[p] += 1;
-                        pool.release(r.frame.idx);
+                        pool.release(r.frame);
                         continue;
                     }
-                    let len = r.frame.len as usize;
-                    let buf = pool.buf_mut(r.frame.idx);
+                    let len = r.frame.len() as usize;
+                    let buf = pool.buf_mut(&r.frame);
                     let len = len.min(buf.len());
-                    if lane.ingress(r.frame, &mut buf[..len], r.rx_ns) != Verdict::Queued {
-                        pool.release(r.frame.idx);
+                    if let Err((_, frame)) = lane.ingress(r.frame, &mut buf[..len], r.rx_ns) {
+                        pool.release(frame);
                     }
                 }
                 work += n;
@@ -156,7 +152,7 @@ fn forward(
                 // What the port does not take stays in `tx` and goes back on the line, also
                 // when the port fails.
                 let sent = ports[e].send(&mut pool, &mut tx);
-                lane.settle(now_ns(), &mut tx, |f| pool.release(f.idx));
+                lane.settle(now_ns(), &mut tx, |f| pool.release(f));
                 work += sent?;
             }
             // Say it loudly when the FIFO bound drops frames (a real cable never would).
@@ -192,7 +188,7 @@ fn forward(
     })();
     let stopped = now_ns();
     for lane in lanes.iter_mut() {
-        lane.drain(|f| pool.release(f.idx));
+        lane.drain(|f| pool.release(f));
     }
     // Let the last transmissions complete before the sockets close.
     let settle = now_ns() + 20_000_000;

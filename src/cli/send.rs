@@ -9,7 +9,7 @@ use super::{
 };
 use crate::{
     control::signals,
-    dataplane::{clock::now_ns, pool::Frame, port::send_or_release, xdp_prog::Steering},
+    dataplane::{clock::now_ns, port::send_or_release, xdp_prog::Steering},
     fc::PRIORITIES,
     traffic::open_iface,
     wire::MacControl,
@@ -113,12 +113,15 @@ pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
             ));
             continue;
         }
-        let idx = wp.pool.alloc().ok_or(CliError::PoolExhausted)?;
-        let len = frame.emit_frame(port.mac(), wp.pool.buf_mut(idx))?;
-        let f = Frame {
-            idx,
-            len: len as u32,
+        let mut f = wp.pool.alloc().ok_or(CliError::PoolExhausted)?;
+        let len = match frame.emit_frame(port.mac(), wp.pool.buf_mut(&f)) {
+            Ok(len) => len,
+            Err(e) => {
+                wp.pool.release(f);
+                return Err(e.into());
+            }
         };
+        f.set_len(len);
         if send_or_release(&mut **port, &mut wp.pool, &mut batch, f)? {
             sent += 1;
             next += stream.interval.as_nanos() as u64;

@@ -197,24 +197,19 @@ impl Port for AfPacketPort {
     ) -> Result<usize, PortError> {
         let mut n = 0;
         while n < max {
-            let Some(idx) = pool.alloc() else { break };
-            match recv_frame(self.fd, pool.buf_mut(idx)) {
+            let Some(mut frame) = pool.alloc() else { break };
+            match recv_frame(self.fd, pool.buf_mut(&frame)) {
                 Ok(Some(len)) => {
-                    out.push(RxFrame {
-                        frame: Frame {
-                            idx,
-                            len: len as u32,
-                        },
-                        rx_ns: now,
-                    });
+                    frame.set_len(len);
+                    out.push(RxFrame { frame, rx_ns: now });
                     n += 1;
                 }
                 Ok(None) => {
-                    pool.release(idx);
+                    pool.release(frame);
                     break;
                 }
                 Err(e) => {
-                    pool.release(idx);
+                    pool.release(frame);
                     return Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
@@ -235,7 +230,7 @@ impl Port for AfPacketPort {
         let mut n = 0;
         let mut res = Ok(());
         for f in frames.iter() {
-            let sent = self.tx.send_to(pool.data(*f), None);
+            let sent = self.tx.send_to(pool.data(f), None);
             n += 1;
             if let Some(Err(e)) = sent {
                 if e.raw_os_error() != Some(libc::ENOBUFS) {
@@ -248,7 +243,7 @@ impl Port for AfPacketPort {
             }
         }
         for f in frames.drain(..n) {
-            pool.release(f.idx);
+            pool.release(f);
         }
         res.map(|()| n)
     }

@@ -11,7 +11,7 @@ use super::{
 use crate::wire::MacAddr;
 
 /// A received frame and when it arrived (CLOCK_MONOTONIC ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct RxFrame {
     /// The frame, now owned by the worker.
     pub frame: Frame,
@@ -220,7 +220,7 @@ pub fn send_or_release(
     let res = port.send(pool, batch);
     let taken = batch.is_empty();
     for f in batch.drain(..) {
-        pool.release(f.idx);
+        pool.release(f);
     }
     res.map(|_| taken)
 }

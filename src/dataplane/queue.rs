@@ -1,4 +1,8 @@
-//! Per-priority egress queues: fixed-capacity rings of frame handles, allocated once.
+//! Per-priority egress queues: fixed-capacity rings of frames, allocated once.
+//!
+//! A queue owns the frames in it: [`Queued`] holds the frame's token ([`Frame`], not
+//! `Copy`), so a frame is queued, or sent, or released, never two of them; pushing moves it
+//! in and popping moves it out (see [`super::pool`]).
 
 use std::collections::VecDeque;
 
@@ -6,30 +10,18 @@ use super::pool::Frame;
 use crate::fc::PRIORITIES;
 
 /// A queued frame and the ingress port its bytes are charged to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Queued {
-    /// Frame index in the worker's pool.
-    pub idx: u32,
-    /// Frame length.
-    pub len: u32,
+    /// The frame, owned by the queue while it waits.
+    pub frame: Frame,
     /// Ingress port (index in the worker's port list).
     pub ingress: u8,
     /// RX timestamp (for queueing-delay measurements).
     pub rx_ns: u64,
 }
 
-impl Queued {
-    /// The pool frame.
-    pub fn frame(&self) -> Frame {
-        Frame {
-            idx: self.idx,
-            len: self.len,
-        }
-    }
-}
-
 /// A bounded FIFO ring that never allocates after creation (a `VecDeque` made with room for
-/// `cap` frames and never pushed beyond it: no empty slot has to hold a placeholder frame).
+/// `cap` frames and never pushed beyond it).
 #[derive(Debug)]
 pub struct Ring {
     slots: VecDeque<Queued>,
@@ -54,7 +46,7 @@ impl Ring {
         if self.slots.len() == self.cap {
             return Err(q);
         }
-        self.bytes += u64::from(q.len);
+        self.bytes += u64::from(q.frame.len());
         self.slots.push_back(q);
         Ok(())
     }
@@ -65,11 +57,17 @@ impl Ring {
         self.slots.front()
     }
 
+    /// The newest frame (the one just pushed).
+    #[inline]
+    pub fn back(&self) -> Option<&Queued> {
+        self.slots.back()
+    }
+
     /// Removes the oldest frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Queued> {
         let q = self.slots.pop_front()?;
-        self.bytes -= u64::from(q.len);
+        self.bytes -= u64::from(q.frame.len());
         Some(q)
     }
 
@@ -179,9 +177,9 @@ mod tests {
 
     fn q(idx: u32, len: u32) -> Queued {
         Queued {
-            idx,
-            len,
-            ..Default::default()
+            frame: Frame::for_test(idx, len),
+            ingress: 0,
+            rx_ns: 0,
         }
     }
 
@@ -192,10 +190,10 @@ mod tests {
         r.push(q(2, 50)).unwrap();
         assert_eq!(r.push(q(3, 1)), Err(q(3, 1)));
         assert_eq!(r.bytes(), 150);
-        assert_eq!(r.pop().unwrap().idx, 1);
+        assert_eq!(r.pop().unwrap().frame.idx(), 1);
         r.push(q(3, 10)).unwrap(); // wraps around
-        assert_eq!(r.pop().unwrap().idx, 2);
-        assert_eq!(r.pop().unwrap().idx, 3);
+        assert_eq!(r.pop().unwrap().frame.idx(), 2);
+        assert_eq!(r.pop().unwrap().frame.idx(), 3);
         assert!(r.pop().is_none());
         assert_eq!(r.bytes(), 0);
     }
@@ -209,7 +207,7 @@ mod tests {
         assert_eq!(pq.select(1 << 5), Some(1));
         assert_eq!(pq.select((1 << 5) | (1 << 1)), None);
         assert_eq!(pq.queued(), (1 << 5) | (1 << 1));
-        assert_eq!(pq.pop(5).unwrap().idx, 2);
+        assert_eq!(pq.pop(5).unwrap().frame.idx(), 2);
         assert_eq!(
             pq.select(0),
             Some(1),

@@ -328,21 +328,18 @@ impl LinkAgent {
         pool: &mut FramePool,
         emit: impl FnOnce(MacAddr, &mut [u8]) -> Result<usize, WireError>,
     ) -> Result<Option<u64>, LinkError> {
-        let Some(idx) = pool.alloc() else {
+        let Some(mut frame) = pool.alloc() else {
             self.counters.tx_dropped += 1;
             return Ok(None);
         };
-        let len = match emit(self.mac, pool.buf_mut(idx)) {
+        let len = match emit(self.mac, pool.buf_mut(&frame)) {
             Ok(n) => n,
             Err(e) => {
-                pool.release(idx);
+                pool.release(frame);
                 return Err(e.into());
             }
         };
-        let frame = Frame {
-            idx,
-            len: len as u32,
-        };
+        frame.set_len(len);
         let t = (self.clock)();
         if send_or_release(port, pool, &mut self.tx, frame)? {
             self.counters.tx += 1;
@@ -367,9 +364,9 @@ impl LinkAgent {
         rx.clear();
         let n = port.recv(pool, &mut rx, RX_BATCH, now)?;
         for f in rx.drain(..) {
-            let data = pool.data(f.frame);
+            let data = pool.data(&f.frame);
             self.on_frame(classify(data).kind, data, f.rx_ns, now);
-            pool.release(f.frame.idx);
+            pool.release(f.frame);
         }
         self.rx = rx;
         self.transmit(port, pool, now)?;

@@ -52,15 +52,11 @@ pub fn send_credit_update(
     let Some(update) = credit.poll(now) else {
         return;
     };
-    let Some(idx) = pool.alloc() else {
+    let Some(mut frame) = pool.alloc() else {
         return;
     };
-    let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
-    let f = Frame {
-        idx,
-        len: len as u32,
-    };
-    let _ = send_or_release(port, pool, batch, f);
+    frame.set_len(emit_update(&update, port.mac(), pool.buf_mut(&frame)));
+    let _ = send_or_release(port, pool, batch, frame);
 }
 
 /// How a single-interface tool (gen, sink, send) reaches its interface.

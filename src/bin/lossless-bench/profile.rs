@@ -449,7 +449,7 @@ fn drive_mem_port(
             .recv(&mut pool, &mut rx, BATCH, now)
             .expect("in-memory ports do not fail");
         tx.clear();
-        tx.extend(rx.iter().map(|r| r.frame));
+        tx.extend(rx.drain(..).map(|r| r.frame));
         port_out
             .send(&mut pool, &mut tx)
             .expect("in-memory ports do not fail");

@@ -477,7 +477,7 @@ impl ForwardWorker {
             let waiting = self.ports[e]
                 .credit
                 .waiting(self.ports[e].egress.queued(), |p| {
-                    self.ports[e].egress.front(p).map(|q| q.len)
+                    self.ports[e].egress.front(p).map(|q| q.frame.len())
                 });
             if self.ports[e]
                 .egress
@@ -517,7 +517,7 @@ impl ForwardWorker {
         }
         for port in &mut self.ports {
             while let Some(q) = port.ctrl.pop() {
-                self.pool.release(q.idx);
+                self.pool.release(q.frame);
             }
         }
         for e in 0..self.ports.len() {
@@ -525,7 +525,7 @@ impl ForwardWorker {
                 while let Some(q) = self.ports[e].egress.pop(prio) {
                     self.release_queued(prio, &q);
                     let ingress = usize::from(q.ingress);
-                    self.discard_data(ingress, q.frame(), DropReason::Shutdown, prio);
+                    self.discard_data(ingress, q.frame, DropReason::Shutdown, prio);
                 }
             }
         }
