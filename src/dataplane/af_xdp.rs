@@ -81,8 +81,6 @@ pub struct AfXdpOptions {
 #[derive(Debug)]
 struct Partial {
     head: Frame,
-    tail: u32,
-    tail_len: u32,
     chunks: usize,
     rx_ns: u64,
 }
@@ -282,10 +280,7 @@ impl Port for AfXdpPort {
             if let Some(p) = &mut self.partial {
                 // A continuation chunk: chained behind the head, whose metadata counted
                 // the whole frame; its token becomes part of the head's.
-                let (idx, len) = (seg.idx(), seg.len());
-                pool.chain(&mut p.head, p.tail, p.tail_len, seg);
-                p.tail = idx;
-                p.tail_len = len;
+                pool.chain(&mut p.head, seg);
                 p.chunks += 1;
                 if !more || p.chunks > MAX_CHAIN {
                     // (A chain longer than any frame the program redirects cannot happen;
@@ -306,8 +301,6 @@ impl Port for AfXdpPort {
             let rx_ns = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now);
             if more {
                 self.partial = Some(Partial {
-                    tail: seg.idx(),
-                    tail_len: seg.len(),
                     head: seg,
                     chunks: 1,
                     rx_ns,
@@ -362,7 +355,9 @@ impl Port for AfXdpPort {
         if done < descs {
             // Refused after all: the frames stay the caller's (their tokens never left
             // `frames`), as single chunks now; put their chains back.
-            pool.relink(&self.scratch[..descs]);
+            // SAFETY: the descriptors were built just above by `tx_descs` from the frames
+            // still in `frames`, and the ring took none of them.
+            unsafe { pool.relink(&self.scratch[..descs]) };
             n = 0;
         }
         // The kernel owns what the ring took: their tokens are given up here, and the

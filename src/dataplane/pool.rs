@@ -35,8 +35,10 @@
 //!
 //! Where an index still travels without its token, it stays inside this module and the
 //! AF_XDP port: the links of a chain (`next`), and the descriptors in the kernel's rings.
-//! [`FramePool::relink`] reads descriptors the port built a moment before from tokens it
-//! still holds, to restore their chains, and makes no token. The only other way to make one
+//! [`FramePool::relink`] (`unsafe`: its contract is exactly this) reads descriptors the port
+//! built a moment before from tokens it still holds, to restore their chains, and makes no
+//! token. [`FramePool::chain`] links a received chunk only from one owned token into
+//! another. The only other way to make one
 //! is [`Frame::for_test`], compiled only into unit tests that keep their own frames.
 
 use std::num::NonZeroU32;
@@ -521,10 +523,16 @@ impl FramePool {
     }
 
     /// Chains a received chunk `seg` (adopted from a descriptor marked [`XDP_PKT_CONTD`] in
-    /// front of it) behind `head`, whose last chunk is `tail` holding `tail_len` bytes; the
-    /// chunk's token becomes part of the head's, and the head's length grows by it.
-    #[inline]
-    pub(super) fn chain(&mut self, head: &mut Frame, tail: u32, tail_len: u32, seg: Frame) {
+    /// front of it) behind the last chunk of `head`: the chunk's token becomes part of the
+    /// head's, and the head's length grows by it. Both are owned tokens, so no chunk can be
+    /// linked into a frame someone else owns. (The walk to the last chunk is at most
+    /// [`MAX_CHAIN`] steps, and only for jumbo frames.)
+    pub(super) fn chain(&mut self, head: &mut Frame, seg: Frame) {
+        let (mut tail, mut tail_len) = (head.idx, head.len);
+        while self.next[tail as usize] != NIL {
+            tail = self.next[tail as usize];
+            tail_len = self.seg_len[tail as usize];
+        }
         self.link(tail, tail_len, seg.idx, seg.len);
         head.len += seg.len;
     }
@@ -532,7 +540,12 @@ impl FramePool {
     /// Chains again the frames whose descriptors `descs` were built by
     /// [`FramePool::tx_descs`] (which undid their chains) and not handed to the kernel: the
     /// tokens stayed with the caller, only the links come back.
-    pub(super) fn relink(&mut self, descs: &[FrameDesc]) {
+    ///
+    /// # Safety
+    /// `descs` were built by [`FramePool::tx_descs`] from frames whose tokens the caller
+    /// still holds (none went to the kernel): linked from any other descriptors, a chunk
+    /// someone else owns would go back to the free list with a chain's head.
+    pub(super) unsafe fn relink(&mut self, descs: &[FrameDesc]) {
         let mut prev: Option<(u32, u32)> = None;
         for d in descs {
             let idx = (d.addr() / FRAME_SIZE) as u32;
@@ -636,12 +649,28 @@ mod tests {
         let f = p.alloc_frame(9000).expect("chunks free");
         let n = p.tx_descs(&f, &mut descs);
         assert!(!p.is_chained(&f));
-        p.relink(&descs[..n]);
+        // SAFETY: built from `f`, still held, by `tx_descs` just above.
+        unsafe { p.relink(&descs[..n]) };
         assert_eq!(p.chain_len(&f), n);
         let mut back = Vec::new();
         p.copy_frame(&f, &mut back);
         assert_eq!(back.len(), 9000);
         p.release(f);
+        assert_eq!(p.available(), 64);
+
+        // Chunks arriving one by one (multi-buffer RX) go behind the last chunk of the head.
+        let mut head = p.alloc().unwrap();
+        head.set_len(1000);
+        for _ in 0..2 {
+            let mut seg = p.alloc().unwrap();
+            seg.set_len(100);
+            p.chain(&mut head, seg);
+        }
+        assert_eq!((p.chain_len(&head), head.len()), (3, 1200));
+        let mut back = Vec::new();
+        p.copy_frame(&head, &mut back);
+        assert_eq!(back.len(), 1200);
+        p.release(head);
         assert_eq!(p.available(), 64);
 
         // Released before TX, the whole chain goes back.
