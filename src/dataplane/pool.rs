@@ -527,6 +527,7 @@ impl FramePool {
     /// head's, and the head's length grows by it. Both are owned tokens, so no chunk can be
     /// linked into a frame someone else owns. (The walk to the last chunk is at most
     /// [`MAX_CHAIN`] steps, and only for jumbo frames.)
+    #[inline]
     pub(super) fn chain(&mut self, head: &mut Frame, seg: Frame) {
         let (mut tail, mut tail_len) = (head.idx, head.len);
         while self.next[tail as usize] != NIL {
