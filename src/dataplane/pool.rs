@@ -15,7 +15,7 @@
 //! the frame. Each frame has exactly one owner at any time: the free list, one `Frame`
 //! somewhere in a worker (an RX batch, a queue, a delay line, a TX batch), or the kernel.
 //! - **Made** only here: [`FramePool::alloc`] and [`FramePool::alloc_frame`] take it from the
-//!   free list; [`FramePool::adopt_desc`] makes it for a frame an AF_XDP RX or completion ring
+//!   free list; `FramePool::adopt_desc` makes it for a frame an AF_XDP RX or completion ring
 //!   hands back. That one is `unsafe` and `pub(super)`: its contract is that the descriptor
 //!   came from the kernel just now, whose frame has no token anywhere.
 //! - **Moved** by everything that passes a frame on: a queue push, an RX batch, a delay line,
@@ -23,7 +23,7 @@
 //!   vector and owns it from then on; what it leaves there stays the caller's.
 //! - **Consumed** by [`FramePool::release`] (back to the free list) and by handing the frame
 //!   to the kernel: the AF_XDP port drops the tokens of the frames its fill or TX ring took,
-//!   and only those ([`FramePool::fill_desc`] and [`FramePool::tx_descs`] borrow the token to
+//!   and only those (`FramePool::fill_desc` and `FramePool::tx_descs` borrow the token to
 //!   build the descriptor, so a frame a ring refuses is still owned).
 //! - **Borrowed** by code that only reads or writes the bytes ([`FramePool::data`],
 //!   [`FramePool::buf_mut`]) or counts its chunks ([`FramePool::tx_slots`]).
@@ -31,15 +31,15 @@
 //! So a frame released twice, or released and also queued or sent, is a use of a moved value
 //! and does not compile. `release` took an index before, checked only by a debug assertion
 //! (that the index lay in the pool); it has nothing left to check and is gone, and
-//! [`FramePool::adopt_desc`] asserts that a descriptor lies in the pool instead.
+//! `FramePool::adopt_desc` asserts that a descriptor lies in the pool instead.
 //!
 //! Where an index still travels without its token, it stays inside this module and the
 //! AF_XDP port: the links of a chain (`next`), and the descriptors in the kernel's rings.
-//! [`FramePool::relink`] (`unsafe`: its contract is exactly this) reads descriptors the port
+//! `FramePool::relink` (`unsafe`: its contract is exactly this) reads descriptors the port
 //! built a moment before from tokens it still holds, to restore their chains, and makes no
-//! token. [`FramePool::chain`] links a received chunk only from one owned token into
-//! another. The only other way to make one
-//! is [`Frame::for_test`], compiled only into unit tests that keep their own frames.
+//! token. `FramePool::chain` links a received chunk only from one owned token into
+//! another. The only other way to make a token is `Frame::for_test`, compiled only into unit
+//! tests that keep their own frames.
 
 use std::num::NonZeroU32;
 
@@ -637,8 +637,9 @@ mod tests {
         assert_eq!(descs[n - 1].options() & XDP_PKT_CONTD, 0);
         // Transmitted, the chain is undone: each chunk completes and is released alone.
         assert!(!p.is_chained(&f));
-        // The token went to the kernel with the descriptors; the completions give them back.
-        let _ = f;
+        // The chunks went to the kernel with the descriptors: the port drops the token here,
+        // and the completions hand each chunk back.
+        drop(f);
         for d in &descs[..n] {
             // SAFETY: as if completed: the chunks' token was given up above.
             let seg = unsafe { p.adopt_desc(d) };

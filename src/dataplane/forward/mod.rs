@@ -353,7 +353,7 @@ impl ForwardWorker {
     }
 
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
-    /// [`ForwardWorker::drain`]) and releases the rest, counted.
+    /// `ForwardWorker::drain`) and releases the rest, counted.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let mut idler = Idler::new(
             self.ports.iter().map(|p| p.io.poll_fd()),
