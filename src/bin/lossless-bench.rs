@@ -244,10 +244,11 @@ fn rx_loop(
                 break;
             }
         }
-        for r in &rx {
-            pool.release(r.frame.idx);
+        let got = rx.len();
+        for r in rx.drain(..) {
+            pool.release(r.frame);
         }
-        if poll && rx.is_empty() {
+        if poll && got == 0 {
             // SAFETY: one valid pollfd.
             unsafe { libc::poll(&mut pfd, 1, 10) };
         }

@@ -1,11 +1,17 @@
 //! The cable's timed FIFO: a fixed-capacity ring of frames with the time each becomes eligible
 //! for transmission. Order is kept (eligible times never decrease along the ring) and nothing
 //! is allocated after creation.
+//!
+//! The line owns the frames in it: an [`Entry`] holds the frame's token (not `Copy`, see
+//! [`crate::dataplane::pool`]), moved in by a push and out by a pop, so a frame is on the
+//! cable or with its sender, never both.
+
+use std::collections::VecDeque;
 
 use crate::dataplane::pool::Frame;
 
 /// A frame in flight on the cable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Entry {
     /// The frame (owned by the cable until sent).
     pub frame: Frame,
@@ -15,50 +21,44 @@ pub struct Entry {
     pub eligible_ns: u64,
 }
 
-/// A bounded ring of [`Entry`] in order of eligibility.
+/// A bounded ring of [`Entry`] in order of eligibility (a `VecDeque` made with room for
+/// `capacity` entries and never pushed beyond it).
 #[derive(Debug)]
 pub struct DelayLine {
-    ring: Box<[Entry]>,
-    head: usize,
-    len: usize,
+    ring: VecDeque<Entry>,
+    capacity: usize,
     bytes: u64,
 }
-
-const EMPTY: Entry = Entry {
-    frame: Frame { idx: 0, len: 0 },
-    rx_ns: 0,
-    eligible_ns: 0,
-};
 
 impl DelayLine {
     /// A ring for at most `capacity` frames (at least 1).
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
         DelayLine {
-            ring: vec![EMPTY; capacity.max(1)].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            ring: VecDeque::with_capacity(capacity),
+            capacity,
             bytes: 0,
         }
     }
 
     /// Most frames the ring holds.
     pub fn capacity(&self) -> usize {
-        self.ring.len()
+        self.capacity
     }
 
     /// Frames held.
     pub fn len(&self) -> usize {
-        self.len
+        self.ring.len()
     }
 
     /// True if no frame is held.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.ring.is_empty()
     }
 
     /// True if no frame fits.
     pub fn is_full(&self) -> bool {
-        self.len == self.ring.len()
+        self.ring.len() == self.capacity
     }
 
     /// Bytes of the frames held.
@@ -73,10 +73,8 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        let cap = self.ring.len();
-        self.ring[(self.head + self.len) % cap] = e;
-        self.len += 1;
-        self.bytes += u64::from(e.frame.len);
+        self.bytes += u64::from(e.frame.len());
+        self.ring.push_back(e);
         Ok(())
     }
 
@@ -86,30 +84,22 @@ impl DelayLine {
         if self.is_full() {
             return Err(e);
         }
-        let cap = self.ring.len();
-        self.head = (self.head + cap - 1) % cap;
-        self.ring[self.head] = e;
-        self.len += 1;
-        self.bytes += u64::from(e.frame.len);
+        self.bytes += u64::from(e.frame.len());
+        self.ring.push_front(e);
         Ok(())
     }
 
     /// The oldest frame.
     #[inline]
     pub fn front(&self) -> Option<&Entry> {
-        (self.len > 0).then(|| &self.ring[self.head])
+        self.ring.front()
     }
 
     /// Removes and returns the oldest frame.
     #[inline]
     pub fn pop_front(&mut self) -> Option<Entry> {
-        if self.len == 0 {
-            return None;
-        }
-        let e = self.ring[self.head];
-        self.head = (self.head + 1) % self.ring.len();
-        self.len -= 1;
-        self.bytes -= u64::from(e.frame.len);
+        let e = self.ring.pop_front()?;
+        self.bytes -= u64::from(e.frame.len());
         Some(e)
     }
 }
@@ -120,7 +110,7 @@ mod tests {
 
     fn e(idx: u32, len: u32, t: u64) -> Entry {
         Entry {
-            frame: Frame { idx, len },
+            frame: Frame::for_test(idx, len),
             rx_ns: t,
             eligible_ns: t + 10,
         }
@@ -136,18 +126,18 @@ mod tests {
         assert!(d.is_full());
         assert_eq!(d.push_back(e(4, 1, 3)), Err(e(4, 1, 3)));
         assert_eq!(d.bytes(), 600);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 1);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 1);
         // Wrap around.
         d.push_back(e(4, 400, 3)).unwrap();
-        assert_eq!(d.pop_front().unwrap().frame.idx, 2);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 2);
         let f = d.pop_front().unwrap();
-        assert_eq!(f.frame.idx, 3);
+        assert_eq!(f.frame.idx(), 3);
         d.push_front(f).unwrap();
-        assert_eq!(d.front().unwrap().frame.idx, 3);
+        assert_eq!(d.front().unwrap().frame.idx(), 3);
         assert_eq!(d.len(), 2);
         assert_eq!(d.bytes(), 700);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 3);
-        assert_eq!(d.pop_front().unwrap().frame.idx, 4);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 3);
+        assert_eq!(d.pop_front().unwrap().frame.idx(), 4);
         assert_eq!(d.bytes(), 0);
         assert_eq!(d.capacity(), 3);
     }

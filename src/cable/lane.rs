@@ -1,6 +1,11 @@
 //! One direction of the cable, sans I/O: frames go in with their RX time, come out when the
 //! delay has passed and the line rate allows, in order; the seeded rules drop, corrupt or
 //! swap some on the way. Driven with injected time, so unit tests use simulated time.
+//!
+//! A lane owns the frames it holds (their tokens, see [`crate::dataplane::pool`]): a frame
+//! it refuses is handed back with the verdict, a frame it lets leave is moved into the
+//! caller's batch, and one the port did not take is moved back in ([`Lane::settle`]). So no
+//! frame is both on the cable and released or sent.
 
 use super::{
     delay_line::{DelayLine, Entry},
@@ -16,12 +21,21 @@ use crate::{
 /// What became of a received frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// The cable holds it now.
+    /// The cable holds it now ([`Lane::ingress`] returns `Ok`).
     Queued,
-    /// Dropped by the loss rule; the caller releases the frame.
+    /// Dropped by the loss rule; handed back for the caller to release.
     Lost,
-    /// Dropped because the FIFO was full; the caller releases the frame.
+    /// Dropped because the FIFO was full; handed back for the caller to release.
     Overflow,
+}
+
+/// The times of a frame [`Lane::pop_ready`] let leave, kept until [`Lane::settle`] says
+/// whether the port took it.
+#[derive(Debug, Clone, Copy)]
+struct Popped {
+    rx_ns: u64,
+    eligible_ns: u64,
+    len: u32,
 }
 
 /// Counters of one direction.
@@ -57,6 +71,8 @@ pub struct Lane {
     jitter: SplitMix64,
     /// A frame picked by the reorder rule, waiting to be queued behind the next frame.
     held: Option<Entry>,
+    /// The frames of the last [`Lane::pop_ready`], in order (reused, never shrunk).
+    popped: Vec<Popped>,
     last_eligible: u64,
     delay: Histogram,
     c: Counters,
@@ -85,6 +101,7 @@ impl Lane {
             reorder: rule(&settings.reorder, Purpose::Reorder),
             jitter: SplitMix64::new(stream_seed(seed, dir, Purpose::Jitter)),
             held: None,
+            popped: Vec::new(),
             last_eligible: 0,
             delay: Histogram::default(),
             c: Counters::default(),
@@ -93,11 +110,17 @@ impl Lane {
     }
 
     /// Takes a received frame. `data` is its bytes (a corruption rule may flip one bit past
-    /// the Ethernet header); `rx_ns` is when it arrived.
-    pub fn ingress(&mut self, frame: Frame, data: &mut [u8], rx_ns: u64) -> Verdict {
+    /// the Ethernet header); `rx_ns` is when it arrived. A frame the lane does not keep comes
+    /// back with the reason ([`Verdict::Lost`] or [`Verdict::Overflow`]).
+    pub fn ingress(
+        &mut self,
+        frame: Frame,
+        data: &mut [u8],
+        rx_ns: u64,
+    ) -> Result<(), (Verdict, Frame)> {
         let class = crate::wire::classify(data);
         let kind = Kind::from(class.kind);
-        let len = u64::from(frame.len);
+        let len = u64::from(frame.len());
         self.c.rx_frames += 1;
         self.c.rx_bytes += len;
         self.c.rx_by_class[kind.index()] += 1;
@@ -105,16 +128,16 @@ impl Lane {
             if r.fires(&class) {
                 self.c.lost += 1;
                 self.c.lost_by_class[kind.index()] += 1;
-                return Verdict::Lost;
+                return Err((Verdict::Lost, frame));
             }
         }
         let held = usize::from(self.held.is_some());
-        let held_bytes = self.held.map_or(0, |h| u64::from(h.frame.len));
+        let held_bytes = self.held.as_ref().map_or(0, |h| u64::from(h.frame.len()));
         if self.line.bytes() + held_bytes + len > self.limit_bytes
             || self.line.len() + held + 1 > self.line.capacity()
         {
             self.c.overflow += 1;
-            return Verdict::Overflow;
+            return Err((Verdict::Overflow, frame));
         }
         if let Some(r) = self.corrupt.as_mut() {
             if r.fires(&class) && data.len() > class.header_len {
@@ -144,7 +167,7 @@ impl Lane {
             if let Some(r) = self.reorder.as_mut() {
                 if r.fires(&class) {
                     self.held = Some(e);
-                    return Verdict::Queued;
+                    return Ok(());
                 }
             }
         }
@@ -156,62 +179,88 @@ impl Lane {
         }
         self.c.peak_bytes = self.c.peak_bytes.max(self.line.bytes());
         self.c.peak_frames = self.c.peak_frames.max(self.line.len());
-        Verdict::Queued
+        Ok(())
     }
 
     /// Moves a frame held for reordering into the line once its own time has come and no
     /// frame followed it (so a lone frame is delayed, never stranded).
     pub fn poll(&mut self, now: u64) {
-        if let Some(h) = self.held {
-            if h.eligible_ns <= now && self.line.push_back(h).is_ok() {
-                self.held = None;
+        if let Some(h) = self.held.take_if(|h| h.eligible_ns <= now) {
+            if let Err(h) = self.line.push_back(h) {
+                self.held = Some(h);
             }
         }
     }
 
-    /// Appends to `out` up to `max` frames that may leave at `now` (delay passed, line rate
-    /// permitting); returns how many. Report each with [`Lane::sent`] or [`Lane::unsend`].
-    pub fn pop_ready(&mut self, now: u64, max: usize, out: &mut Vec<Entry>) -> usize {
-        let mut n = 0;
-        while n < max {
+    /// Moves to `out` up to `max` frames that may leave at `now` (delay passed, line rate
+    /// permitting); returns how many. Hand `out` to the port, then to [`Lane::settle`].
+    pub fn pop_ready(&mut self, now: u64, max: usize, out: &mut Vec<Frame>) -> usize {
+        self.popped.clear();
+        while self.popped.len() < max {
             let Some(f) = self.line.front() else { break };
             if f.eligible_ns > now {
                 break;
             }
             if let Some(s) = self.shaper.as_mut() {
-                if !s.try_send(f.frame.len, now) {
+                if !s.try_send(f.frame.len(), now) {
                     break;
                 }
             }
-            out.push(self.line.pop_front().expect("front exists"));
-            n += 1;
+            let e = self.line.pop_front().expect("front exists");
+            self.popped.push(Popped {
+                rx_ns: e.rx_ns,
+                eligible_ns: e.eligible_ns,
+                len: e.frame.len(),
+            });
+            out.push(e.frame);
         }
-        n
+        self.popped.len()
     }
 
-    /// Records that `e` left at `now`.
+    /// After the port was handed the frames of the last [`Lane::pop_ready`]: those it took
+    /// (the first ones) left at `now`; those it did not, still in `unsent` and in order, go
+    /// back to the head of the line, and any there is no room for goes to `release`.
+    pub fn settle(&mut self, now: u64, unsent: &mut Vec<Frame>, mut release: impl FnMut(Frame)) {
+        let sent = self.popped.len() - unsent.len().min(self.popped.len());
+        for i in 0..sent {
+            let p = self.popped[i];
+            self.sent(p.rx_ns, p.len, now);
+        }
+        // Back in reverse order, so the line keeps its order.
+        while let Some(frame) = unsent.pop() {
+            let Some(p) = self.popped.pop() else {
+                release(frame);
+                continue;
+            };
+            let e = Entry {
+                frame,
+                rx_ns: p.rx_ns,
+                eligible_ns: p.eligible_ns,
+            };
+            if let Err(e) = self.line.push_front(e) {
+                release(e.frame);
+            }
+        }
+        self.popped.clear();
+    }
+
+    /// Records that a frame of `len` bytes received at `rx_ns` left at `now`.
     #[inline]
-    pub fn sent(&mut self, e: &Entry, now: u64) {
-        let d = now.saturating_sub(e.rx_ns);
+    fn sent(&mut self, rx_ns: u64, len: u32, now: u64) {
+        let d = now.saturating_sub(rx_ns);
         self.delay.record(d);
         self.c.delay_sum_ns += u128::from(d);
         self.c.tx_frames += 1;
-        self.c.tx_bytes += u64::from(e.frame.len);
+        self.c.tx_bytes += u64::from(len);
         if self.c.first_tx_ns == 0 {
             self.c.first_tx_ns = now;
         }
         self.c.last_tx_ns = now;
     }
 
-    /// Puts back a frame from [`Lane::pop_ready`] that the port did not take (frames go back
-    /// in reverse order). Gives it back if there is no room (the caller releases it).
-    pub fn unsend(&mut self, e: Entry) -> Result<(), Entry> {
-        self.line.push_front(e)
-    }
-
     /// When this direction next has something to do, if anything.
     pub fn next_deadline(&self) -> Option<u64> {
-        let mut d = self.held.map(|h| h.eligible_ns);
+        let mut d = self.held.as_ref().map(|h| h.eligible_ns);
         if let Some(f) = self.line.front() {
             let mut t = f.eligible_ns;
             if let Some(s) = &self.shaper {
@@ -330,20 +379,21 @@ mod tests {
         }
 
         fn push(&mut self, b: Vec<u8>) -> Frame {
-            let f = Frame {
-                idx: self.frames.len() as u32,
-                len: b.len() as u32,
-            };
+            let f = Frame::for_test(self.frames.len() as u32, b.len() as u32);
             self.frames.push(b);
             f
         }
 
         fn ingress(&mut self, lane: &mut Lane, f: Frame, t: u64) -> Verdict {
-            lane.ingress(f, &mut self.frames[f.idx as usize], t)
+            let i = f.idx() as usize;
+            match lane.ingress(f, &mut self.frames[i], t) {
+                Ok(()) => Verdict::Queued,
+                Err((v, _)) => v,
+            }
         }
 
-        fn seq(&self, f: Frame) -> u64 {
-            TestFrameView::parse(&self.frames[f.idx as usize])
+        fn seq(&self, f: &Frame) -> u64 {
+            TestFrameView::parse(&self.frames[f.idx() as usize])
                 .map(|v| v.seq)
                 .unwrap_or(u64::MAX)
         }
@@ -361,9 +411,15 @@ mod tests {
             lane.poll(now);
             out.clear();
             lane.pop_ready(now, 64, &mut out);
-            for e in &out {
-                lane.sent(e, now);
-                got.push((*e, now));
+            let popped = lane.popped.clone();
+            lane.settle(now, &mut Vec::new(), |_| unreachable!("all sent"));
+            for (frame, p) in out.drain(..).zip(popped) {
+                let e = Entry {
+                    frame,
+                    rx_ns: p.rx_ns,
+                    eligible_ns: p.eligible_ns,
+                };
+                got.push((e, now));
             }
             now += step;
         }
@@ -386,7 +442,7 @@ mod tests {
         let got = drain_until(&mut lane, 0, 300_000, 100);
         assert_eq!(got.len(), 100);
         for (i, (e, t)) in got.iter().enumerate() {
-            assert_eq!(sim.seq(e.frame), i as u64);
+            assert_eq!(sim.seq(&e.frame), i as u64);
             assert_eq!(*t, i as u64 * 1000 + 100_000);
         }
         let r = lane.report("a->b", "x", "y");
@@ -413,7 +469,7 @@ mod tests {
         assert_eq!(got.len(), 500);
         let mut spread = (u64::MAX, 0);
         for (i, (e, t)) in got.iter().enumerate() {
-            assert_eq!(sim.seq(e.frame), i as u64);
+            assert_eq!(sim.seq(&e.frame), i as u64);
             let d = t - e.rx_ns;
             assert!(d >= 30_000, "{d}");
             spread = (spread.0.min(d), spread.1.max(d));
@@ -557,9 +613,10 @@ mod tests {
         let mut lane = Lane::new(&s, 5, 0, 0);
         for i in 0..200u64 {
             let f = sim.test_frame(i, 100);
-            let before = sim.frames[f.idx as usize].clone();
+            let at = f.idx() as usize;
+            let before = sim.frames[at].clone();
             sim.ingress(&mut lane, f, i);
-            let after = &sim.frames[f.idx as usize];
+            let after = &sim.frames[at];
             let diff: u32 = before
                 .iter()
                 .zip(after)
@@ -570,9 +627,10 @@ mod tests {
         }
         // PFC frames are not data: left alone.
         let f = sim.pfc_frame();
-        let before = sim.frames[f.idx as usize].clone();
+        let at = f.idx() as usize;
+        let before = sim.frames[at].clone();
         sim.ingress(&mut lane, f, 300);
-        assert_eq!(before, sim.frames[f.idx as usize]);
+        assert_eq!(before, sim.frames[at]);
         assert_eq!(lane.report("a->b", "x", "y").corrupted, 200);
     }
 
@@ -595,7 +653,7 @@ mod tests {
         }
         let got = drain_until(&mut lane, 0, 1_000_000, 50);
         assert_eq!(got.len(), 1000, "every frame leaves");
-        let seqs: Vec<u64> = got.iter().map(|(e, _)| sim.seq(e.frame)).collect();
+        let seqs: Vec<u64> = got.iter().map(|(e, _)| sim.seq(&e.frame)).collect();
         let late = seqs.windows(2).filter(|w| w[1] < w[0]).count() as u64;
         let r = lane.report("a->b", "x", "y");
         assert!(r.reordered >= 50 && r.reordered <= 150, "{}", r.reordered);
@@ -632,12 +690,12 @@ mod tests {
         }
         let mut out = Vec::new();
         assert_eq!(lane.pop_ready(0, 64, &mut out), 5);
-        for e in out[2..].iter().rev() {
-            lane.unsend(*e).unwrap();
-        }
+        // The port took the first two; the rest go back.
+        let mut unsent = out.split_off(2);
+        lane.settle(0, &mut unsent, |_| panic!("room to put them back"));
         out.clear();
         lane.pop_ready(0, 64, &mut out);
-        let seqs: Vec<u64> = out.iter().map(|e| sim.seq(e.frame)).collect();
+        let seqs: Vec<u64> = out.iter().map(|f| sim.seq(f)).collect();
         assert_eq!(seqs, vec![2, 3, 4]);
     }
 

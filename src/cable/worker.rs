@@ -7,12 +7,7 @@ use std::{
     time::Duration,
 };
 
-use super::{
-    delay_line::Entry,
-    lane::{Lane, Verdict},
-    report::CableReport,
-    CableSetup,
-};
+use super::{lane::Lane, report::CableReport, CableSetup};
 use crate::dataplane::{
     clock::now_ns,
     idle::Idler,
@@ -111,7 +106,6 @@ fn forward(
     ];
     let names = ["a->b", "b->a"];
     let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
-    let mut out: Vec<Entry> = Vec::with_capacity(BATCH);
     let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
     let mut idler = Idler::new(ports.iter().map(|p| p.poll_fd()), setup.busy_poll);
     let mut warned = [0u64; 2];
@@ -129,17 +123,17 @@ fn forward(
                 ports[p].reclaim(&mut pool)?;
                 rx.clear();
                 let n = ports[p].recv(&mut pool, &mut rx, BATCH, now)?;
-                for r in &rx[..n] {
-                    if r.frame.len > max_frame {
+                for r in rx.drain(..) {
+                    if r.frame.len() > max_frame {
                         oversize[p] += 1;
-                        pool.release(r.frame.idx);
+                        pool.release(r.frame);
                         continue;
                     }
-                    let len = r.frame.len as usize;
-                    let buf = pool.buf_mut(r.frame.idx);
+                    let len = r.frame.len() as usize;
+                    let buf = pool.buf_mut(&r.frame);
                     let len = len.min(buf.len());
-                    if lane.ingress(r.frame, &mut buf[..len], r.rx_ns) != Verdict::Queued {
-                        pool.release(r.frame.idx);
+                    if let Err((_, frame)) = lane.ingress(r.frame, &mut buf[..len], r.rx_ns) {
+                        pool.release(frame);
                     }
                 }
                 work += n;
@@ -152,23 +146,14 @@ fn forward(
                 if room == 0 {
                     continue;
                 }
-                out.clear();
-                if lane.pop_ready(now, room, &mut out) == 0 {
+                if lane.pop_ready(now, room, &mut tx) == 0 {
                     continue;
                 }
-                tx.clear();
-                tx.extend(out.iter().map(|x| x.frame));
-                let k = ports[e].send(&mut pool, &tx)?;
-                let t = now_ns();
-                for x in &out[..k] {
-                    lane.sent(x, t);
-                }
-                for x in out[k..].iter().rev() {
-                    if let Err(x) = lane.unsend(*x) {
-                        pool.release(x.frame.idx);
-                    }
-                }
-                work += k;
+                // What the port does not take stays in `tx` and goes back on the line, also
+                // when the port fails.
+                let sent = ports[e].send(&mut pool, &mut tx);
+                lane.settle(now_ns(), &mut tx, |f| pool.release(f));
+                work += sent?;
             }
             // Say it loudly when the FIFO bound drops frames (a real cable never would).
             let now = now_ns();
@@ -203,7 +188,7 @@ fn forward(
     })();
     let stopped = now_ns();
     for lane in lanes.iter_mut() {
-        lane.drain(|f| pool.release(f.idx));
+        lane.drain(|f| pool.release(f));
     }
     // Let the last transmissions complete before the sockets close.
     let settle = now_ns() + 20_000_000;

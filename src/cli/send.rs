@@ -9,7 +9,7 @@ use super::{
 };
 use crate::{
     control::signals,
-    dataplane::{clock::now_ns, pool::Frame, xdp_prog::Steering},
+    dataplane::{clock::now_ns, port::send_or_release, xdp_prog::Steering},
     fc::PRIORITIES,
     traffic::open_iface,
     wire::MacControl,
@@ -103,6 +103,7 @@ pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
     let port = &mut wp.ports[0];
     let mut sent = 0;
     let mut next = now_ns();
+    let mut batch = Vec::with_capacity(1);
     while sent < stream.count && !stop.load(std::sync::atomic::Ordering::Relaxed) {
         let now = now_ns();
         port.reclaim(&mut wp.pool)?;
@@ -112,17 +113,18 @@ pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
             ));
             continue;
         }
-        let idx = wp.pool.alloc().ok_or(CliError::PoolExhausted)?;
-        let len = frame.emit_frame(port.mac(), wp.pool.buf_mut(idx))?;
-        let f = Frame {
-            idx,
-            len: len as u32,
+        let mut f = wp.pool.alloc().ok_or(CliError::PoolExhausted)?;
+        let len = match frame.emit_frame(port.mac(), wp.pool.buf_mut(&f)) {
+            Ok(len) => len,
+            Err(e) => {
+                wp.pool.release(f);
+                return Err(e.into());
+            }
         };
-        if port.send(&mut wp.pool, &[f])? == 1 {
+        f.set_len(len);
+        if send_or_release(&mut **port, &mut wp.pool, &mut batch, f)? {
             sent += 1;
             next += stream.interval.as_nanos() as u64;
-        } else {
-            wp.pool.release(idx);
         }
     }
     // Give copy-mode TX a moment to complete before the socket closes.

@@ -197,24 +197,19 @@ impl Port for AfPacketPort {
     ) -> Result<usize, PortError> {
         let mut n = 0;
         while n < max {
-            let Some(idx) = pool.alloc() else { break };
-            match recv_frame(self.fd, pool.buf_mut(idx)) {
+            let Some(mut frame) = pool.alloc() else { break };
+            match recv_frame(self.fd, pool.buf_mut(&frame)) {
                 Ok(Some(len)) => {
-                    out.push(RxFrame {
-                        frame: Frame {
-                            idx,
-                            len: len as u32,
-                        },
-                        rx_ns: now,
-                    });
+                    frame.set_len(len);
+                    out.push(RxFrame { frame, rx_ns: now });
                     n += 1;
                 }
                 Ok(None) => {
-                    pool.release(idx);
+                    pool.release(frame);
                     break;
                 }
                 Err(e) => {
-                    pool.release(idx);
+                    pool.release(frame);
                     return Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
@@ -229,20 +224,28 @@ impl Port for AfPacketPort {
         usize::MAX
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
-        for f in frames {
-            let res = self.tx.send_to(pool.data(*f), None);
-            pool.release(f.idx);
-            if let Some(Err(e)) = res {
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
+        // Each frame is copied into the socket and goes straight back to the pool; on an
+        // error the frames after the failed one stay in `frames`.
+        let mut n = 0;
+        let mut res = Ok(());
+        for f in frames.iter() {
+            let sent = self.tx.send_to(pool.data(f), None);
+            n += 1;
+            if let Some(Err(e)) = sent {
                 if e.raw_os_error() != Some(libc::ENOBUFS) {
-                    return Err(PortError::Io {
+                    res = Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
                     });
+                    break;
                 }
             }
         }
-        Ok(frames.len())
+        for f in frames.drain(..n) {
+            pool.release(f);
+        }
+        res.map(|()| n)
     }
 
     fn reclaim(&mut self, _pool: &mut FramePool) -> Result<(), PortError> {

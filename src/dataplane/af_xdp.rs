@@ -78,11 +78,9 @@ pub struct AfXdpOptions {
 }
 
 /// A received frame still arriving in further descriptors.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Partial {
     head: Frame,
-    tail: u32,
-    tail_len: u32,
     chunks: usize,
     rx_ns: u64,
 }
@@ -97,6 +95,8 @@ pub struct AfXdpPort {
     cq: CompQueue,
     fd: RawFd,
     scratch: Vec<FrameDesc>,
+    /// The frames of a fill batch until the fill ring took them (reused).
+    filling: Vec<Frame>,
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
     fill_target: usize,
@@ -188,6 +188,7 @@ impl AfXdpPort {
             cq,
             fd,
             scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
+            filling: Vec::with_capacity(FILL_TARGET),
             in_fill: 0,
             fill_target: fill_target(pool.capacity()),
             in_tx: 0,
@@ -217,16 +218,21 @@ impl AfXdpPort {
             return Ok(()); // refill in batches
         }
         let mut n = 0;
+        self.filling.clear();
         while n < want {
-            let Some(idx) = pool.alloc() else { break };
-            self.scratch[n] = pool.fill_desc(idx);
+            let Some(frame) = pool.alloc() else { break };
+            self.scratch[n] = pool.fill_desc(&frame);
+            self.filling.push(frame);
             n += 1;
         }
-        // SAFETY: the frames are free (just taken from the pool) and belong to this UMEM.
+        // SAFETY: the frames are free (just taken from the pool, their tokens in `filling`)
+        // and belong to this UMEM.
         let done = unsafe { self.fq.produce(&self.scratch[..n]) };
-        for d in &self.scratch[done..n] {
-            let idx = pool.adopt_desc(d).idx;
-            pool.release(idx);
+        // The ring took the first `done`: their tokens are given up, the frames are the
+        // kernel's until the RX ring hands them back. The rest go back to the pool.
+        self.filling.drain(..done);
+        for frame in self.filling.drain(..) {
+            pool.release(frame);
         }
         self.in_fill += done;
         if done > 0 && self.fq.needs_wakeup() {
@@ -240,19 +246,6 @@ impl AfXdpPort {
             }
         }
         Ok(())
-    }
-}
-
-/// Chains again the frames whose descriptors `descs` were built by
-/// [`FramePool::tx_descs`] (which undid their chains) and not handed to the kernel.
-fn relink(pool: &mut FramePool, descs: &[FrameDesc]) {
-    let mut prev: Option<(u32, u32)> = None;
-    for d in descs {
-        let seg = pool.adopt_desc(d);
-        if let Some((tail, tail_len)) = prev {
-            pool.link(tail, tail_len, seg.idx, seg.len);
-        }
-        prev = (d.options() & XDP_PKT_CONTD != 0).then_some((seg.idx, seg.len));
     }
 }
 
@@ -280,29 +273,28 @@ impl Port for AfXdpPort {
         }
         let mut frames = 0;
         for d in &self.scratch[..n] {
-            let seg = pool.adopt_desc(d);
+            // SAFETY: consumed from this socket's RX ring just above: the kernel hands the
+            // frame back (its token went with the fill ring).
+            let seg = unsafe { pool.adopt_desc(d) };
             let more = d.options() & XDP_PKT_CONTD != 0;
             if let Some(p) = &mut self.partial {
                 // A continuation chunk: chained behind the head, whose metadata counted
-                // the whole frame.
-                pool.link(p.tail, p.tail_len, seg.idx, seg.len);
-                p.tail = seg.idx;
-                p.tail_len = seg.len;
-                p.head.len += seg.len;
+                // the whole frame; its token becomes part of the head's.
+                pool.chain(&mut p.head, seg);
                 p.chunks += 1;
                 if !more || p.chunks > MAX_CHAIN {
                     // (A chain longer than any frame the program redirects cannot happen;
                     // bounded anyway, the rest would arrive as a frame of its own.)
+                    let p = self.partial.take().expect("a partial frame");
                     out.push(RxFrame {
                         frame: p.head,
                         rx_ns: p.rx_ns,
                     });
-                    self.partial = None;
                     frames += 1;
                 }
                 continue;
             }
-            let meta = RxMeta::decode(pool.take_meta(seg.idx).unwrap_or_default());
+            let meta = RxMeta::decode(pool.take_meta(&seg).unwrap_or_default());
             if let (Some(t), Some(s)) = (&mut self.ingress, meta.stamps) {
                 t.on_taken(s);
             }
@@ -310,8 +302,6 @@ impl Port for AfXdpPort {
             if more {
                 self.partial = Some(Partial {
                     head: seg,
-                    tail: seg.idx,
-                    tail_len: seg.len,
                     chunks: 1,
                     rx_ns,
                 });
@@ -338,8 +328,8 @@ impl Port for AfXdpPort {
         free.min(TX_IN_FLIGHT.saturating_sub(self.in_tx))
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
-        let frames = &frames[..frames.len().min(MAX_BATCH)];
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
+        let batch = &frames[..frames.len().min(MAX_BATCH)];
         // The ring takes a batch whole or not at all: only whole frames that fit go in it
         // (a chained frame is several descriptors).
         // The in-flight bound ([`Port::tx_room`]) counts descriptors: a batch of chained
@@ -347,26 +337,32 @@ impl Port for AfXdpPort {
         let free = self.tx.nb_free((MAX_BATCH * MAX_CHAIN) as u32) as usize;
         let budget = TX_IN_FLIGHT.saturating_sub(self.in_tx);
         let (mut n, mut descs) = (0, 0);
-        for f in frames {
-            let k = if pool.is_chained(f.idx) {
-                pool.chain_len(*f)
+        for f in batch {
+            let k = if pool.is_chained(f) {
+                pool.chain_len(f)
             } else {
                 1
             };
             if descs + k > free || (k > 1 && descs > 0 && descs + k > budget) {
                 break;
             }
-            descs += pool.tx_descs(*f, &mut self.scratch[descs..descs + k]);
+            descs += pool.tx_descs(f, &mut self.scratch[descs..descs + k]);
             n += 1;
         }
-        // SAFETY: the frames are owned by the caller, who hands them to the kernel here.
+        // SAFETY: the frames are owned by the caller (their tokens are in `frames`), who
+        // hands them to the kernel here.
         let done = unsafe { self.tx.produce(&self.scratch[..descs]) };
         if done < descs {
-            // Refused after all: the frames stay the caller's, as single chunks now; put
-            // their chains back.
-            relink(pool, &self.scratch[..descs]);
+            // Refused after all: the frames stay the caller's (their tokens never left
+            // `frames`), as single chunks now; put their chains back.
+            // SAFETY: the descriptors were built just above by `tx_descs` from the frames
+            // still in `frames`, and the ring took none of them.
+            unsafe { pool.relink(&self.scratch[..descs]) };
             n = 0;
         }
+        // The kernel owns what the ring took: their tokens are given up here, and the
+        // completion ring hands each chunk back ([`Port::reclaim`]).
+        frames.drain(..n);
         self.in_tx += done;
         if done > 0 {
             if let Err(e) = self.tx.wakeup() {
@@ -386,8 +382,10 @@ impl Port for AfXdpPort {
         // SAFETY: completed descriptors are frames of this UMEM the kernel is done with.
         let n = unsafe { self.cq.consume(&mut self.scratch[..cap]) };
         for d in &self.scratch[..n] {
-            let idx = pool.adopt_desc(d).idx;
-            pool.release(idx);
+            // SAFETY: consumed from this socket's completion ring just above: the kernel is
+            // done with the chunk, whose token was given up when it was sent.
+            let chunk = unsafe { pool.adopt_desc(d) };
+            pool.release(chunk);
         }
         self.in_tx -= n.min(self.in_tx);
         // Copy-mode TX sends a bounded batch per kick; keep kicking while frames are outstanding.

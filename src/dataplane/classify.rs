@@ -26,7 +26,7 @@ impl Trust {
 }
 
 /// The priority of `frame` under `trust`.
-#[inline]
+#[inline(always)]
 pub fn priority<T: AsRef<[u8]>>(frame: &EthernetFrame<T>, trust: Trust) -> usize {
     match trust {
         Trust::Pcp => frame.vlan().map_or(0, |v| usize::from(v.pcp & 7)),

@@ -107,24 +107,19 @@ impl Port for MemPort {
         let mut q = self.q.lock().expect("test queue");
         let mut n = 0;
         while n < max {
-            let Some(idx) = pool.alloc() else { break };
+            let Some(mut frame) = pool.alloc() else { break };
             let Some((bytes, rx_ns, stamps)) = q.to_port.pop_front() else {
-                pool.release(idx);
+                pool.release(frame);
                 break;
             };
             self.ingress.on_taken(stamps);
-            let buf = pool.buf_mut(idx);
+            let buf = pool.buf_mut(&frame);
             let copied = bytes.len().min(buf.len());
             buf[..copied].copy_from_slice(&bytes[..copied]);
-            out.push(RxFrame {
-                // The frame's real length, as AF_PACKET reports it: a frame longer than the
-                // buffer is the worker's to drop as oversize, never to forward truncated.
-                frame: Frame {
-                    idx,
-                    len: bytes.len() as u32,
-                },
-                rx_ns,
-            });
+            // The frame's real length, as AF_PACKET reports it: a frame longer than the
+            // buffer is the worker's to drop as oversize, never to forward truncated.
+            frame.set_len(bytes.len());
+            out.push(RxFrame { frame, rx_ns });
             n += 1;
         }
         self.ingress.publish();
@@ -149,12 +144,13 @@ impl Port for MemPort {
         self.tx_room
     }
 
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError> {
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
         let n = frames.len().min(self.tx_room);
         let mut q = self.q.lock().expect("test queue");
-        for f in &frames[..n] {
-            q.from_port.push_back(pool.data(*f).to_vec());
-            pool.release(f.idx);
+        // Copied out, the frames go straight back to the pool.
+        for f in frames.drain(..n) {
+            q.from_port.push_back(pool.data(&f).to_vec());
+            pool.release(f);
         }
         Ok(n)
     }

@@ -8,6 +8,38 @@
 //! chunks: [`Frame::idx`] is its head, which holds the headers, and [`Frame::len`] is the
 //! whole frame's length, so queues, admission and byte accounting see one frame of its real
 //! size. Heap pools never chain: their frames are as large as the configured maximum frame.
+//!
+//! # Ownership: one token per frame
+//! A [`Frame`] is the token for one frame of the pool (for a chain, its head and with it
+//! every chunk): neither `Copy` nor `Clone`, with private fields, so holding one is owning
+//! the frame. Each frame has exactly one owner at any time: the free list, one `Frame`
+//! somewhere in a worker (an RX batch, a queue, a delay line, a TX batch), or the kernel.
+//! - **Made** only here: [`FramePool::alloc`] and [`FramePool::alloc_frame`] take it from the
+//!   free list; `FramePool::adopt_desc` makes it for a frame an AF_XDP RX or completion ring
+//!   hands back. That one is `unsafe` and `pub(super)`: its contract is that the descriptor
+//!   came from the kernel just now, whose frame has no token anywhere.
+//! - **Moved** by everything that passes a frame on: a queue push, an RX batch, a delay line,
+//!   a TX batch. A port's [`super::port::Port::send`] drains what it takes from the caller's
+//!   vector and owns it from then on; what it leaves there stays the caller's.
+//! - **Consumed** by [`FramePool::release`] (back to the free list) and by handing the frame
+//!   to the kernel: the AF_XDP port drops the tokens of the frames its fill or TX ring took,
+//!   and only those (`FramePool::fill_desc` and `FramePool::tx_descs` borrow the token to
+//!   build the descriptor, so a frame a ring refuses is still owned).
+//! - **Borrowed** by code that only reads or writes the bytes ([`FramePool::data`],
+//!   [`FramePool::buf_mut`]) or counts its chunks ([`FramePool::tx_slots`]).
+//!
+//! So a frame released twice, or released and also queued or sent, is a use of a moved value
+//! and does not compile. `release` took an index before, checked only by a debug assertion
+//! (that the index lay in the pool); it has nothing left to check and is gone, and
+//! `FramePool::adopt_desc` asserts that a descriptor lies in the pool instead.
+//!
+//! Where an index still travels without its token, it stays inside this module and the
+//! AF_XDP port: the links of a chain (`next`), and the descriptors in the kernel's rings.
+//! `FramePool::relink` (`unsafe`: its contract is exactly this) reads descriptors the port
+//! built a moment before from tokens it still holds, to restore their chains, and makes no
+//! token. `FramePool::chain` links a received chunk only from one owned token into
+//! another. The only other way to make a token is `Frame::for_test`, compiled only into unit
+//! tests that keep their own frames.
 
 use std::num::NonZeroU32;
 
@@ -51,13 +83,50 @@ pub fn control_reserve(pool_frames: u32) -> usize {
 
 pub use super::rx_meta::META_WORDS;
 
-/// A frame owned by the worker: its index in the pool and its length in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The token of one frame owned by the worker: its index in the pool and its length in
+/// bytes. Not `Copy`, not `Clone`, and made only by the pool (see the module doc): holding
+/// one is owning the frame, and [`FramePool::release`] takes it back.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a frame dropped without FramePool::release never returns to the pool"]
 pub struct Frame {
-    /// Index of the frame in its pool.
-    pub idx: u32,
-    /// Length of the packet data.
-    pub len: u32,
+    /// Index of the frame (of a chain: its head chunk) in its pool.
+    idx: u32,
+    /// Length of the packet data (of a chain: of the whole frame).
+    len: u32,
+}
+
+impl Frame {
+    /// Index of the frame in its pool (to look at, or to key a table: it gives no access).
+    #[inline]
+    pub fn idx(&self) -> u32 {
+        self.idx
+    }
+
+    /// Length of the packet data in bytes.
+    #[inline]
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// True for a frame of no bytes (one just taken with [`FramePool::alloc`]).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Sets the length of a single-chunk frame from [`FramePool::alloc`] after its bytes
+    /// were written ([`FramePool::data`] never reads past the chunk whatever it says).
+    #[inline]
+    pub fn set_len(&mut self, len: usize) {
+        self.len = len as u32;
+    }
+
+    /// A token for frame `idx` made up by a unit test that keeps its own frames (a `Vec` of
+    /// buffers indexed like a pool): never compiled outside tests, so no code can forge one.
+    #[cfg(test)]
+    pub(crate) fn for_test(idx: u32, len: u32) -> Self {
+        Frame { idx, len }
+    }
 }
 
 /// Why a pool could not be created.
@@ -193,16 +262,24 @@ impl FramePool {
         self.free.len()
     }
 
-    /// Takes a free frame.
+    /// Takes a free frame (one chunk, of length 0: write it with [`FramePool::buf_mut`],
+    /// then [`Frame::set_len`]).
     #[inline]
-    pub fn alloc(&mut self) -> Option<u32> {
-        self.free.pop()
+    pub fn alloc(&mut self) -> Option<Frame> {
+        self.free.pop().map(|idx| Frame { idx, len: 0 })
     }
 
-    /// Returns a frame to the free list: every chunk of it, if it is a chain.
+    /// Returns a frame to the free list: every chunk of it, if it is a chain. It takes the
+    /// token, so the frame cannot be released again or used after.
     #[inline]
-    pub fn release(&mut self, idx: u32) {
-        debug_assert!(idx < self.frames);
+    pub fn release(&mut self, frame: Frame) {
+        self.release_idx(frame.idx);
+    }
+
+    /// [`FramePool::release`] of an index whose token was consumed by the caller (this
+    /// module's own failure paths).
+    #[inline]
+    fn release_idx(&mut self, idx: u32) {
         self.free.push(idx);
         if self.next[idx as usize] != NIL {
             self.release_chain(idx);
@@ -226,16 +303,16 @@ impl FramePool {
         self.frame_size
     }
 
-    /// Whether frame `idx` continues in further chunks.
+    /// Whether `frame` continues in further chunks.
     #[inline]
-    pub fn is_chained(&self, idx: u32) -> bool {
-        self.next[idx as usize] != NIL
+    pub fn is_chained(&self, frame: &Frame) -> bool {
+        self.next[frame.idx as usize] != NIL
     }
 
     /// Appends chunk `seg` holding `seg_len` bytes to the chain ending in `tail`
     /// (`tail`'s own `seg_len` is recorded too).
     #[inline]
-    pub(crate) fn link(&mut self, tail: u32, tail_len: u32, seg: u32, seg_len: u32) {
+    fn link(&mut self, tail: u32, tail_len: u32, seg: u32, seg_len: u32) {
         self.next[tail as usize] = seg;
         self.seg_len[tail as usize] = tail_len;
         self.seg_len[seg as usize] = seg_len;
@@ -245,17 +322,17 @@ impl FramePool {
     /// (UMEM pools; a heap pool's frame holds any frame it was sized for). `None`, with
     /// nothing taken, when the pool runs short or `len` exceeds [`JUMBO_MAX_FRAME`].
     pub fn alloc_frame(&mut self, len: usize) -> Option<Frame> {
-        let head = self.alloc()?;
+        let head = self.free.pop()?;
         let mut left = len.saturating_sub(self.room(head));
         if left > 0 && (len > JUMBO_MAX_FRAME || !matches!(self.backing, Backing::Umem { .. })) {
-            self.release(head);
+            self.release_idx(head);
             return None;
         }
         let mut tail = head;
         let mut tail_len = len.min(self.room(head));
         while left > 0 {
-            let Some(seg) = self.alloc() else {
-                self.release(head);
+            let Some(seg) = self.free.pop() else {
+                self.release_idx(head);
                 return None;
             };
             let n = left.min(self.room(seg));
@@ -271,11 +348,11 @@ impl FramePool {
 
     /// Copies `bytes` into `frame` (from [`FramePool::alloc_frame`] for `bytes.len()`),
     /// across its chunks.
-    pub fn write_frame(&mut self, frame: Frame, bytes: &[u8]) {
+    pub fn write_frame(&mut self, frame: &Frame, bytes: &[u8]) {
         let mut c = frame.idx;
         let mut rest = &bytes[..bytes.len().min(frame.len as usize)];
         while !rest.is_empty() && c != NIL {
-            let buf = self.buf_mut(c);
+            let buf = self.chunk_mut(c);
             let n = rest.len().min(buf.len());
             buf[..n].copy_from_slice(&rest[..n]);
             rest = &rest[n..];
@@ -285,8 +362,8 @@ impl FramePool {
 
     /// The whole frame's bytes, appended to `out` (all chunks of a chain; a test and
     /// copy-out helper, not for the hot path).
-    pub fn copy_frame(&self, frame: Frame, out: &mut Vec<u8>) {
-        if !self.is_chained(frame.idx) {
+    pub fn copy_frame(&self, frame: &Frame, out: &mut Vec<u8>) {
+        if !self.is_chained(frame) {
             out.extend_from_slice(self.data(frame));
             return;
         }
@@ -303,29 +380,36 @@ impl FramePool {
     /// The packet data of `frame` (of a chain: its head chunk, which holds the headers; a
     /// chain's head is full, whether copy-mode AF_XDP or [`FramePool::alloc_frame`] made it).
     #[inline]
-    pub fn data(&self, frame: Frame) -> &[u8] {
+    pub fn data(&self, frame: &Frame) -> &[u8] {
         let off = self.data_off[frame.idx as usize];
         let len = (frame.len as usize).min(self.room(frame.idx));
         // SAFETY: `off + len` stays within the frame, which lies within the region.
         unsafe { std::slice::from_raw_parts(self.base.add(off), len) }
     }
 
-    /// The whole writable data area of frame `idx` (from its data start to the frame's end).
+    /// The whole writable data area of `frame` (from its data start to the end of its head
+    /// chunk).
     #[inline]
-    pub fn buf_mut(&mut self, idx: u32) -> &mut [u8] {
+    pub fn buf_mut(&mut self, frame: &Frame) -> &mut [u8] {
+        self.chunk_mut(frame.idx)
+    }
+
+    /// The writable data area of chunk `idx`.
+    #[inline]
+    fn chunk_mut(&mut self, idx: u32) -> &mut [u8] {
         let off = self.data_off[idx as usize];
         let room = self.room(idx);
         // SAFETY: as in `data`; `&mut self` gives exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(off), room) }
     }
 
-    /// Reads and clears the [`META_WORDS`] words right before the packet data of `idx` (the
-    /// XDP metadata area, [`super::rx_meta`]), so a later frame in the same
+    /// Reads and clears the [`META_WORDS`] words right before the packet data of `frame`
+    /// (the XDP metadata area, [`super::rx_meta`]), so a later frame in the same
     /// buffer never sees stale values. `None` if the frame has no room for them.
     #[inline]
-    pub fn take_meta(&mut self, idx: u32) -> Option<[u64; META_WORDS]> {
+    pub fn take_meta(&mut self, frame: &Frame) -> Option<[u64; META_WORDS]> {
         const LEN: usize = META_WORDS * 8;
-        let off = self.data_off[idx as usize];
+        let off = self.data_off[frame.idx as usize];
         let frame_start = off - off % FRAME_SIZE;
         if off < frame_start + LEN {
             return None;
@@ -349,11 +433,20 @@ impl FramePool {
         (idx as usize + 1) * self.frame_size - off
     }
 
-    /// Frame index of an AF_XDP descriptor, recording where the kernel put the data (one
-    /// chunk: a frame continued in further descriptors is chained by the caller).
+    /// The token of the frame an AF_XDP descriptor the kernel handed back holds, recording
+    /// where the kernel put the data (one chunk: a frame continued in further descriptors is
+    /// chained with [`FramePool::chain`]). The one place outside the free list where a token
+    /// is made.
+    ///
+    /// # Safety
+    /// `desc` was just consumed from the RX or completion ring of a socket on this pool's
+    /// UMEM: the kernel gave the frame back, and no token for it exists (its token was
+    /// dropped when its fill or TX ring took it).
+    /// Adopting any other descriptor makes a second owner of a frame.
     #[inline]
-    pub(crate) fn adopt_desc(&mut self, desc: &FrameDesc) -> Frame {
+    pub(super) unsafe fn adopt_desc(&mut self, desc: &FrameDesc) -> Frame {
         let idx = (desc.addr() / FRAME_SIZE) as u32;
+        assert!(idx < self.frames, "a descriptor outside the UMEM");
         self.data_off[idx as usize] = desc.addr();
         if let Backing::Umem { descs, .. } = &mut self.backing {
             descs[idx as usize] = *desc;
@@ -367,8 +460,8 @@ impl FramePool {
     /// Buffers (TX descriptors) `frame` takes: 1, or its chunks if it is a chain. What
     /// [`super::port::Port::tx_room`] counts.
     #[inline]
-    pub fn tx_slots(&self, frame: Frame) -> usize {
-        if !self.is_chained(frame.idx) {
+    pub fn tx_slots(&self, frame: &Frame) -> usize {
+        if !self.is_chained(frame) {
             return 1;
         }
         self.chain_len(frame)
@@ -376,7 +469,7 @@ impl FramePool {
 
     /// Chunks of `frame`.
     #[inline]
-    pub(crate) fn chain_len(&self, frame: Frame) -> usize {
+    pub(crate) fn chain_len(&self, frame: &Frame) -> usize {
         let mut n = 1;
         let mut c = self.next[frame.idx as usize];
         while c != NIL {
@@ -386,11 +479,13 @@ impl FramePool {
         n
     }
 
-    /// The AF_XDP descriptors for transmitting `frame` (UMEM pools only), appended to `out`:
+    /// The AF_XDP descriptors for transmitting `frame` (UMEM pools only), written to `out`:
     /// one, or one per chunk of a chain, all but the last marked [`XDP_PKT_CONTD`]. The chain
-    /// is undone (each chunk completes, and is released, on its own).
+    /// is undone (each chunk completes, and is released, on its own). The caller still holds
+    /// the token: it gives it up once the ring took the descriptors, or puts the chain back
+    /// with [`FramePool::relink`] if the ring refused them.
     #[inline]
-    pub(crate) fn tx_descs(&mut self, frame: Frame, out: &mut [FrameDesc]) -> usize {
+    pub(super) fn tx_descs(&mut self, frame: &Frame, out: &mut [FrameDesc]) -> usize {
         let Backing::Umem { umem, descs } = &mut self.backing else {
             unreachable!("AF_XDP ports are only built on UMEM pools")
         };
@@ -416,12 +511,50 @@ impl FramePool {
         }
     }
 
-    /// The AF_XDP descriptor for handing free frame `idx` to a fill ring (UMEM pools only).
+    /// The AF_XDP descriptor for handing free `frame` to a fill ring (UMEM pools only). The
+    /// caller gives up the token once the ring took the descriptor: the frame is the
+    /// kernel's until its RX ring hands it back ([`FramePool::adopt_desc`]).
     #[inline]
-    pub(crate) fn fill_desc(&self, idx: u32) -> FrameDesc {
+    pub(super) fn fill_desc(&self, frame: &Frame) -> FrameDesc {
         match &self.backing {
-            Backing::Umem { descs, .. } => descs[idx as usize],
+            Backing::Umem { descs, .. } => descs[frame.idx as usize],
             Backing::Heap(_) => unreachable!("AF_XDP ports are only built on UMEM pools"),
+        }
+    }
+
+    /// Chains a received chunk `seg` (adopted from a descriptor marked [`XDP_PKT_CONTD`] in
+    /// front of it) behind the last chunk of `head`: the chunk's token becomes part of the
+    /// head's, and the head's length grows by it. Both are owned tokens, so no chunk can be
+    /// linked into a frame someone else owns. (The walk to the last chunk is at most
+    /// [`MAX_CHAIN`] steps, and only for jumbo frames.)
+    #[inline]
+    pub(super) fn chain(&mut self, head: &mut Frame, seg: Frame) {
+        let (mut tail, mut tail_len) = (head.idx, head.len);
+        while self.next[tail as usize] != NIL {
+            tail = self.next[tail as usize];
+            tail_len = self.seg_len[tail as usize];
+        }
+        self.link(tail, tail_len, seg.idx, seg.len);
+        head.len += seg.len;
+    }
+
+    /// Chains again the frames whose descriptors `descs` were built by
+    /// [`FramePool::tx_descs`] (which undid their chains) and not handed to the kernel: the
+    /// tokens stayed with the caller, only the links come back.
+    ///
+    /// # Safety
+    /// `descs` were built by [`FramePool::tx_descs`] from frames whose tokens the caller
+    /// still holds (none went to the kernel): linked from any other descriptors, a chunk
+    /// someone else owns would go back to the free list with a chain's head.
+    pub(super) unsafe fn relink(&mut self, descs: &[FrameDesc]) {
+        let mut prev: Option<(u32, u32)> = None;
+        for d in descs {
+            let idx = (d.addr() / FRAME_SIZE) as u32;
+            let len = d.lengths().data() as u32;
+            if let Some((tail, tail_len)) = prev {
+                self.link(tail, tail_len, idx, len);
+            }
+            prev = (d.options() & XDP_PKT_CONTD != 0).then_some((idx, len));
         }
     }
 }
@@ -434,23 +567,20 @@ mod tests {
     fn heap_pool_alloc_write_read_release() {
         let mut p = FramePool::heap(4).unwrap();
         assert_eq!(p.available(), 4);
-        let a = p.alloc().unwrap();
-        let b = p.alloc().unwrap();
-        assert_ne!(a, b);
-        p.buf_mut(a)[..3].copy_from_slice(b"abc");
-        p.buf_mut(b)[..3].copy_from_slice(b"xyz");
-        assert_eq!(p.data(Frame { idx: a, len: 3 }), b"abc");
-        assert_eq!(p.data(Frame { idx: b, len: 3 }), b"xyz");
-        assert_eq!(p.buf_mut(a).len(), FRAME_SIZE);
+        let mut a = p.alloc().unwrap();
+        let mut b = p.alloc().unwrap();
+        assert_ne!(a.idx(), b.idx());
+        assert!(a.is_empty());
+        p.buf_mut(&a)[..3].copy_from_slice(b"abc");
+        p.buf_mut(&b)[..3].copy_from_slice(b"xyz");
+        a.set_len(3);
+        b.set_len(3);
+        assert_eq!(p.data(&a), b"abc");
+        assert_eq!(p.data(&b), b"xyz");
+        assert_eq!(p.buf_mut(&a).len(), FRAME_SIZE);
         // An absurd length is clamped to the frame, never read past it.
-        assert_eq!(
-            p.data(Frame {
-                idx: a,
-                len: 1 << 20
-            })
-            .len(),
-            FRAME_SIZE
-        );
+        a.set_len(1 << 20);
+        assert_eq!(p.data(&a).len(), FRAME_SIZE);
         p.release(a);
         p.release(b);
         assert_eq!(p.available(), 4);
@@ -465,10 +595,10 @@ mod tests {
         assert_eq!(heap_frame_size(20_000), 10240, "never above a jumbo frame");
         let mut p = FramePool::heap_sized(2, heap_frame_size(9216)).unwrap();
         let f = p.alloc_frame(9216).expect("one frame holds it");
-        assert!(!p.is_chained(f.idx));
+        assert!(!p.is_chained(&f));
         let bytes: Vec<u8> = (0..9216u32).map(|i| i as u8).collect();
-        p.write_frame(f, &bytes);
-        assert_eq!(p.data(f), &bytes[..]);
+        p.write_frame(&f, &bytes);
+        assert_eq!(p.data(&f), &bytes[..]);
         // A heap frame is never chained: longer than it holds is refused, nothing taken.
         assert!(p.alloc_frame(10_241).is_none());
         assert_eq!(p.available(), 1);
@@ -484,20 +614,20 @@ mod tests {
         };
         let bytes: Vec<u8> = (0..9000u32).map(|i| (i * 7) as u8).collect();
         let f = p.alloc_frame(9000).expect("chunks free");
-        assert!(p.is_chained(f.idx));
-        let chunks = p.chain_len(f);
+        assert!(p.is_chained(&f));
+        let chunks = p.chain_len(&f);
         assert!((5..=MAX_CHAIN).contains(&chunks), "{chunks}");
         assert_eq!(p.available(), 64 - chunks);
-        p.write_frame(f, &bytes);
+        p.write_frame(&f, &bytes);
         let mut back = Vec::new();
-        p.copy_frame(f, &mut back);
+        p.copy_frame(&f, &mut back);
         assert_eq!(back, bytes);
         // The head holds the headers: `data` is the first chunk only.
-        assert_eq!(p.data(f), &bytes[..p.data(f).len()]);
-        assert!(p.data(f).len() >= XSK_MAX_FRAME);
+        assert_eq!(p.data(&f), &bytes[..p.data(&f).len()]);
+        assert!(p.data(&f).len() >= XSK_MAX_FRAME);
 
         let mut descs = vec![FrameDesc::default(); MAX_CHAIN];
-        let n = p.tx_descs(f, &mut descs);
+        let n = p.tx_descs(&f, &mut descs);
         assert_eq!(n, chunks);
         let total: usize = descs[..n].iter().map(|d| d.lengths().data()).sum();
         assert_eq!(total, 9000);
@@ -506,24 +636,56 @@ mod tests {
             .all(|d| d.options() & XDP_PKT_CONTD != 0));
         assert_eq!(descs[n - 1].options() & XDP_PKT_CONTD, 0);
         // Transmitted, the chain is undone: each chunk completes and is released alone.
-        assert!(!p.is_chained(f.idx));
+        assert!(!p.is_chained(&f));
+        // The chunks went to the kernel with the descriptors: the port drops the token here,
+        // and the completions hand each chunk back.
+        drop(f);
         for d in &descs[..n] {
-            let idx = p.adopt_desc(d).idx;
-            p.release(idx);
+            // SAFETY: as if completed: the chunks' token was given up above.
+            let seg = unsafe { p.adopt_desc(d) };
+            p.release(seg);
         }
+        assert_eq!(p.available(), 64);
+
+        // Refused by the ring, the descriptors are chained again behind the caller's token.
+        let f = p.alloc_frame(9000).expect("chunks free");
+        let n = p.tx_descs(&f, &mut descs);
+        assert!(!p.is_chained(&f));
+        // SAFETY: built from `f`, still held, by `tx_descs` just above.
+        unsafe { p.relink(&descs[..n]) };
+        assert_eq!(p.chain_len(&f), n);
+        let mut back = Vec::new();
+        p.copy_frame(&f, &mut back);
+        assert_eq!(back.len(), 9000);
+        p.release(f);
+        assert_eq!(p.available(), 64);
+
+        // Chunks arriving one by one (multi-buffer RX) go behind the last chunk of the head.
+        let mut head = p.alloc().unwrap();
+        head.set_len(1000);
+        for _ in 0..2 {
+            let mut seg = p.alloc().unwrap();
+            seg.set_len(100);
+            p.chain(&mut head, seg);
+        }
+        assert_eq!((p.chain_len(&head), head.len()), (3, 1200));
+        let mut back = Vec::new();
+        p.copy_frame(&head, &mut back);
+        assert_eq!(back.len(), 1200);
+        p.release(head);
         assert_eq!(p.available(), 64);
 
         // Released before TX, the whole chain goes back.
         let f = p.alloc_frame(9216).expect("chunks free");
-        p.release(f.idx);
+        p.release(f);
         assert_eq!(p.available(), 64);
         // A single-chunk frame stays one descriptor, its length the frame's.
         let f = p.alloc_frame(1518).unwrap();
-        assert!(!p.is_chained(f.idx));
-        assert_eq!(p.tx_descs(f, &mut descs), 1);
+        assert!(!p.is_chained(&f));
+        assert_eq!(p.tx_descs(&f, &mut descs), 1);
         assert_eq!(descs[0].lengths().data(), 1518);
         assert_eq!(descs[0].options(), 0);
-        p.release(f.idx);
+        p.release(f);
         // Longer than any frame carried, or more than the pool holds: refused, nothing taken.
         assert!(p.alloc_frame(JUMBO_MAX_FRAME + 1).is_none());
         let mut small = FramePool::umem(4).unwrap();

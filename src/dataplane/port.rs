@@ -11,7 +11,7 @@ use super::{
 use crate::wire::MacAddr;
 
 /// A received frame and when it arrived (CLOCK_MONOTONIC ns).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct RxFrame {
     /// The frame, now owned by the worker.
     pub frame: Frame,
@@ -172,9 +172,12 @@ pub trait Port: Send {
     /// (jumbo) frame takes [`FramePool::tx_slots`] of it. A batch whose frames fit within it
     /// (or of one frame, whatever its size, when it is above 0) is accepted whole.
     fn tx_room(&mut self) -> usize;
-    /// Transmits a prefix of `frames` and returns its length; the port owns those frames until
-    /// [`Port::reclaim`] returns them to the pool. Frames not taken stay the caller's.
-    fn send(&mut self, pool: &mut FramePool, frames: &[Frame]) -> Result<usize, PortError>;
+    /// Transmits a prefix of `frames`, draining it from the vector, and returns its length:
+    /// the port owns those frames from then on (until [`Port::reclaim`] returns them to the
+    /// pool, or at once for the copying backends). The frames not taken stay in `frames`, in
+    /// order, the caller's; also on an error, which is the port's and says nothing about
+    /// the frames (a frame the port took before it failed is gone from `frames`).
+    fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError>;
     /// Returns completed TX frames to the pool and tops up the RX buffers.
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
@@ -202,6 +205,24 @@ pub trait Port: Send {
     fn rx_stamping(&self) -> Stamping {
         Stamping::User
     }
+}
+
+/// Sends `frame` alone through `batch` (an empty vector the caller keeps, so nothing is
+/// allocated); a frame the port does not take goes back to the pool. Whether it was taken.
+pub fn send_or_release(
+    port: &mut (impl Port + ?Sized),
+    pool: &mut FramePool,
+    batch: &mut Vec<Frame>,
+    frame: Frame,
+) -> Result<bool, PortError> {
+    batch.clear();
+    batch.push(frame);
+    let res = port.send(pool, batch);
+    let taken = batch.is_empty();
+    for f in batch.drain(..) {
+        pool.release(f);
+    }
+    res.map(|_| taken)
 }
 
 /// Reads an interface's MAC address from sysfs.

@@ -1,95 +1,84 @@
-//! Per-priority egress queues: fixed-capacity rings of frame handles, allocated once.
+//! Per-priority egress queues: fixed-capacity rings of frames, allocated once.
+//!
+//! A queue owns the frames in it: [`Queued`] holds the frame's token ([`Frame`], not
+//! `Copy`), so a frame is queued, or sent, or released, never two of them; pushing moves it
+//! in and popping moves it out (see [`super::pool`]).
+
+use std::collections::VecDeque;
 
 use super::pool::Frame;
 use crate::fc::PRIORITIES;
 
 /// A queued frame and the ingress port its bytes are charged to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct Queued {
-    /// Frame index in the worker's pool.
-    pub idx: u32,
-    /// Frame length.
-    pub len: u32,
+    /// The frame, owned by the queue while it waits.
+    pub frame: Frame,
     /// Ingress port (index in the worker's port list).
     pub ingress: u8,
     /// RX timestamp (for queueing-delay measurements).
     pub rx_ns: u64,
 }
 
-impl Queued {
-    /// The pool frame.
-    pub fn frame(&self) -> Frame {
-        Frame {
-            idx: self.idx,
-            len: self.len,
-        }
-    }
-}
-
-/// A bounded FIFO ring that never allocates after creation.
+/// A bounded FIFO ring that never allocates after creation (a `VecDeque` made with room for
+/// `cap` frames and never pushed beyond it).
 #[derive(Debug)]
 pub struct Ring {
-    slots: Box<[Queued]>,
-    head: usize,
-    len: usize,
+    slots: VecDeque<Queued>,
+    cap: usize,
     bytes: u64,
 }
 
 impl Ring {
     /// A ring for at most `cap` frames.
     pub fn new(cap: usize) -> Self {
+        let cap = cap.max(1);
         Ring {
-            slots: vec![Queued::default(); cap.max(1)].into_boxed_slice(),
-            head: 0,
-            len: 0,
+            slots: VecDeque::with_capacity(cap),
+            cap,
             bytes: 0,
         }
     }
 
     /// Appends `q`; returns it back when full.
+    #[inline]
     pub fn push(&mut self, q: Queued) -> Result<(), Queued> {
-        if self.len == self.slots.len() {
+        if self.slots.len() == self.cap {
             return Err(q);
         }
-        // head < cap and len < cap: one compare wraps it, no division.
-        let mut at = self.head + self.len;
-        if at >= self.slots.len() {
-            at -= self.slots.len();
-        }
-        self.slots[at] = q;
-        self.len += 1;
-        self.bytes += u64::from(q.len);
+        self.bytes += u64::from(q.frame.len());
+        self.slots.push_back(q);
         Ok(())
     }
 
     /// The oldest frame.
+    #[inline]
     pub fn front(&self) -> Option<&Queued> {
-        (self.len > 0).then(|| &self.slots[self.head])
+        self.slots.front()
+    }
+
+    /// The newest frame (the one just pushed).
+    #[inline]
+    pub fn back(&self) -> Option<&Queued> {
+        self.slots.back()
     }
 
     /// Removes the oldest frame.
+    #[inline]
     pub fn pop(&mut self) -> Option<Queued> {
-        if self.len == 0 {
-            return None;
-        }
-        let q = self.slots[self.head];
-        self.head += 1;
-        if self.head == self.slots.len() {
-            self.head = 0;
-        }
-        self.len -= 1;
-        self.bytes -= u64::from(q.len);
+        let q = self.slots.pop_front()?;
+        self.bytes -= u64::from(q.frame.len());
         Some(q)
     }
 
     /// Frames queued.
     pub fn len(&self) -> usize {
-        self.len
+        self.slots.len()
     }
 
     /// True when empty.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.slots.is_empty()
     }
 
     /// Bytes queued.
@@ -188,9 +177,9 @@ mod tests {
 
     fn q(idx: u32, len: u32) -> Queued {
         Queued {
-            idx,
-            len,
-            ..Default::default()
+            frame: Frame::for_test(idx, len),
+            ingress: 0,
+            rx_ns: 0,
         }
     }
 
@@ -201,10 +190,10 @@ mod tests {
         r.push(q(2, 50)).unwrap();
         assert_eq!(r.push(q(3, 1)), Err(q(3, 1)));
         assert_eq!(r.bytes(), 150);
-        assert_eq!(r.pop().unwrap().idx, 1);
+        assert_eq!(r.pop().unwrap().frame.idx(), 1);
         r.push(q(3, 10)).unwrap(); // wraps around
-        assert_eq!(r.pop().unwrap().idx, 2);
-        assert_eq!(r.pop().unwrap().idx, 3);
+        assert_eq!(r.pop().unwrap().frame.idx(), 2);
+        assert_eq!(r.pop().unwrap().frame.idx(), 3);
         assert!(r.pop().is_none());
         assert_eq!(r.bytes(), 0);
     }
@@ -218,7 +207,7 @@ mod tests {
         assert_eq!(pq.select(1 << 5), Some(1));
         assert_eq!(pq.select((1 << 5) | (1 << 1)), None);
         assert_eq!(pq.queued(), (1 << 5) | (1 << 1));
-        assert_eq!(pq.pop(5).unwrap().idx, 2);
+        assert_eq!(pq.pop(5).unwrap().frame.idx(), 2);
         assert_eq!(
             pq.select(0),
             Some(1),

@@ -27,7 +27,7 @@ use crate::dataplane::{
     agent::Taken,
     clock::now_ns,
     pool::{Frame, FramePool},
-    port::{Port, PortError, RxFrame, Stamping},
+    port::{send_or_release, Port, PortError, RxFrame, Stamping},
 };
 use crate::wire::{
     classify,
@@ -95,6 +95,8 @@ pub struct LinkAgent {
     /// Answers waiting for the TX path.
     answers: VecDeque<Response>,
     rx: Vec<RxFrame>,
+    /// The one-frame batch each send goes through (kept: nothing allocated per frame).
+    tx: Vec<Frame>,
     clock: fn() -> u64,
     /// Kernel TX stamps for Pdelay_Req and Pdelay_Resp, when the port has them.
     stamper: Option<TxStamper>,
@@ -115,6 +117,7 @@ impl LinkAgent {
             initiator: PdelayInitiator::new(cfg.initiator, identity),
             answers: VecDeque::new(),
             rx: Vec::with_capacity(RX_BATCH),
+            tx: Vec::with_capacity(1),
             clock: now_ns,
             stamper: None,
             stamp_buf: Vec::new(),
@@ -325,36 +328,25 @@ impl LinkAgent {
         pool: &mut FramePool,
         emit: impl FnOnce(MacAddr, &mut [u8]) -> Result<usize, WireError>,
     ) -> Result<Option<u64>, LinkError> {
-        let Some(idx) = pool.alloc() else {
+        let Some(mut frame) = pool.alloc() else {
             self.counters.tx_dropped += 1;
             return Ok(None);
         };
-        let len = match emit(self.mac, pool.buf_mut(idx)) {
+        let len = match emit(self.mac, pool.buf_mut(&frame)) {
             Ok(n) => n,
             Err(e) => {
-                pool.release(idx);
+                pool.release(frame);
                 return Err(e.into());
             }
         };
-        let frame = Frame {
-            idx,
-            len: len as u32,
-        };
+        frame.set_len(len);
         let t = (self.clock)();
-        match port.send(pool, &[frame]) {
-            Ok(1) => {
-                self.counters.tx += 1;
-                Ok(Some(t))
-            }
-            Ok(_) => {
-                pool.release(idx);
-                self.counters.tx_dropped += 1;
-                Ok(None)
-            }
-            Err(e) => {
-                pool.release(idx);
-                Err(e.into())
-            }
+        if send_or_release(port, pool, &mut self.tx, frame)? {
+            self.counters.tx += 1;
+            Ok(Some(t))
+        } else {
+            self.counters.tx_dropped += 1;
+            Ok(None)
         }
     }
 
@@ -372,9 +364,9 @@ impl LinkAgent {
         rx.clear();
         let n = port.recv(pool, &mut rx, RX_BATCH, now)?;
         for f in rx.drain(..) {
-            let data = pool.data(f.frame);
+            let data = pool.data(&f.frame);
             self.on_frame(classify(data).kind, data, f.rx_ns, now);
-            pool.release(f.frame.idx);
+            pool.release(f.frame);
         }
         self.rx = rx;
         self.transmit(port, pool, now)?;

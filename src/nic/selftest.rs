@@ -13,8 +13,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         open::{attach_for, iface_max_frame, open_worker_ports, Backend, OpenError, WorkerPorts},
-        pool::Frame,
-        port::{Port, PortError, RxFrame},
+        port::{send_or_release, Port, PortError, RxFrame},
         xdp_prog::{Steering, XdpMode},
     },
     linkup::{
@@ -374,31 +373,19 @@ fn send_one(
     wp_pool: &mut crate::dataplane::pool::FramePool,
     emit: impl FnOnce(&mut [u8]) -> Result<usize, WireError>,
 ) -> Result<Option<(Vec<u8>, u64)>, SelftestError> {
-    let idx = wp_pool.alloc().ok_or(SelftestError::NoFrames)?;
-    let len = match emit(wp_pool.buf_mut(idx)) {
+    let mut f = wp_pool.alloc().ok_or(SelftestError::NoFrames)?;
+    let len = match emit(wp_pool.buf_mut(&f)) {
         Ok(n) => n,
         Err(e) => {
-            wp_pool.release(idx);
+            wp_pool.release(f);
             return Err(e.into());
         }
     };
-    let bytes = wp_pool.buf_mut(idx)[..len].to_vec();
-    let f = Frame {
-        idx,
-        len: len as u32,
-    };
+    let bytes = wp_pool.buf_mut(&f)[..len].to_vec();
+    f.set_len(len);
     let t = now_ns();
-    match port.send(wp_pool, &[f]) {
-        Ok(1) => Ok(Some((bytes, t))),
-        Ok(_) => {
-            wp_pool.release(idx);
-            Ok(None)
-        }
-        Err(e) => {
-            wp_pool.release(idx);
-            Err(e.into())
-        }
-    }
+    let mut batch = Vec::with_capacity(1);
+    Ok(send_or_release(port, wp_pool, &mut batch, f)?.then_some((bytes, t)))
 }
 
 /// Receives what is waiting on port `i`, hands each frame to `f`, and frees it.
@@ -413,8 +400,8 @@ fn drain(
     rx.clear();
     let n = ports[i].recv(pool, rx, 64, now_ns())?;
     for r in rx.drain(..) {
-        f(pool.data(r.frame), r.rx_ns);
-        pool.release(r.frame.idx);
+        f(pool.data(&r.frame), r.rx_ns);
+        pool.release(r.frame);
     }
     Ok(n)
 }

@@ -209,20 +209,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             break;
         }
         rx.clear();
-        let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
-        for r in &rx[..n] {
-            if r.frame.len > max_frame {
+        let _ = port.recv(&mut pool, &mut rx, 64, now);
+        for r in rx.drain(..) {
+            if r.frame.len() > max_frame {
                 // Truncated on receipt (AF_PACKET): never read.
                 oversize += 1;
-                pool.release(r.frame.idx);
+                pool.release(r.frame);
                 continue;
             }
-            let data = pool.data(r.frame);
+            let data = pool.data(&r.frame);
             let class = classify(data);
             if let Some(l) = link.as_mut() {
                 // LLDP or PTP, taken by the link agent (which counts what did not parse).
                 if l.on_frame(class.kind, data, r.rx_ns, now) != Taken::NotMine {
-                    pool.release(r.frame.idx);
+                    pool.release(r.frame);
                     continue;
                 }
             }
@@ -268,7 +268,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 },
                 _ => other_rx += 1,
             }
-            pool.release(r.frame.idx);
+            pool.release(r.frame);
         }
         tx.clear();
         if let Some(l) = link.as_mut() {
@@ -301,21 +301,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 let Some(frame) = pool.alloc_frame(setup.size) else {
                     break;
                 };
-                let idx = frame.idx;
                 let t = &templates[flow];
                 if images.is_empty() {
-                    t.emit(pool.buf_mut(idx))
+                    t.emit(pool.buf_mut(&frame))
                         .expect("frame size validated by the CLI");
                 } else {
-                    pool.write_frame(frame, &images[flow]);
+                    pool.write_frame(&frame, &images[flow]);
                 }
-                t.stamp(pool.buf_mut(idx), next_seq[flow], now_ns());
+                t.stamp(pool.buf_mut(&frame), next_seq[flow], now_ns());
                 next_seq[flow] += 1;
                 flow = (flow + 1) % templates.len();
                 // A frame the ring refuses below was counted but never sent: the peer's
                 // count is repaired at the next resync, as for a frame lost on the wire.
                 credit.on_sent(prio, setup.size as u32);
-                k = pool.tx_slots(frame);
+                k = pool.tx_slots(&frame);
                 slots += k;
                 tx.push(frame);
             }
@@ -328,21 +327,26 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             }
             _ => {}
         }
-        if !tx.is_empty() {
-            let k = port.send(&mut pool, &tx).unwrap_or(0);
-            // Frames the ring refused were never sent: roll their sequence numbers back.
-            for f in tx[k..].iter().rev() {
+        let sending = !tx.is_empty();
+        if sending {
+            let batch = tx.len();
+            // A port error is the next turn's: what the port took before it is sent.
+            let _ = port.send(&mut pool, &mut tx);
+            let k = batch - tx.len();
+            // Frames the ring refused (left in `tx`) were never sent: roll their sequence
+            // numbers back, last first.
+            while let Some(f) = tx.pop() {
                 flow = (flow + templates.len() - 1) % templates.len();
                 next_seq[flow] -= 1;
-                pool.release(f.idx);
+                pool.release(f);
             }
             sent += k as u64;
             bytes += k as u64 * setup.size as u64;
             last_tx = now;
         }
         // The update goes out behind the data its blocks-sent count includes.
-        send_credit_update(&mut credit, &mut **port, &mut pool, now);
-        if !tx.is_empty() {
+        send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
+        if sending {
             continue;
         }
         let mut deadline = end;

@@ -14,7 +14,7 @@ use crate::{
             WorkerPorts,
         },
         pool::{Frame, FramePool},
-        port::Port,
+        port::{send_or_release, Port},
         xdp_prog::{Steering, XdpMode},
     },
     fc::credit_port::{emit_update, CreditPort},
@@ -40,26 +40,23 @@ pub fn oversize_total(counted: u64, port: &dyn Port, max_frame: u32, tool: &str)
 /// whatever data was sent before, which its blocks-sent count includes). A frame that cannot
 /// be had or sent is lost like an update lost on the wire: the next one carries the same
 /// absolute credit.
+///
+/// `batch` is an empty vector the caller keeps for it (so nothing is allocated).
 pub fn send_credit_update(
     credit: &mut CreditPort,
     port: &mut dyn Port,
     pool: &mut FramePool,
+    batch: &mut Vec<Frame>,
     now: u64,
 ) {
     let Some(update) = credit.poll(now) else {
         return;
     };
-    let Some(idx) = pool.alloc() else {
+    let Some(mut frame) = pool.alloc() else {
         return;
     };
-    let len = emit_update(&update, port.mac(), pool.buf_mut(idx));
-    let f = Frame {
-        idx,
-        len: len as u32,
-    };
-    if port.send(pool, &[f]).unwrap_or(0) == 0 {
-        pool.release(idx);
-    }
+    frame.set_len(emit_update(&update, port.mac(), pool.buf_mut(&frame)));
+    let _ = send_or_release(port, pool, batch, frame);
 }
 
 /// How a single-interface tool (gen, sink, send) reaches its interface.

@@ -24,7 +24,7 @@ use crate::{
         ingress::FillWatch,
         open::WorkerPorts,
         pool::{Frame, FramePool},
-        port::{KernelDrops, RxFrame},
+        port::{send_or_release, KernelDrops, RxFrame},
         queue::{PrioQueues, Queued},
         shaper::{Shaper, WIRE_OVERHEAD},
     },
@@ -170,7 +170,7 @@ impl Counting {
     }
 }
 
-fn parse_ours(pool: &FramePool, frame: Frame, port: u16) -> Option<TestFrameView> {
+fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Option<TestFrameView> {
     TestFrameView::parse(pool.data(frame))
         .ok()
         .filter(|v| v.dst_port == port)
@@ -229,6 +229,7 @@ pub fn run(
         None => CreditPort::none(),
     };
     let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
+    let mut tx: Vec<Frame> = Vec::with_capacity(1);
     // Without a congestion buffer the sink only counts: coalesce wake-ups so it does not take
     // CPU from the device under test (latency uses the XDP RX stamps).
     let mut idler =
@@ -256,64 +257,71 @@ pub fn run(
             break;
         }
         rx.clear();
-        let n = port.recv(&mut pool, &mut rx, 64, now).unwrap_or(0);
-        for r in &rx[..n] {
-            if r.frame.len > max_frame {
+        let _ = port.recv(&mut pool, &mut rx, 64, now);
+        let n = rx.len();
+        for r in rx.drain(..) {
+            let flen = r.frame.len();
+            if flen > max_frame {
                 // Truncated on receipt (AF_PACKET): never counted as received.
                 oversize += 1;
-                pool.release(r.frame.idx);
+                pool.release(r.frame);
                 continue;
             }
-            let data = pool.data(r.frame);
+            let data = pool.data(&r.frame);
             let class = classify(data);
             if class.kind == FrameKind::Credit {
                 let payload = class.payload(data);
                 if credit.is_empty() || credit.on_update(r.rx_ns.min(now), payload).is_err() {
                     other_rx += 1;
                 }
-                pool.release(r.frame.idx);
+                pool.release(r.frame);
                 continue;
             }
-            let Some(v) = parse_ours(&pool, r.frame, setup.dst_port) else {
+            let Some(v) = parse_ours(&pool, &r.frame, setup.dst_port) else {
                 // Other tagged data of a credit priority still counts as blocks received.
                 if let Some(p) = class
                     .eth(data)
                     .and_then(|e| e.vlan())
                     .map(|t| usize::from(t.pcp & 7))
                 {
-                    if credit.on_data(now, p, r.frame.len) {
-                        credit.on_drain(p, r.frame.len);
+                    if credit.on_data(now, p, flen) {
+                        credit.on_drain(p, flen);
                     }
                 }
                 other_rx += 1;
-                pool.release(r.frame.idx);
+                pool.release(r.frame);
                 continue;
             };
             last_arrival = now;
             let p = usize::from(v.pcp.unwrap_or(0) & 7);
-            if !credit.on_data(now, p, r.frame.len) {
+            if !credit.on_data(now, p, flen) {
                 // Sent beyond the credit granted: refused (counted in the lane's report).
-                pool.release(r.frame.idx);
+                pool.release(r.frame);
                 continue;
             }
             match setup.congestion {
                 None => {
-                    c.record(&v, r.frame.len, r.rx_ns);
-                    credit.on_drain(p, r.frame.len);
-                    pool.release(r.frame.idx);
+                    c.record(&v, flen, r.rx_ns);
+                    credit.on_drain(p, flen);
+                    pool.release(r.frame);
                 }
                 Some(k) => {
+                    let fits = queues.bytes()[p] + u64::from(flen) <= k.buffer_bytes;
                     let q = Queued {
-                        idx: r.frame.idx,
-                        len: r.frame.len,
+                        frame: r.frame,
                         ingress: 0,
                         rx_ns: r.rx_ns,
                     };
-                    let fits = queues.bytes()[p] + u64::from(r.frame.len) <= k.buffer_bytes;
-                    if !fits || queues.push(p, q).is_err() {
+                    // Queued, the frame is the queue's; refused, it comes back.
+                    let refused = if fits {
+                        queues.push(p, q).err()
+                    } else {
+                        Some(q)
+                    };
+                    if let Some(q) = refused {
                         overflow += 1;
-                        credit.on_drain(p, r.frame.len);
-                        pool.release(r.frame.idx);
+                        credit.on_drain(p, flen);
+                        pool.release(q.frame);
                     }
                 }
             }
@@ -321,16 +329,20 @@ pub fn run(
         let mut work = n;
         if let Some(sh) = shaper.as_mut() {
             while let Some(p) = queues.select(0) {
-                let head = *queues.front(p).expect("selected ring is non-empty");
-                if !sh.try_send(head.len, now) {
+                let len = queues
+                    .front(p)
+                    .expect("selected ring is non-empty")
+                    .frame
+                    .len();
+                if !sh.try_send(len, now) {
                     break;
                 }
-                queues.pop(p);
-                credit.on_drain(p, head.len);
-                if let Some(v) = parse_ours(&pool, head.frame(), setup.dst_port) {
-                    c.record(&v, head.len, now);
+                let head = queues.pop(p).expect("selected ring is non-empty");
+                credit.on_drain(p, len);
+                if let Some(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
+                    c.record(&v, len, now);
                 }
-                pool.release(head.idx);
+                pool.release(head.frame);
                 work += 1;
             }
         }
@@ -344,23 +356,18 @@ pub fn run(
             let occupancy = std::array::from_fn(|p| queued[p] + backlog.bytes[p]);
             let congested = if fill.starved() { u8::MAX } else { 0 };
             if let Some(m) = g.poll(now, &occupancy, congested) {
-                if let Some(idx) = pool.alloc() {
+                if let Some(mut f) = pool.alloc() {
                     let len = m
-                        .emit_frame(port.mac(), pool.buf_mut(idx))
+                        .emit_frame(port.mac(), pool.buf_mut(&f))
                         .expect("a pool frame holds a MAC control frame");
-                    let f = Frame {
-                        idx,
-                        len: len as u32,
-                    };
-                    if port.send(&mut pool, &[f]).unwrap_or(0) == 1 {
+                    f.set_len(len);
+                    if send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false) {
                         pfc_tx += 1;
-                    } else {
-                        pool.release(idx);
                     }
                 }
             }
         }
-        send_credit_update(&mut credit, &mut **port, &mut pool, now);
+        send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
         if work == 0 {
             let mut deadline = [
                 generator.as_ref().and_then(|g| g.next_deadline()),
@@ -384,10 +391,10 @@ pub fn run(
     let now = now_ns();
     let peak = queues.peak_bytes().iter().copied().max().unwrap_or(0);
     queues.drain(|q| {
-        if let Some(v) = parse_ours(&pool, q.frame(), setup.dst_port) {
-            c.record(&v, q.len, now);
+        if let Some(v) = parse_ours(&pool, &q.frame, setup.dst_port) {
+            c.record(&v, q.frame.len(), now);
         }
-        pool.release(q.idx);
+        pool.release(q.frame);
     });
     let kernel_drops = port.kernel_drops();
     let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "sink");

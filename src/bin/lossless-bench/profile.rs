@@ -449,9 +449,9 @@ fn drive_mem_port(
             .recv(&mut pool, &mut rx, BATCH, now)
             .expect("in-memory ports do not fail");
         tx.clear();
-        tx.extend(rx.iter().map(|r| r.frame));
+        tx.extend(rx.drain(..).map(|r| r.frame));
         port_out
-            .send(&mut pool, &tx)
+            .send(&mut pool, &mut tx)
             .expect("in-memory ports do not fail");
         turns += 1;
         delivered += peer_out.take().len() as u64;

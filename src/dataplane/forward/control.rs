@@ -26,37 +26,35 @@ impl ForwardWorker {
         let Some(update) = self.ports[p].credit.poll(now) else {
             return;
         };
-        let Some(idx) = self.pool.alloc() else {
+        let Some(mut frame) = self.pool.alloc() else {
             // Lost like an update lost on the wire: the next one carries the same credit.
             return self.stats.ports[p].drop(DropReason::NoBuffer);
         };
-        let len = emit_update(&update, self.ports[p].io.mac(), self.pool.buf_mut(idx));
-        self.queue_control(
-            p,
-            Frame {
-                idx,
-                len: len as u32,
-            },
-        );
+        let len = emit_update(&update, self.ports[p].io.mac(), self.pool.buf_mut(&frame));
+        frame.set_len(len);
+        self.queue_control(p, frame);
     }
 
-    /// SFC congestion point: a frame queued for `e` at `prio` above the threshold earns its
-    /// source (behind ingress port `p`) an SFCM with the time the queue needs to drain.
+    /// SFC congestion point: a frame just queued for `e` at `prio` (the newest of that queue,
+    /// which owns it now) above the threshold earns its source (behind ingress port `p`) an
+    /// SFCM with the time the queue needs to drain.
     pub(super) fn congestion_sfc(
         &mut self,
         p: usize,
         e: usize,
         prio: usize,
         source: MacAddr,
-        offending: Frame,
         now: u64,
     ) {
-        // What waits in the ingress RX ring must drain through this queue too.
-        let queued = self.ports[e].egress.ring_ref(prio).bytes() + self.ports[p].rx_backlog[prio];
-        let Some(cp) = self.ports[e].sfc_cps[prio].as_mut() else {
+        if self.ports[e].sfc_cps[prio].is_none() {
             return;
-        };
+        }
+        let ring = self.ports[e].egress.ring_ref(prio);
+        // What waits in the ingress RX ring must drain through this queue too.
+        let queued = ring.bytes() + self.ports[p].rx_backlog[prio];
+        let offending = &ring.back().expect("the frame was just queued").frame;
         let flow = Ipv4Flow::of_frame(self.pool.data(offending));
+        let cp = self.ports[e].sfc_cps[prio].as_mut().expect("checked above");
         let Some(msg) = cp.on_arrival(now, queued, &FrameSource { mac: source, flow }) else {
             return;
         };
@@ -67,10 +65,10 @@ impl ForwardWorker {
             ethertype: EtherType::LOSSLESS,
         };
         let c = &self.stats.ports[p];
-        let Some(idx) = self.pool.alloc() else {
+        let Some(mut frame) = self.pool.alloc() else {
             return c.drop(DropReason::NoBuffer);
         };
-        let buf = self.pool.buf_mut(idx);
+        let buf = self.pool.buf_mut(&frame);
         // UDP reaches a source beyond this L2 segment (via its MAC as the next hop back).
         let emitted = match (self.setup.sfc.udp, flow) {
             (Some((port, src_ip)), Some(f)) => SfcmUdpFrame {
@@ -86,29 +84,22 @@ impl ForwardWorker {
             .emit(buf),
             _ => SfcmFrame { eth, msg }.emit(buf),
         };
-        let len = emitted.expect("a pool frame holds an SFCM");
+        frame.set_len(emitted.expect("a pool frame holds an SFCM"));
         let c = &self.stats.ports[p];
         c.sfcm_tx[prio].add(1);
-        self.queue_control(
-            p,
-            Frame {
-                idx,
-                len: len as u32,
-            },
-        );
+        self.queue_control(p, frame);
     }
 
     /// Queues a control frame for TX on `p` ahead of data; counts a drop if the queue is full.
     pub(super) fn queue_control(&mut self, p: usize, frame: Frame) {
         let q = Queued {
-            idx: frame.idx,
-            len: frame.len,
+            frame,
             ingress: p as u8,
             rx_ns: 0,
         };
-        if self.ports[p].ctrl.push(q).is_err() {
+        if let Err(q) = self.ports[p].ctrl.push(q) {
             self.stats.ports[p].drop(DropReason::NoBuffer);
-            self.pool.release(frame.idx);
+            self.pool.release(q.frame);
         }
     }
 
@@ -193,21 +184,16 @@ impl ForwardWorker {
                 }
             }
         }
-        let Some(idx) = self.pool.alloc() else {
+        let Some(mut frame) = self.pool.alloc() else {
             // No frame to build it in: the generator will refresh the signal shortly.
             return c.drop(DropReason::NoBuffer);
         };
         let src = self.ports[p].io.mac();
         let len = m
-            .emit_frame(src, self.pool.buf_mut(idx))
+            .emit_frame(src, self.pool.buf_mut(&frame))
             .expect("a pool frame holds a MAC control frame");
-        self.queue_control(
-            p,
-            Frame {
-                idx,
-                len: len as u32,
-            },
-        );
+        frame.set_len(len);
+        self.queue_control(p, frame);
     }
 
     /// Link-up: each port's agent takes its loop turn.

@@ -198,6 +198,9 @@ pub struct ForwardWorker {
     tx: Vec<Frame>,
     /// The priority of each data frame in `tx` (per-priority TX counters).
     tx_prios: [u8; BATCH],
+    /// The length of each frame in `tx`: the port drains the frames it sends, so what is
+    /// counted of them after the send is read here.
+    tx_lens: [u32; BATCH],
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -330,6 +333,7 @@ impl ForwardWorker {
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
+            tx_lens: [0; BATCH],
             pool,
             ports,
             stats,
@@ -349,7 +353,7 @@ impl ForwardWorker {
     }
 
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
-    /// [`ForwardWorker::drain`]) and releases the rest, counted.
+    /// `ForwardWorker::drain`) and releases the rest, counted.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let mut idler = Idler::new(
             self.ports.iter().map(|p| p.io.poll_fd()),
@@ -473,7 +477,7 @@ impl ForwardWorker {
             let waiting = self.ports[e]
                 .credit
                 .waiting(self.ports[e].egress.queued(), |p| {
-                    self.ports[e].egress.front(p).map(|q| q.len)
+                    self.ports[e].egress.front(p).map(|q| q.frame.len())
                 });
             if self.ports[e]
                 .egress
@@ -513,7 +517,7 @@ impl ForwardWorker {
         }
         for port in &mut self.ports {
             while let Some(q) = port.ctrl.pop() {
-                self.pool.release(q.idx);
+                self.pool.release(q.frame);
             }
         }
         for e in 0..self.ports.len() {
@@ -521,7 +525,7 @@ impl ForwardWorker {
                 while let Some(q) = self.ports[e].egress.pop(prio) {
                     self.release_queued(prio, &q);
                     let ingress = usize::from(q.ingress);
-                    self.discard_data(ingress, q.frame(), DropReason::Shutdown, prio);
+                    self.discard_data(ingress, q.frame, DropReason::Shutdown, prio);
                 }
             }
         }

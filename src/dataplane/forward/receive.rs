@@ -21,18 +21,21 @@ use super::{ForwardWorker, WorkerError, BATCH};
 impl ForwardWorker {
     pub(super) fn receive(&mut self, p: usize, now: u64) -> Result<usize, WorkerError> {
         self.ports[p].io.reclaim(&mut self.pool)?;
-        self.rx.clear();
-        let n = self.ports[p]
-            .io
-            .recv(&mut self.pool, &mut self.rx, BATCH, now)?;
-        for i in 0..n {
-            let rx = self.rx[i];
-            if rx.frame.len > self.setup.ports[p].max_frame {
+        // The batch is moved out while its frames are handed on (each moves into a queue or
+        // back to the pool), and the emptied vector back in: no allocation.
+        let mut rx = std::mem::take(&mut self.rx);
+        rx.clear();
+        let got = self.ports[p].io.recv(&mut self.pool, &mut rx, BATCH, now);
+        let n = rx.len();
+        for rx in rx.drain(..) {
+            if rx.frame.len() > self.setup.ports[p].max_frame {
                 self.oversize(p, rx.frame);
                 continue;
             }
             self.ingress(p, rx, now);
         }
+        self.rx = rx;
+        let n = got.map(|_| n)?;
         // An empty turn with nothing published as waiting has nothing new to say.
         if n > 0
             || self.ports[p].rx_backlog != [0; PRIORITIES]
@@ -73,29 +76,30 @@ impl ForwardWorker {
     /// Drops a frame longer than port `p` takes (a backend that cannot see it before the
     /// worker: AF_PACKET reports a truncated frame's real length), counted per priority.
     pub(super) fn oversize(&mut self, p: usize, frame: Frame) {
-        let prio = EthernetFrame::new_checked(self.pool.data(frame))
+        let prio = EthernetFrame::new_checked(self.pool.data(&frame))
             .map_or(0, |eth| classify::priority(&eth, self.setup.ports[p].trust));
         self.stats.ports[p].drop_oversize(prio, 1);
-        self.pool.release(frame.idx);
+        self.pool.release(frame);
     }
 
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
     /// is consumed, data is admitted to the other port's queue or dropped with a reason.
     pub(super) fn ingress(&mut self, p: usize, rx: RxFrame, now: u64) {
-        let data = self.pool.data(rx.frame);
+        let data = self.pool.data(&rx.frame);
         // The frame's header is read here, once: everything below goes by this.
         let class = wire::classify(data);
         if let (FrameKind::Lldp | FrameKind::Ptp, Some(agent)) =
             (class.kind, &mut self.ports[p].agent)
         {
             match agent.on_frame(class.kind, data, rx.rx_ns, now) {
-                Taken::Consumed => return self.pool.release(rx.frame.idx),
+                Taken::Consumed => return self.pool.release(rx.frame),
                 Taken::Malformed => return self.discard(p, rx.frame, DropReason::Malformed),
                 Taken::NotMine => {}
             }
         }
         let c = &self.stats.ports[p];
-        let len = u64::from(rx.frame.len);
+        let flen = rx.frame.len();
+        let len = u64::from(flen);
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
         c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
@@ -105,7 +109,7 @@ impl ForwardWorker {
                 return match MacControl::parse(class.payload(data)) {
                     Ok(m) => {
                         self.react(p, &m, now);
-                        self.pool.release(rx.frame.idx);
+                        self.pool.release(rx.frame);
                     }
                     Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
                 };
@@ -116,7 +120,7 @@ impl ForwardWorker {
                     return self.discard(p, rx.frame, DropReason::LinkLocal);
                 }
                 return match self.ports[p].credit.on_update(now, class.payload(data)) {
-                    Ok(_) => self.pool.release(rx.frame.idx),
+                    Ok(_) => self.pool.release(rx.frame),
                     Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
                 };
             }
@@ -125,7 +129,7 @@ impl ForwardWorker {
                     Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
                         Ok(()) => {
                             self.react_sfc(p, &f.msg, now);
-                            self.pool.release(rx.frame.idx);
+                            self.pool.release(rx.frame);
                         }
                         Err(Refusal::NotAllowed) => {
                             self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
@@ -152,7 +156,7 @@ impl ForwardWorker {
         self.stats.ports[p].rx_data_frames[prio].add(1);
         self.stats.ports[p].rx_data_bytes[prio].add(len);
         // Every data frame counts towards the blocks received, kept or not.
-        if !self.ports[p].credit.on_data(now, prio, rx.frame.len) {
+        if !self.ports[p].credit.on_data(now, prio, flen) {
             return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
         }
         let admit = self.ports[p].admission[prio];
@@ -165,35 +169,37 @@ impl ForwardWorker {
             } else {
                 DropReason::TailDrop
             };
-            self.ports[p].credit.on_drain(prio, rx.frame.len);
+            self.ports[p].credit.on_drain(prio, flen);
             return self.discard_data(p, rx.frame, reason, prio);
         }
         let e = 1 - p;
-        let refused = if self.watchdog_dropping(e) & (1 << prio) != 0 {
-            DropReason::Watchdog
+        let (refused, frame) = if self.watchdog_dropping(e) & (1 << prio) != 0 {
+            (DropReason::Watchdog, rx.frame)
         } else {
             let q = Queued {
-                idx: rx.frame.idx,
-                len: rx.frame.len,
+                frame: rx.frame,
                 ingress: p as u8,
                 rx_ns: rx.rx_ns,
             };
+            // The queue owns the frame now; a full one hands it back.
             match self.ports[e].egress.push(prio, q) {
-                Ok(()) => return self.congestion_sfc(p, e, prio, source, rx.frame, now),
-                Err(_) => DropReason::NoBuffer,
+                Ok(()) => return self.congestion_sfc(p, e, prio, source, now),
+                Err(q) => (DropReason::NoBuffer, q.frame),
             }
         };
         self.ports[p].shared.release(prio, len);
-        self.ports[p].credit.on_drain(prio, rx.frame.len);
-        self.discard_data(p, rx.frame, refused, prio)
+        self.ports[p].credit.on_drain(prio, flen);
+        self.discard_data(p, frame, refused, prio)
     }
 
     /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
     /// occupancy and credit get the room back.
     pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
         let ingress = usize::from(q.ingress);
-        self.ports[ingress].shared.release(prio, u64::from(q.len));
-        self.ports[ingress].credit.on_drain(prio, q.len);
+        self.ports[ingress]
+            .shared
+            .release(prio, u64::from(q.frame.len()));
+        self.ports[ingress].credit.on_drain(prio, q.frame.len());
     }
 
     /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class (max rule).
@@ -216,14 +222,14 @@ impl ForwardWorker {
 
     pub(super) fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
         self.stats.ports[p].drop(reason);
-        self.pool.release(frame.idx);
+        self.pool.release(frame);
     }
 
     /// Drops a data frame of priority `prio` that arrived on port `p`, counted per reason and
     /// per priority.
     pub(super) fn discard_data(&mut self, p: usize, frame: Frame, reason: DropReason, prio: usize) {
         self.stats.ports[p].drop_data(reason, prio);
-        self.pool.release(frame.idx);
+        self.pool.release(frame);
     }
 
     /// Reaction point: a PAUSE/PFC frame received on port `p` pauses `p`'s egress.

@@ -1,5 +1,9 @@
 //! The worker's transmit side: per egress port, control frames first, then data by priority
 //! as pauses (PFC, SFC, the watchdog's overrides), credit and the port's shaper allow.
+//!
+//! Frames move: popped from a queue into the batch `tx`, from `tx` into the port, which
+//! drains what it takes; what it leaves in `tx` is dropped (released) here, so each frame
+//! leaves the worker exactly once.
 
 use crate::dataplane::stats::DropReason;
 use crate::fc::{
@@ -15,22 +19,28 @@ impl ForwardWorker {
         if !self.ports[e].ctrl.is_empty() {
             self.tx.clear();
             let room = self.ports[e].io.tx_room().min(BATCH);
+            let mut bytes = 0;
             while self.tx.len() < room {
                 let Some(q) = self.ports[e].ctrl.pop() else {
                     break;
                 };
-                self.ports[e].shaper.charge(q.len, now);
-                self.tx.push(q.frame());
+                self.ports[e].shaper.charge(q.frame.len(), now);
+                bytes += u64::from(q.frame.len());
+                self.tx.push(q.frame);
             }
-            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let batch = self.tx.len();
+            let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
+            let n = batch - self.tx.len();
             let c = &self.stats.ports[e];
             c.tx_frames.add(n as u64);
-            c.tx_bytes
-                .add(self.tx[..n].iter().map(|f| u64::from(f.len)).sum());
-            for f in &self.tx[n..] {
+            // What the port left in `tx` was not sent: its bytes are not counted.
+            let unsent: u64 = self.tx.iter().map(|f| u64::from(f.len())).sum();
+            c.tx_bytes.add(bytes - unsent);
+            for f in self.tx.drain(..) {
                 c.drop(DropReason::NoBuffer);
-                self.pool.release(f.idx);
+                self.pool.release(f);
             }
+            res?;
             sent += n;
         }
         if !self.ports[e].ctrl.is_empty() {
@@ -53,65 +63,68 @@ impl ForwardWorker {
             let Some(prio) = self.ports[e].egress.select(paused) else {
                 break;
             };
-            let head = *self.ports[e]
+            // Looked at in place; taken from the queue below only if it goes.
+            let head = self.ports[e]
                 .egress
                 .front(prio)
                 .expect("selected ring is non-empty");
-            let k = self.pool.tx_slots(head.frame());
+            let (len, ingress) = (head.frame.len(), usize::from(head.ingress));
+            let k = self.pool.tx_slots(&head.frame);
             if slots > 0 && slots + k > room {
                 break;
             }
-            match self.ports[e].credit.gate(prio, head.len) {
+            match self.ports[e].credit.gate(prio, len) {
                 Gate::Free | Gate::Send => {}
                 Gate::Wait => {
                     paused |= 1 << prio;
                     continue;
                 }
                 Gate::NeverFits => {
-                    self.ports[e].egress.pop(prio);
-                    self.release_queued(prio, &head);
-                    self.discard_data(
-                        usize::from(head.ingress),
-                        head.frame(),
-                        DropReason::CreditTooLarge,
-                        prio,
-                    );
+                    let q = self.ports[e].egress.pop(prio).expect("selected");
+                    self.release_queued(prio, &q);
+                    self.discard_data(ingress, q.frame, DropReason::CreditTooLarge, prio);
                     continue;
                 }
             }
-            if !self.ports[e].shaper.try_send(head.len, now) {
+            if !self.ports[e].shaper.try_send(len, now) {
                 break;
             }
-            self.ports[e].egress.pop(prio);
-            self.ports[e].credit.on_sent(prio, head.len);
-            self.release_queued(prio, &head);
+            let q = self.ports[e].egress.pop(prio).expect("selected");
+            self.ports[e].credit.on_sent(prio, len);
+            self.release_queued(prio, &q);
             let port = &mut self.ports[e];
             if let Some(cp) = port.sfc_cps[prio].as_mut() {
-                cp.on_dequeue(u64::from(head.len), now);
+                cp.on_dequeue(u64::from(len), now);
                 if port.egress.ring_ref(prio).is_empty() {
                     cp.on_empty();
                 }
             }
             self.tx_prios[self.tx.len()] = prio as u8;
-            self.tx.push(head.frame());
+            self.tx_lens[self.tx.len()] = len;
+            self.tx.push(q.frame);
             slots += k;
         }
         if !self.tx.is_empty() {
-            let n = self.ports[e].io.send(&mut self.pool, &self.tx)?;
+            let batch = self.tx.len();
+            let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
+            // The port drained the first `n`: their lengths and priorities are read from
+            // the arrays kept beside the batch.
+            let n = batch - self.tx.len();
             let c = &self.stats.ports[e];
-            let bytes: u64 = self.tx[..n].iter().map(|f| u64::from(f.len)).sum();
+            let bytes: u64 = self.tx_lens[..n].iter().map(|&l| u64::from(l)).sum();
             c.tx_frames.add(n as u64);
             c.tx_bytes.add(bytes);
-            for (f, &prio) in self.tx[..n].iter().zip(&self.tx_prios) {
+            for (&len, &prio) in self.tx_lens[..n].iter().zip(&self.tx_prios) {
                 c.tx_data_frames[usize::from(prio)].add(1);
-                c.tx_data_bytes[usize::from(prio)].add(u64::from(f.len));
+                c.tx_data_bytes[usize::from(prio)].add(u64::from(len));
             }
             // `tx_room` promised space; should the ring still refuse, the frames are dropped
             // and counted rather than leaked.
-            for f in &self.tx[n..] {
+            for f in self.tx.drain(..) {
                 c.drop(DropReason::NoBuffer);
-                self.pool.release(f.idx);
+                self.pool.release(f);
             }
+            res?;
             sent += n;
         }
         Ok(sent)
@@ -169,7 +182,7 @@ impl ForwardWorker {
                 while let Some(q) = self.ports[e].egress.pop(p) {
                     self.release_queued(p, &q);
                     let ingress = usize::from(q.ingress);
-                    self.discard_data(ingress, q.frame(), DropReason::Watchdog, p);
+                    self.discard_data(ingress, q.frame, DropReason::Watchdog, p);
                 }
             }
         }
