@@ -108,7 +108,7 @@ struct RxArgs {
     /// spinning: the daemon's default idle strategy.
     #[arg(long)]
     poll: bool,
-    /// Pin queue q's thread to CPU cores[q] (default: no pinning).
+    /// Pin queue q's thread to CPU `cores[q]` (default: no pinning).
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
     /// Stop after this long (default: at SIGINT/SIGTERM).
