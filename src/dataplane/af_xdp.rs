@@ -178,8 +178,6 @@ impl AfXdpPort {
             prog.set_socket_max_frame(JUMBO_MAX_FRAME as u32)
                 .map_err(|e| err(e.to_string()))?;
         }
-        prog.register_socket(queue, fd)
-            .map_err(|e| err(e.to_string()))?;
         let mut port = AfXdpPort {
             mac: iface_mac(&iface).unwrap_or_default(),
             tx,
@@ -201,9 +199,14 @@ impl AfXdpPort {
                     })
                     .ok()
             }),
-            name: iface,
+            name: iface.clone(),
         };
+        // Buffers first, then the program may redirect to the socket: registered over an
+        // empty fill ring, a frame arriving in between was a kernel drop (fill_ring_empty),
+        // seen once on a lossless priority in tests/under_load.rs's two-daemon chain.
         port.refill(pool)?;
+        prog.register_socket(queue, fd)
+            .map_err(|e| err(e.to_string()))?;
         Ok(port)
     }
 
