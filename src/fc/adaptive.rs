@@ -15,17 +15,20 @@
 //!
 //! Before anything has been observed, the evidence starts at a **prior** (the caller's guess
 //! of the worst case, e.g. half the buffer) that decays like any evidence: the first XOFFs
-//! after start are covered before the first overshoot has been seen. The prior retires once
-//! [`PRIOR_EPISODES`] episodes in a row were held by what was seen: the occupancy beyond XOFF
-//! (the headroom actually used, including what crossed XOFF before the XOFF went out and less
-//! what drained meanwhile) stayed within the evidence alone. From then on the evidence is what
-//! was seen, times the margin. (With the prior kept, half a 128 KiB buffer held a 1 ms link's
-//! headroom at 2.6 × its largest overshoot for the prior's whole ten-minute half-life; the
-//! goal is 2 ×.) Why the gate and not a count alone: the overshoot is what arrives after XOFF,
-//! and on a busy host much of what a headroom holds crossed XOFF while the worker was not
-//! running to send it. Retiring after 16 episodes whatever they used made a 2 Gbit/s run with
-//! an 8 KiB floor lose 209–1,300 frames instead of 27–141; the gate keeps the prior there,
-//! where the occupancy beyond XOFF reaches several times the evidence.
+//! after start are covered before the first overshoot has been seen. The prior stands aside
+//! once [`PRIOR_EPISODES`] episodes were seen, for as long as none of them used more headroom
+//! than the evidence alone holds: the largest occupancy beyond XOFF any episode reached
+//! (everything the headroom held, including what crossed XOFF before the XOFF went out, less
+//! what drained meanwhile), decayed like the evidence, is within it. Then the evidence is what
+//! was seen, times the margin; one episode that spills beyond it brings the (decayed) prior
+//! back until that spill has decayed. (With the prior kept, half a 128 KiB buffer held a 1 ms link's headroom at 2.6 ×
+//! its largest overshoot for the prior's whole ten-minute half-life; the goal is 2 ×.) Why the
+//! gate and not a count: the overshoot is what arrives after XOFF, and on a busy host much of
+//! what a headroom holds crossed XOFF while the worker was not running to send it. Retiring
+//! after 16 episodes whatever they used made a 2 Gbit/s run with an 8 KiB floor lose 209–1,300
+//! frames instead of 27–141; retiring after 32 episodes *in a row* within the evidence still
+//! let the prior go there for good (lag spikes are rare among thousands of episodes, and came
+//! after the 32nd) and lost 28–843.
 //!
 //! The result is rounded up to whole buffer cells. A rise applies at once; a fall applies only
 //! once it is at least [`DECAY_STEP`] of the value in force, so a decaying term moves the
@@ -34,7 +37,7 @@
 
 /// A fall of the headroom in force applies once it is at least this part (1/n) of it.
 pub const DECAY_STEP: u64 = 16;
-/// Episodes in a row held by the evidence alone after which the prior gives way to it.
+/// Episodes after which the prior may give way to what was seen.
 pub const PRIOR_EPISODES: u64 = 32;
 
 /// Where the headroom in force comes from: the term that won.
@@ -108,11 +111,13 @@ pub struct AdaptiveHeadroom {
     model: u64,
     /// Observed overshoot × margin, decayed to `evidence_at`.
     evidence: f64,
-    /// The prior, decayed to `evidence_at`; 0 once retired.
+    /// The prior, decayed to `evidence_at` (it counts only while [`Self::prior_applies`]).
     prior: f64,
     evidence_at: u64,
-    /// Episodes in a row whose occupancy beyond XOFF the evidence alone held.
-    covered: u64,
+    /// Episodes seen (counted up to [`PRIOR_EPISODES`]).
+    episodes: u64,
+    /// The largest occupancy beyond XOFF an episode reached, decayed like the evidence.
+    spill: f64,
     in_force: u64,
     source: HeadroomSource,
     /// Changes of `in_force` since the start, and when the last one was (ns).
@@ -129,7 +134,8 @@ impl AdaptiveHeadroom {
             evidence: 0.0,
             prior: cfg.prior as f64,
             evidence_at: now,
-            covered: 0,
+            episodes: 0,
+            spill: 0.0,
             in_force: 0,
             source: HeadroomSource::Configured,
             changes: 0,
@@ -157,7 +163,7 @@ impl AdaptiveHeadroom {
     /// The evidence term at `now` (observed overshoot × margin, or the prior while it has
     /// not retired, decayed), bytes.
     pub fn evidence(&self, now: u64) -> u64 {
-        (self.evidence.max(self.prior) * self.decay_factor(now)) as u64
+        (self.observed() * self.decay_factor(now)) as u64
     }
 
     /// The floor, bytes.
@@ -185,21 +191,14 @@ impl AdaptiveHeadroom {
 
     /// An XOFF episode overshot by `bytes`, and the occupancy rose `beyond_xoff` bytes above
     /// XOFF while it ran: the evidence rises at once if the overshoot is more than it holds,
-    /// and the prior retires after [`PRIOR_EPISODES`] episodes in a row that the evidence
-    /// alone held. Returns whether the headroom changed.
+    /// and the prior retires once [`PRIOR_EPISODES`] episodes were seen and none of them (the
+    /// largest, decayed) rose further beyond XOFF than the evidence alone holds. Returns
+    /// whether the headroom changed.
     pub fn on_overshoot(&mut self, now: u64, bytes: u64, beyond_xoff: u64) -> bool {
         self.decay_to(now);
         self.evidence = self.evidence.max(bytes as f64 * self.cfg.margin);
-        if self.prior > 0.0 {
-            self.covered = if beyond_xoff as f64 <= self.evidence {
-                self.covered + 1
-            } else {
-                0
-            };
-            if self.covered >= PRIOR_EPISODES {
-                self.prior = 0.0;
-            }
-        }
+        self.spill = self.spill.max(beyond_xoff as f64);
+        self.episodes = (self.episodes + 1).min(PRIOR_EPISODES);
         self.settle(now)
     }
 
@@ -213,6 +212,7 @@ impl AdaptiveHeadroom {
         let f = self.decay_factor(now);
         self.evidence *= f;
         self.prior *= f;
+        self.spill *= f;
         self.evidence_at = now;
     }
 
@@ -226,6 +226,21 @@ impl AdaptiveHeadroom {
         changed
     }
 
+    /// The prior counts until [`PRIOR_EPISODES`] episodes were seen, and again while an
+    /// episode's occupancy beyond XOFF (decayed) exceeds what the evidence alone holds.
+    fn prior_applies(&self) -> bool {
+        self.episodes < PRIOR_EPISODES || self.spill > self.evidence
+    }
+
+    /// The observed term at `evidence_at`: the evidence, or the prior where it applies.
+    fn observed(&self) -> f64 {
+        if self.prior_applies() {
+            self.evidence.max(self.prior)
+        } else {
+            self.evidence
+        }
+    }
+
     /// What evidence held at `evidence_at` is worth at `now`.
     fn decay_factor(&self, now: u64) -> f64 {
         let dt = now.saturating_sub(self.evidence_at) as f64;
@@ -234,7 +249,7 @@ impl AdaptiveHeadroom {
     }
 
     fn recompute(&mut self) -> bool {
-        let evidence = self.evidence.max(self.prior).ceil() as u64;
+        let evidence = self.observed().ceil() as u64;
         let (raw, source) = [
             (self.cfg.floor, HeadroomSource::Configured),
             (self.model, HeadroomSource::Measured),
@@ -324,7 +339,7 @@ mod tests {
     }
 
     #[test]
-    fn the_prior_gives_way_once_enough_episodes_in_a_row_needed_less() {
+    fn the_prior_gives_way_once_enough_episodes_needed_less() {
         let cfg = AdaptiveConfig {
             prior: 500_000,
             ..adaptive().cfg
@@ -336,14 +351,7 @@ mod tests {
             assert!(!h.on_overshoot(e, 80_000, 100_000));
             assert_eq!(h.in_force(), 500_224, "episode {e}");
         }
-        // One the evidence alone would not have held (the worker was late to send XOFF):
-        // the count starts again.
-        assert!(!h.on_overshoot(PRIOR_EPISODES, 80_000, 300_000));
-        for e in 1..PRIOR_EPISODES {
-            assert!(!h.on_overshoot(PRIOR_EPISODES + e, 80_000, 100_000));
-        }
-        assert_eq!(h.in_force(), 500_224);
-        assert!(h.on_overshoot(2 * PRIOR_EPISODES, 80_000, 100_000));
+        assert!(h.on_overshoot(PRIOR_EPISODES, 80_000, 100_000));
         assert_eq!(
             (h.in_force(), h.source()),
             (120_064, HeadroomSource::Observed),
@@ -356,6 +364,40 @@ mod tests {
         // A larger episode still raises the evidence at once.
         assert!(h.on_overshoot(3 * MS, 200_000, 0));
         assert_eq!(h.in_force(), 300_032);
+    }
+
+    #[test]
+    fn one_episode_that_spilled_beyond_the_evidence_keeps_the_prior_while_it_decays() {
+        let cfg = AdaptiveConfig {
+            prior: 500_000,
+            ..adaptive().cfg
+        };
+        let mut h = AdaptiveHeadroom::new(cfg, 0);
+        // The worker was late to send one XOFF: 300 kB beyond it, where 1.5 x 80 kB is 120 kB.
+        h.on_overshoot(0, 80_000, 300_000);
+        for e in 1..4 * PRIOR_EPISODES {
+            h.on_overshoot(e, 80_000, 100_000);
+        }
+        assert_eq!(h.source(), HeadroomSource::Observed);
+        assert!(h.in_force() > 490_000, "the prior: {}", h.in_force());
+        // One half-life later the spill (150 kB) is still above the evidence (120 kB): the
+        // prior (250 kB by then) holds.
+        h.on_overshoot(1_000 * MS, 80_000, 100_000);
+        assert!(
+            (249_000..251_000).contains(&h.in_force()),
+            "{}",
+            h.in_force()
+        );
+        // Two half-lives later it is 75 kB: the prior (125 kB) stands aside.
+        assert!(h.on_overshoot(2_000 * MS, 80_000, 100_000));
+        assert_eq!(h.in_force(), 120_064);
+        // A spill right after brings it back at once, as far as it has decayed (125 kB).
+        assert!(h.on_overshoot(2_001 * MS, 80_000, 400_000));
+        assert!(
+            (124_000..126_000).contains(&h.in_force()),
+            "{}",
+            h.in_force()
+        );
     }
 
     #[test]
