@@ -547,10 +547,11 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let mut drop_log = DropLog::new(ifaces.len());
     let snapshots = || {
         let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
+        let now = now_ns();
         ifaces
             .iter()
             .enumerate()
-            .map(|(i, iface)| snapshot(iface, i, &refs))
+            .map(|(i, iface)| snapshot(iface, i, &refs, &shared[i], now))
             .collect::<Vec<PortSnapshot>>()
     };
     rt.block_on(async {

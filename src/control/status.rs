@@ -172,7 +172,7 @@ impl StatusSource {
             .iter()
             .enumerate()
             .map(|(i, p)| {
-                let counters = snapshot(&p.iface, i, &refs);
+                let counters = snapshot(&p.iface, i, &refs, &self.shared[i], now);
                 let (paused, _) = self.shared[i].paused(now);
                 let priorities = (0..PRIORITIES)
                     .map(|prio| {

@@ -1,6 +1,7 @@
 //! Per-port state every worker must see: buffer occupancy per priority (charged at RX,
 //! released at TX, whichever workers do those), what waits in the port's RX rings, pause
-//! deadlines from received PFC frames and whether the port has a carrier.
+//! deadlines from received PAUSE/PFC/SFC frames with the time they held each priority, and
+//! whether the port has a carrier.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -18,10 +19,10 @@ pub struct SharedPort {
     fill_starved: AtomicU32,
     /// Bytes arrived per priority (steered by XDP), summed over the port's queues.
     arrived: [AtomicU64; PRIORITIES],
-    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by PAUSE/PFC.
-    pause_until: [AtomicU64; PRIORITIES],
-    /// CLOCK_MONOTONIC ns until which this port's egress priority is paused by SFC.
-    sfc_until: [AtomicU64; PRIORITIES],
+    /// This port's egress pauses by PAUSE/PFC, per priority.
+    pfc_clocks: [PauseClock; PRIORITIES],
+    /// This port's egress pauses by SFC, per priority.
+    sfc_clocks: [PauseClock; PRIORITIES],
     /// The port has no carrier (or is down): its egress holds every frame.
     link_down: AtomicBool,
 }
@@ -125,18 +126,30 @@ impl SharedPort {
         !self.link_down.load(Relaxed)
     }
 
-    /// Applies new pause deadlines (a new value replaces the running timer).
-    pub fn set_pause(&self, deadlines: &[Option<u64>; PRIORITIES]) {
+    /// Applies new pause deadlines received at `now` (a new value replaces the running timer,
+    /// as 802.1Qbb says: quanta 0 ends the pause).
+    pub fn set_pause(&self, now: u64, deadlines: &[Option<u64>; PRIORITIES]) {
         for (p, d) in deadlines.iter().enumerate() {
             if let Some(until) = d {
-                self.pause_until[p].store(*until, Relaxed);
+                self.pfc_clocks[p].replace(now, *until);
             }
         }
     }
 
-    /// Pauses priority `p` until `until` by SFC; a running longer pause is kept (max rule).
-    pub fn sfc_pause(&self, p: usize, until: u64) {
-        self.sfc_until[p].fetch_max(until, Relaxed);
+    /// Pauses priority `p` until `until` by SFC at `now`; a running longer pause is kept (max
+    /// rule).
+    pub fn sfc_pause(&self, now: u64, p: usize, until: u64) {
+        self.sfc_clocks[p].extend(now, until);
+    }
+
+    /// Time each egress priority has spent paused by PAUSE/PFC up to `now`, ns.
+    pub fn paused_ns(&self, now: u64) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.pfc_clocks[p].paused_ns(now))
+    }
+
+    /// Time each egress priority has spent paused by SFC up to `now`, ns.
+    pub fn sfc_paused_ns(&self, now: u64) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.sfc_clocks[p].paused_ns(now))
     }
 
     /// Bitmask of priorities paused (by PAUSE/PFC or SFC) at `now`, and the earliest running
@@ -146,15 +159,79 @@ impl SharedPort {
         let mut mask = 0u8;
         let mut next: Option<u64> = None;
         for p in 0..PRIORITIES {
-            let u = self.pause_until[p]
-                .load(Relaxed)
-                .max(self.sfc_until[p].load(Relaxed));
+            let u = self.pfc_clocks[p].until().max(self.sfc_clocks[p].until());
             if u > now {
                 mask |= 1 << p;
                 next = Some(next.map_or(u, |n| n.min(u)));
             }
         }
         (mask, next)
+    }
+}
+
+/// One pause timer of one (egress port, priority), and the time it has held the priority.
+///
+/// The one owner of both facts: egress reads the deadline, status and metrics the paused time,
+/// so no worker keeps a copy that could disagree (or be summed twice over workers). A pause
+/// period runs from `since` to `until` while `until > since`; `total` holds the periods that
+/// ended. A writer that ends a period (a new deadline at or before `now`, or one set after the
+/// last expired) adds it to `total` before starting the next. Writers for one port are the
+/// workers that receive its PAUSE/PFC/SFC frames: normally one (those frames carry no flow to
+/// spread them over queues); two at the same instant could misplace a period's start by the
+/// time between their two stores, never count it twice. A reader may see `since` and `until`
+/// from either side of a write: the paused time it computes is off by at most that write's
+/// period, never more.
+#[derive(Debug, Default)]
+struct PauseClock {
+    until: AtomicU64,
+    since: AtomicU64,
+    total: AtomicU64,
+}
+
+impl PauseClock {
+    fn until(&self) -> u64 {
+        self.until.load(Relaxed)
+    }
+
+    /// The deadline becomes `until` (replace rule).
+    fn replace(&self, now: u64, until: u64) {
+        let prev = self.until.swap(until, Relaxed);
+        self.begin_or_end(now, prev, until);
+    }
+
+    /// The deadline becomes the later of the running one and `until` (max rule).
+    fn extend(&self, now: u64, until: u64) {
+        let prev = self.until.fetch_max(until, Relaxed);
+        self.begin_or_end(now, prev, prev.max(until));
+    }
+
+    /// Books the deadline going from `prev` to `next` at `now`.
+    fn begin_or_end(&self, now: u64, prev: u64, next: u64) {
+        let since = self.since.load(Relaxed);
+        if prev > now {
+            // Paused until now: the same period goes on, or ends now.
+            if next <= now {
+                self.total.fetch_add(now - since.min(now), Relaxed);
+                self.since.store(now, Relaxed);
+            }
+        } else {
+            // Not paused: the last period (if any) ended at `prev`; a new one starts now.
+            if prev > since {
+                self.total.fetch_add(prev - since, Relaxed);
+            }
+            self.since.store(now, Relaxed);
+        }
+    }
+
+    /// Time paused up to `now`, ns.
+    fn paused_ns(&self, now: u64) -> u64 {
+        let (until, since) = (self.until(), self.since.load(Relaxed));
+        let running = if until > since {
+            until.min(now).saturating_sub(since)
+        } else {
+            0
+        };
+        self.total.load(Relaxed) + running
     }
 }
 
@@ -190,5 +267,37 @@ mod tests {
         });
         assert_eq!(taken, 500, "exactly the limit's worth was admitted");
         assert_eq!(s.occupancy(0), 50_000);
+    }
+
+    #[test]
+    fn paused_time_follows_replace_and_max_rules() {
+        const MS: u64 = 1_000_000;
+        let s = SharedPort::default();
+        // PFC: paused at 0 for 10 ms, refreshed at 5 ms for 10 ms more, XON (quanta 0) at 8 ms.
+        let d = |until| {
+            let mut a = [None; PRIORITIES];
+            a[3] = Some(until);
+            a
+        };
+        s.set_pause(0, &d(10 * MS));
+        assert_eq!(s.paused(4 * MS).0, 1 << 3);
+        assert_eq!(s.paused_ns(4 * MS)[3], 4 * MS);
+        s.set_pause(5 * MS, &d(15 * MS));
+        s.set_pause(8 * MS, &d(8 * MS));
+        assert_eq!(s.paused(9 * MS).0, 0);
+        assert_eq!(s.paused_ns(20 * MS)[3], 8 * MS);
+        // A pause that runs out, then another after a gap: both periods, not the gap.
+        s.set_pause(30 * MS, &d(32 * MS));
+        s.set_pause(40 * MS, &d(41 * MS));
+        assert_eq!(s.paused_ns(50 * MS)[3], 11 * MS);
+        assert_eq!(s.paused_ns(50 * MS)[2], 0);
+        // SFC: a shorter pause does not cut a running longer one.
+        s.sfc_pause(0, 3, 10 * MS);
+        s.sfc_pause(2 * MS, 3, 4 * MS);
+        assert_eq!(s.paused(6 * MS).0, 1 << 3);
+        assert_eq!(s.sfc_paused_ns(20 * MS)[3], 10 * MS);
+        s.sfc_pause(20 * MS, 3, 25 * MS);
+        assert_eq!(s.sfc_paused_ns(22 * MS)[3], 12 * MS);
+        assert_eq!(s.sfc_paused_ns(30 * MS)[3], 15 * MS);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
-use super::port::KernelDrops;
+use super::{port::KernelDrops, shared::SharedPort};
 use crate::fc::PRIORITIES;
 
 /// A counter with one writer (its worker) and any number of readers.
@@ -260,12 +260,8 @@ pub struct PortCounters {
     pub sfcm_tx: [Counter; PRIORITIES],
     /// SFC messages received on this port, per priority.
     pub sfcm_rx: [Counter; PRIORITIES],
-    /// Time this (egress) port's priorities spent paused by SFC, ns.
-    pub sfc_paused_ns: [Counter; PRIORITIES],
     /// XON→XOFF transitions of this (ingress) port's priorities.
     pub xoff_transitions: [Counter; PRIORITIES],
-    /// Time this (egress) port's priorities spent paused, ns.
-    pub paused_ns: [Counter; PRIORITIES],
     /// Bytes queued for egress on this port now.
     pub queue_bytes: [Counter; PRIORITIES],
     /// Highest bytes queued for egress on this port.
@@ -558,7 +554,13 @@ fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
 }
 
 /// Sums the shards of port `port` over `workers`.
-pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnapshot {
+pub fn snapshot(
+    iface: &str,
+    port: usize,
+    workers: &[&WorkerStats],
+    shared: &SharedPort,
+    now: u64,
+) -> PortSnapshot {
     let c: Vec<&PortCounters> = workers.iter().map(|w| &w.ports[port]).collect();
     let sum = |f: fn(&PortCounters) -> &Counter| c.iter().map(|pc| f(pc).get()).sum();
     let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
@@ -575,7 +577,7 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         pfc_tx: arr(|p| &p.pfc_tx),
         sfcm_tx: arr(|p| &p.sfcm_tx),
         sfcm_rx: arr(|p| &p.sfcm_rx),
-        sfc_paused_ns: arr(|p| &p.sfc_paused_ns),
+        sfc_paused_ns: shared.sfc_paused_ns(now),
         xoff_transitions: arr(|p| &p.xoff_transitions),
         rx_data_frames: arr(|p| &p.rx_data_frames),
         rx_data_bytes: arr(|p| &p.rx_data_bytes),
@@ -583,7 +585,7 @@ pub fn snapshot(iface: &str, port: usize, workers: &[&WorkerStats]) -> PortSnaps
         tx_data_bytes: arr(|p| &p.tx_data_bytes),
         xoff_held_ns: arr(|p| &p.xoff_held_ns),
         data_drops: arr(|p| &p.data_drops),
-        paused_ns: arr(|p| &p.paused_ns),
+        paused_ns: shared.paused_ns(now),
         queue_bytes: arr(|p| &p.queue_bytes),
         queue_peak_bytes: std::array::from_fn(|p| {
             c.iter()
@@ -672,7 +674,7 @@ mod tests {
         a.ports[0].drop_oversize(5, 2);
         b.ports[0].drop_oversize(5, 1);
         b.ports[0].drop_oversize(0, 1);
-        let s = snapshot("x", 0, &[&a, &b]);
+        let s = snapshot("x", 0, &[&a, &b], &SharedPort::default(), 0);
         assert_eq!(s.drops["oversize"], 4);
         assert_eq!(s.oversize, [1, 0, 0, 0, 0, 3, 0, 0]);
         assert_eq!(s.rx_frames, 7);

@@ -92,10 +92,11 @@ pub struct DaemonCollector {
 impl DaemonCollector {
     fn snapshots(&self) -> Vec<PortSnapshot> {
         let refs: Vec<&WorkerStats> = self.workers.iter().map(|w| w.as_ref()).collect();
+        let now = now_ns();
         self.ifaces
             .iter()
             .enumerate()
-            .map(|(i, iface)| snapshot(iface, i, &refs))
+            .map(|(i, iface)| snapshot(iface, i, &refs, &self.shared[i], now))
             .collect()
     }
 }
@@ -916,7 +917,6 @@ mod tests {
         a.ports[0].rx_frames.add(3);
         b.ports[0].rx_frames.add(4);
         b.ports[1].pfc_tx[3].add(2);
-        a.ports[1].paused_ns[3].set(1_500_000_000);
         a.ports[0].drop(DropReason::TailDrop);
         b.ports[1].drop_oversize(4, 2);
         let mut prios = [PrioPlan::lossy(1); PRIORITIES];
@@ -933,7 +933,11 @@ mod tests {
         }));
         let shared: Vec<Arc<SharedPort>> = (0..2).map(|_| Arc::default()).collect();
         assert!(shared[0].try_charge(3, 1500, u64::MAX));
-        shared[1].sfc_pause(3, u64::MAX);
+        // Paused by PFC from 0 to 1.5 s (on CLOCK_MONOTONIC, long ago), and by SFC from now on.
+        let mut pfc = [None; PRIORITIES];
+        pfc[3] = Some(1_500_000_000);
+        shared[1].set_pause(0, &pfc);
+        shared[1].sfc_pause(now_ns(), 3, u64::MAX);
         let r = registry(DaemonCollector {
             ifaces: vec!["a0".into(), "b0".into()],
             live,

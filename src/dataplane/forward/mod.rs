@@ -29,7 +29,7 @@ use crate::fc::{
     sfc::{ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig},
     sfc_guard::SfcGuard,
     watchdog::{PfcWatchdog, WatchdogConfig},
-    PauseTimers, PfcGenerator, PRIORITIES,
+    PfcGenerator, PRIORITIES,
 };
 
 mod control;
@@ -213,8 +213,6 @@ struct PortState {
     /// Data queued to leave through this port, per priority.
     egress: PrioQueues,
     shaper: Shaper,
-    /// Pauses received on this port (its egress).
-    timers: PauseTimers,
     /// PFC this port sends for its ingress occupancy.
     generator: PfcGenerator,
     /// When the watchdog is enabled.
@@ -228,7 +226,9 @@ struct PortState {
     ctrl: Ring,
     /// SFC congestion point per priority of this egress (SFC priorities only).
     sfc_cps: [Option<SfcCongestionPoint>; PRIORITIES],
-    /// SFC reaction point (pauses this port's egress).
+    /// SFC reaction point: turns each SFCM received into the deadline it asks for. The
+    /// deadline in force, and the time it held the priority, are the port's
+    /// [`SharedPort`]'s (every worker's egress reads them there).
     sfc_rp: SfcReactionPoint,
     /// Whose SFC messages the reaction point obeys.
     sfc_guard: SfcGuard,
@@ -291,7 +291,6 @@ impl ForwardWorker {
                 PortState {
                     egress: PrioQueues::new(cap),
                     shaper: Shaper::paced(((port.speed_bps as f64) * setup.rate_share) as u64, now),
-                    timers: PauseTimers::new(port.speed_bps),
                     generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
                     watchdog: setup.watchdog.map(PfcWatchdog::new),
                     agent: None,
@@ -540,7 +539,10 @@ mod tests {
             mem_port::{mem_link, MemPeer},
             stats::Counter,
         },
-        fc::credit_port::{emit_update, Gate},
+        fc::{
+            credit_port::{emit_update, Gate},
+            PauseTimers,
+        },
         wire::{EtherType, EthernetFrame, MacAddr, MacControl, TestFrame, TestFrameView},
     };
 

@@ -210,10 +210,10 @@ impl ForwardWorker {
             SfcReaction::Class { priority, until } | SfcReaction::Escalated { priority, until } => {
                 self.ports[p]
                     .shared
-                    .sfc_pause(usize::from(priority & 7), until)
+                    .sfc_pause(now, usize::from(priority & 7), until)
             }
             SfcReaction::Interface { until } => {
-                (0..PRIORITIES).for_each(|q| self.ports[p].shared.sfc_pause(q, until))
+                (0..PRIORITIES).for_each(|q| self.ports[p].shared.sfc_pause(now, q, until))
             }
             // Class scope is configured, so no flow pauses arrive here.
             SfcReaction::Flow { .. } => {}
@@ -246,7 +246,6 @@ impl ForwardWorker {
             }
         }
         let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
-        self.ports[p].shared.set_pause(&deadlines);
-        self.ports[p].timers.on_frame(m, now);
+        self.ports[p].shared.set_pause(now, &deadlines);
     }
 }

@@ -40,8 +40,6 @@ impl ForwardWorker {
             let c = &self.stats.ports[e];
             let depth = self.ports[e].egress.bytes();
             let peak = self.ports[e].egress.peak_bytes();
-            let paused_ns = self.ports[e].timers.paused_ns(now);
-            let sfc_paused = self.ports[e].sfc_rp.paused_ns(now).class;
             for p in 0..PRIORITIES {
                 let (Some(lane), Some(r)) =
                     (self.ports[e].credit.lane(p), self.ports[e].credit.report(p))
@@ -70,10 +68,8 @@ impl ForwardWorker {
                 }
                 c.rx_backlog_bytes[p].set(self.ports[e].rx_backlog[p]);
                 c.rx_backlog_drops[p].set(backlog_drops[p]);
-                c.sfc_paused_ns[p].set(sfc_paused[p]);
                 c.queue_bytes[p].set(depth[p]);
                 c.queue_peak_bytes[p].set(peak[p]);
-                c.paused_ns[p].set(paused_ns[p]);
             }
         }
     }
