@@ -317,13 +317,18 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_prior_covers_the_start_and_decays_like_evidence() {
+    /// [`adaptive`] with a prior of 500 kB.
+    fn with_prior() -> AdaptiveHeadroom {
         let cfg = AdaptiveConfig {
             prior: 500_000,
             ..adaptive().cfg
         };
-        let mut h = AdaptiveHeadroom::new(cfg, 0);
+        AdaptiveHeadroom::new(cfg, 0)
+    }
+
+    #[test]
+    fn a_prior_covers_the_start_and_decays_like_evidence() {
+        let mut h = with_prior();
         assert_eq!(
             (h.in_force(), h.source()),
             (500_224, HeadroomSource::Observed)
@@ -340,11 +345,7 @@ mod tests {
 
     #[test]
     fn the_prior_gives_way_once_enough_episodes_needed_less() {
-        let cfg = AdaptiveConfig {
-            prior: 500_000,
-            ..adaptive().cfg
-        };
-        let mut h = AdaptiveHeadroom::new(cfg, 0);
+        let mut h = with_prior();
         // Episodes of 80 kB whose occupancy rose 100 kB beyond XOFF: 1.5 x 80 kB holds that.
         // The prior holds until the last of them.
         for e in 1..PRIOR_EPISODES {
@@ -358,7 +359,7 @@ mod tests {
             "1.5 x the largest seen, not the prior"
         );
         // It stays retired: a reload or a later look does not bring it back.
-        h.set_config(MS, cfg);
+        h.set_config(MS, h.cfg);
         h.advance(2 * MS);
         assert!(h.in_force() < 121_000, "{}", h.in_force());
         // A larger episode still raises the evidence at once.
@@ -368,11 +369,7 @@ mod tests {
 
     #[test]
     fn one_episode_that_spilled_beyond_the_evidence_keeps_the_prior_while_it_decays() {
-        let cfg = AdaptiveConfig {
-            prior: 500_000,
-            ..adaptive().cfg
-        };
-        let mut h = AdaptiveHeadroom::new(cfg, 0);
+        let mut h = with_prior();
         // The worker was late to send one XOFF: 300 kB beyond it, where 1.5 x 80 kB is 120 kB.
         h.on_overshoot(0, 80_000, 300_000);
         for e in 1..4 * PRIOR_EPISODES {
