@@ -22,6 +22,7 @@ pub mod compare;
 pub mod credit;
 pub mod fabric;
 pub mod presets;
+pub mod report;
 pub mod svg;
 pub mod sweep;
 pub mod thresholds;

@@ -3,7 +3,7 @@
 //! Each subcommand sizes one thing and prints a table of the formula's terms (bit times,
 //! bytes, share of the total) followed by the result, or JSON with `--json`. The math lives in
 //! [`crate::headroom`]; this module turns the flags (`args`) into the models' inputs, calls
-//! them, and hands the results to `render` for text or serializes them as JSON.
+//! them, and prints the results as [`crate::headroom::report`] renders them, or as JSON.
 //! See `docs/headroom.md` for every subcommand, flag and formula.
 
 use crate::headroom::adaptive::{self, AdaptiveInput, RoundTrip};
@@ -12,6 +12,7 @@ use crate::headroom::compare::{self, CompareInput, CompareReport};
 use crate::headroom::credit::{self, CreditInput};
 use crate::headroom::fabric::{self, FabricInput};
 use crate::headroom::presets::{self, PhyPreset, PRESETS};
+use crate::headroom::report::{AdaptiveReport, AnnexNReport, PresetTable};
 use crate::headroom::sweep::{self, SweepInput};
 use crate::headroom::thresholds::{self, ThresholdInput};
 use crate::headroom::{frame_bit_times, Duration, HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM};
@@ -20,7 +21,6 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 mod args;
-mod render;
 
 pub use args::*;
 
@@ -164,16 +164,12 @@ fn to_json<T: Serialize>(v: &T) -> Result<String, HeadroomCliError> {
     Ok(serde_json::to_string_pretty(v)? + "\n")
 }
 
-/// `r` as JSON, or as `text` renders it.
-fn emit<T: Serialize>(
-    json: bool,
-    r: &T,
-    text: fn(&T) -> String,
-) -> Result<String, HeadroomCliError> {
+/// `r` as JSON, or as text.
+fn emit<T: Serialize + std::fmt::Display>(json: bool, r: &T) -> Result<String, HeadroomCliError> {
     if json {
         to_json(r)
     } else {
-        Ok(text(r))
+        Ok(r.to_string())
     }
 }
 
@@ -214,7 +210,12 @@ fn annex_n_cmd(a: &AnnexNArgs, json: bool) -> Result<String, HeadroomCliError> {
             compare: cmp.as_ref(),
         });
     }
-    Ok(render::annex_n(&r, link.preset.name, cmp.as_ref()))
+    Ok(AnnexNReport {
+        result: &r,
+        preset: link.preset.name,
+        compare: cmp.as_ref(),
+    }
+    .to_string())
 }
 
 fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -267,7 +268,11 @@ fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError
             compare: cmp.as_ref(),
         });
     }
-    Ok(render::adaptive(&r, cmp.as_ref()))
+    Ok(AdaptiveReport {
+        result: &r,
+        compare: cmp.as_ref(),
+    }
+    .to_string())
 }
 
 fn thresholds_cmd(a: &ThresholdsArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -293,7 +298,7 @@ fn thresholds_cmd(a: &ThresholdsArgs, json: bool) -> Result<String, HeadroomCliE
         hysteresis_bytes: a.hysteresis.map(|h| h.0),
         cell_size: a.cell_size,
     })?;
-    emit(json, &r, render::thresholds)
+    emit(json, &r)
 }
 
 fn credit_cmd(a: &CreditArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -316,7 +321,7 @@ fn credit_cmd(a: &CreditArgs, json: bool) -> Result<String, HeadroomCliError> {
         speedup: a.speedup,
         cell_size: a.cell_size,
     })?;
-    emit(json, &r, render::credit)
+    emit(json, &r)
 }
 
 fn fabric_cmd(a: &FabricArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -325,7 +330,7 @@ fn fabric_cmd(a: &FabricArgs, json: bool) -> Result<String, HeadroomCliError> {
         overflow_probability: a.p_max,
         cell_size: a.cell_size,
     })?;
-    emit(json, &r, render::fabric)
+    emit(json, &r)
 }
 
 fn sweep_cmd(a: &SweepArgs, json: bool) -> Result<String, HeadroomCliError> {
@@ -375,7 +380,7 @@ fn presets_cmd(json: bool) -> Result<String, HeadroomCliError> {
     if json {
         return to_json(&PRESETS);
     }
-    Ok(render::presets(PRESETS))
+    Ok(PresetTable(PRESETS).to_string())
 }
 
 fn write_file(path: &PathBuf, text: &str) -> Result<(), HeadroomCliError> {

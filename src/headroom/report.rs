@@ -1,19 +1,21 @@
-//! Text output of `lossless headroom`: the table of a formula's terms, the comparison table,
-//! and number formats.
+//! The models' results as text (what `lossless headroom` prints): each result type, or a
+//! report that pairs it with what it was computed for, implements [`fmt::Display`]. The table
+//! of a formula's terms, the comparison table, and number formats live here too.
 
-use crate::headroom::adaptive::AdaptiveResult;
-use crate::headroom::annex_n::AnnexNResult;
-use crate::headroom::compare::CompareReport;
-use crate::headroom::credit::CreditResult;
-use crate::headroom::fabric::FabricResult;
-use crate::headroom::presets::PhyPreset;
-use crate::headroom::thresholds::ThresholdResult;
-use crate::headroom::units::trim_float;
-use crate::headroom::{Medium, Term};
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
+
+use super::adaptive::AdaptiveResult;
+use super::annex_n::AnnexNResult;
+use super::compare::CompareReport;
+use super::credit::CreditResult;
+use super::fabric::FabricResult;
+use super::presets::PhyPreset;
+use super::thresholds::ThresholdResult;
+use super::units::trim_float;
+use super::{Medium, Term};
 
 /// `1234567` → `"1,234,567"`.
-pub(super) fn group(v: u64) -> String {
+pub fn group(v: u64) -> String {
     let s = v.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -38,7 +40,7 @@ fn fmt_bytes(b: f64) -> String {
 }
 
 /// The table of terms: name, bit times, bytes, share of the total, detail.
-pub(super) fn term_table(terms: &[Term], total_name: &str) -> String {
+fn term_table(terms: &[Term], total_name: &str) -> String {
     let total: u64 = terms.iter().map(|t| t.bit_times).sum();
     let total_bytes: f64 = terms.iter().map(|t| t.bytes).sum();
     let w = terms
@@ -83,7 +85,7 @@ pub(super) fn term_table(terms: &[Term], total_name: &str) -> String {
 }
 
 /// The side-by-side comparison table.
-pub(super) fn compare_table(c: &CompareReport) -> String {
+fn compare_table(c: &CompareReport) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Comparison (headroom reserved above XOFF)\n");
     let _ = writeln!(
@@ -120,7 +122,7 @@ pub(super) fn compare_table(c: &CompareReport) -> String {
 }
 
 /// `lossless headroom annex-n`: the delay value's terms, for a link of PHY `preset`.
-pub(super) fn annex_n(r: &AnnexNResult, preset: &str, cmp: Option<&CompareReport>) -> String {
+fn annex_n(r: &AnnexNResult, preset: &str, cmp: Option<&CompareReport>) -> String {
     let mut s = String::new();
     let i = &r.input;
     let _ = writeln!(s, "802.1Q Annex N delay value");
@@ -146,7 +148,7 @@ pub(super) fn annex_n(r: &AnnexNResult, preset: &str, cmp: Option<&CompareReport
 }
 
 /// `lossless headroom adaptive`: the adaptive headroom's terms.
-pub(super) fn adaptive(r: &AdaptiveResult, cmp: Option<&CompareReport>) -> String {
+fn adaptive(r: &AdaptiveResult, cmp: Option<&CompareReport>) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "Adaptive headroom from a measured round trip");
     let _ = writeln!(
@@ -176,7 +178,7 @@ pub(super) fn adaptive(r: &AdaptiveResult, cmp: Option<&CompareReport>) -> Strin
 }
 
 /// `lossless headroom thresholds`: the headroom's terms and the XOFF/XON they leave.
-pub(super) fn thresholds(r: &ThresholdResult) -> String {
+fn thresholds(r: &ThresholdResult) -> String {
     let i = &r.input;
     let mut s = String::new();
     let _ = writeln!(s, "XOFF/XON thresholds");
@@ -219,7 +221,7 @@ pub(super) fn thresholds(r: &ThresholdResult) -> String {
 }
 
 /// `lossless headroom credit`: the credit buffer and quantum.
-pub(super) fn credit(r: &CreditResult) -> String {
+fn credit(r: &CreditResult) -> String {
     let i = &r.input;
     let mut s = String::new();
     let _ = writeln!(s, "Credit-based flow control");
@@ -252,7 +254,7 @@ pub(super) fn credit(r: &CreditResult) -> String {
 }
 
 /// `lossless headroom fabric`: the M/D/1 cell-fabric buffer.
-pub(super) fn fabric(r: &FabricResult) -> String {
+fn fabric(r: &FabricResult) -> String {
     let i = &r.input;
     let mut s = String::new();
     let _ = writeln!(s, "M/D/1 cell-fabric buffer");
@@ -293,7 +295,7 @@ pub(super) fn fabric(r: &FabricResult) -> String {
 }
 
 /// `lossless headroom presets`: the PHY presets.
-pub(super) fn presets(presets: &[PhyPreset]) -> String {
+fn presets(presets: &[PhyPreset]) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -317,6 +319,69 @@ pub(super) fn presets(presets: &[PhyPreset]) -> String {
         );
     }
     s
+}
+
+/// An Annex N result with the preset it was computed for and, optionally, the comparison.
+pub struct AnnexNReport<'a> {
+    /// The result.
+    pub result: &'a AnnexNResult,
+    /// The PHY preset's name.
+    pub preset: &'a str,
+    /// Every model's figure for the same link (`--compare`).
+    pub compare: Option<&'a CompareReport>,
+}
+
+impl fmt::Display for AnnexNReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&annex_n(self.result, self.preset, self.compare))
+    }
+}
+
+/// An adaptive result with, optionally, the comparison.
+pub struct AdaptiveReport<'a> {
+    /// The result.
+    pub result: &'a AdaptiveResult,
+    /// Every model's figure for the same link (`--compare`).
+    pub compare: Option<&'a CompareReport>,
+}
+
+impl fmt::Display for AdaptiveReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&adaptive(self.result, self.compare))
+    }
+}
+
+/// The table of PHY presets.
+pub struct PresetTable<'a>(pub &'a [PhyPreset]);
+
+impl fmt::Display for PresetTable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&presets(self.0))
+    }
+}
+
+impl fmt::Display for ThresholdResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&thresholds(self))
+    }
+}
+
+impl fmt::Display for CreditResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&credit(self))
+    }
+}
+
+impl fmt::Display for FabricResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&fabric(self))
+    }
+}
+
+impl fmt::Display for CompareReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&compare_table(self))
+    }
 }
 
 #[cfg(test)]
