@@ -360,29 +360,23 @@ impl fmt::Display for PresetTable<'_> {
     }
 }
 
-impl fmt::Display for ThresholdResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&thresholds(self))
-    }
+/// `Display` for result types whose text one function above renders.
+macro_rules! display_by {
+    ($($ty:ty => $render:ident),* $(,)?) => {$(
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&$render(self))
+            }
+        }
+    )*};
 }
 
-impl fmt::Display for CreditResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&credit(self))
-    }
-}
-
-impl fmt::Display for FabricResult {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&fabric(self))
-    }
-}
-
-impl fmt::Display for CompareReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&compare_table(self))
-    }
-}
+display_by!(
+    ThresholdResult => thresholds,
+    CreditResult => credit,
+    FabricResult => fabric,
+    CompareReport => compare_table,
+);
 
 #[cfg(test)]
 mod tests {
