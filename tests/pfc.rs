@@ -247,11 +247,15 @@ fn without_pfc_the_same_run_loses_frames() {
     let d0 = port(&r.dut, &w.d0);
     // Every frame the sink misses was tail-dropped at the congested queue or, on a busy
     // machine where the worker fell behind, dropped by the kernel at d0's empty fill ring
-    // (a lossy priority gets no PFC for that): counted, nowhere else.
+    // (a lossy priority gets no PFC for that), or, where the sink fell behind, at the sink's
+    // own socket (its `lost_here`): counted, nowhere else.
     assert_eq!(
-        u(d0, &["drops", "tail_drop"]) + u(d0, &["kernel_drops", "fill_ring_empty"]),
+        u(d0, &["drops", "tail_drop"])
+            + u(d0, &["kernel_drops", "fill_ring_empty"])
+            + u(&r.sink, &["lost_here"]),
         sent - u(&r.sink, &["received"]),
-        "{d0}"
+        "{d0}\nsink: {}",
+        r.sink
     );
     assert!(u(d0, &["drops", "tail_drop"]) > sent / 10, "{d0}");
     // And all of them on priority 3, in the per-priority drops and their metric.
