@@ -244,7 +244,21 @@ fn through_cable(delay: &str) -> Value {
     let (a0, c0, c1, b0) = (unique("lca"), unique("lcc"), unique("lcd"), unique("lcb"));
     veth(&na, &a0, &nc, &c0);
     veth(&nc, &c1, &nb, &b0);
-    let mut cable = Proc::spawn(&nc, &["cable", "--a", &c0, "--b", &c1, "--delay", delay]);
+    // SCHED_FIFO, as in tests/cable.rs: the delay line's accuracy is the emulator's claim,
+    // and a normal-priority cable on a loaded host adds its own scheduling to the figures.
+    let mut cable = Proc::spawn(
+        &nc,
+        &[
+            "cable",
+            "--a",
+            &c0,
+            "--b",
+            &c1,
+            "--delay",
+            delay,
+            "--realtime",
+        ],
+    );
     cable.wait_ready(T);
     let mut resp = Proc::spawn(&nb, &["measure", "--iface", &b0, "--respond-for", "3s"]);
     resp.wait_ready(T);

@@ -129,7 +129,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), CliError> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let (mut wp, _attached) = open_iface(&args.iface.setup(), steering)?;
+    let (mut wp, attached) = open_iface(&args.iface.setup(), steering)?;
     let port = &mut wp.ports[0];
     let mac = port.mac();
     let enabled = args.pfc_priorities.iter().fold(0u8, |m, p| m | (1 << p));
@@ -206,6 +206,14 @@ pub fn run(args: &MeasureArgs) -> Result<(), CliError> {
         Some(Ok(p)) => (Some(p), None),
         Some(Err(e)) => (None, Some(e.to_string())),
         None => (None, None),
+    };
+    // What the frames got, which is what the figures are made of.
+    let time_stamping = match attached.as_ref().and_then(|a| a.programs.first()) {
+        Some(prog) => {
+            let c = prog.counters();
+            time_stamping.as_seen(c.redirected, c.hw_stamps)
+        }
+        None => time_stamping,
     };
     let report = MeasureReport {
         iface: args.iface.iface.clone(),

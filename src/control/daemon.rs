@@ -535,6 +535,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         worker_tids: tids,
         reloads: reloads.clone(),
         time_stamping,
+        xdp: attached.as_ref().map_or(Vec::new(), |a| a.programs.clone()),
     });
     let scheduling: Vec<String> = worker_threads.iter().map(|t| t.to_string()).collect();
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, scheduling = ?scheduling, memory_locked, "ready");

@@ -29,6 +29,7 @@ use crate::{
         settings::{ModelTerms, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
+        xdp_prog::XdpProgram,
     },
     fc::PRIORITIES,
 };
@@ -151,8 +152,10 @@ pub struct StatusSource {
     pub worker_tids: Vec<i32>,
     /// The last configuration load (start or SIGHUP reload).
     pub reloads: Arc<ReloadLog>,
-    /// How each port's times are taken.
+    /// How each port's times are taken (as set up; see [`TimeStamping::as_seen`]).
     pub time_stamping: Vec<TimeStamping>,
+    /// Each port's XDP program, in port order; empty on AF_PACKET.
+    pub xdp: Vec<Arc<XdpProgram>>,
 }
 
 fn operstate(iface: &str) -> String {
@@ -231,7 +234,12 @@ impl StatusSource {
                     peer: self.links.get(i).and_then(|l| l.peer()),
                     round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
                     headroom_model: live.model.get(i).copied().flatten(),
-                    time_stamping: self.time_stamping.get(i).copied(),
+                    time_stamping: self.time_stamping.get(i).map(|t| {
+                        self.xdp.get(i).map_or(*t, |x| {
+                            let c = x.counters();
+                            t.as_seen(c.redirected, c.hw_stamps)
+                        })
+                    }),
                     priorities,
                     counters,
                 }

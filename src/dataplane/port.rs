@@ -150,6 +150,19 @@ impl TimeStamping {
             tx,
         }
     }
+
+    /// What the frames actually got, given how many the XDP program redirected and how many
+    /// of those carried the NIC's stamp: a port set up for hardware RX stamps whose frames
+    /// mostly came without one (the program then stamps them itself) says `xdp`, as ptp4l
+    /// would not claim `hardware` for stamps it did not get. Before any frame, as set up.
+    pub fn as_seen(self, redirected: u64, hw_stamps: u64) -> Self {
+        let rx = if self.rx == Stamping::Hardware && hw_stamps.saturating_mul(2) < redirected {
+            Stamping::Xdp
+        } else {
+            self.rx
+        };
+        TimeStamping { rx, ..self }
+    }
 }
 
 /// One RX/TX queue pair of an interface, bound to a worker's [`FramePool`].
@@ -276,5 +289,23 @@ mod tests {
             "opening AF_XDP port on veth0 queue 0 failed: socket creation failed"
         );
         assert!(std::error::Error::source(&e).is_some());
+    }
+
+    #[test]
+    fn hardware_stamping_is_claimed_only_while_frames_carry_the_nics_stamp() {
+        let hw = TimeStamping {
+            rx: Stamping::Hardware,
+            tx: Stamping::Kernel,
+        };
+        assert_eq!(hw.as_seen(0, 0).rx, Stamping::Hardware, "no frame yet");
+        assert_eq!(hw.as_seen(100, 100).rx, Stamping::Hardware);
+        assert_eq!(hw.as_seen(100, 50).rx, Stamping::Hardware, "half of them");
+        assert_eq!(hw.as_seen(100, 49).rx, Stamping::Xdp);
+        assert_eq!(hw.as_seen(100, 0).tx, Stamping::Kernel, "TX untouched");
+        let xdp = TimeStamping {
+            rx: Stamping::Xdp,
+            tx: Stamping::User,
+        };
+        assert_eq!(xdp.as_seen(100, 0), xdp);
     }
 }

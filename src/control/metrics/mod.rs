@@ -711,26 +711,33 @@ impl Collector for DaemonCollector {
                 })
             }),
         )?;
-        family(
-            &mut enc,
-            "time_stamping_info",
-            "1 with where the port's receive and transmit times are taken (hardware, kernel, xdp \
-             or user), like ptp4l's time_stamping: the link measurement's accuracy depends on it.",
-            None,
-            Gauge,
-            s.iter().zip(&self.time_stamping).map(|(port, t)| {
-                let mut l = device(port);
-                l.push(("rx", t.rx.name().to_string()));
-                l.push(("tx", t.tx.name().to_string()));
-                (l, ConstGauge::new(1i64))
-            }),
-        )?;
         // The programs' own counters: a map lookup per counter and CPU, once per scrape.
         let xdp: Vec<(Labels, XdpCounters)> = s
             .iter()
             .zip(&self.xdp)
             .map(|(port, prog)| (device(port), prog.counters()))
             .collect();
+        family(
+            &mut enc,
+            "time_stamping_info",
+            "1 with where the port's receive and transmit times are taken (hardware, kernel, xdp \
+             or user), like ptp4l's time_stamping: the link measurement's accuracy depends on it. \
+             rx says hardware only while most frames carry the NIC's stamp.",
+            None,
+            Gauge,
+            s.iter()
+                .zip(&self.time_stamping)
+                .enumerate()
+                .map(|(i, (port, t))| {
+                    let t = xdp
+                        .get(i)
+                        .map_or(*t, |(_, c)| t.as_seen(c.redirected, c.hw_stamps));
+                    let mut l = device(port);
+                    l.push(("rx", t.rx.name().to_string()));
+                    l.push(("tx", t.tx.name().to_string()));
+                    (l, ConstGauge::new(1i64))
+                }),
+        )?;
         family(
             &mut enc,
             "xdp_frames",
