@@ -159,9 +159,14 @@ fn daemon_bound_lossy_loses_frames_in_the_kernel() {
     let (w, r) = daemon_bound("mode = \"lossy\"\nlimit = \"1MiB\"");
     let sent = u(&r.gen, &["frames_sent"]);
     let lost = u(&r.sink, &["lost"]);
+    // Any loss proves the daemon was the bottleneck, which is what the lossless runs above
+    // need to mean something. How much depends on how fast the worker was that run: 16–44 %
+    // of the frames when this was written, 1.6 % (19,532 of 1.2 million) once on 2026-11-26,
+    // when a 5 % bound failed.
     assert!(
-        lost > sent / 20,
-        "expected loss without flow control: {}",
+        lost > 0,
+        "expected loss without flow control (else the daemon was not the bottleneck): \
+         0 of {sent} lost; sink {}",
         r.sink
     );
     let d0 = port(&r.dut, &w.d0);
