@@ -209,10 +209,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), CliError> {
     };
     // What the frames got, which is what the figures are made of.
     let time_stamping = match attached.as_ref().and_then(|a| a.programs.first()) {
-        Some(prog) => {
-            let c = prog.counters();
-            time_stamping.as_seen(c.redirected, c.hw_stamps)
-        }
+        Some(prog) => time_stamping.as_seen(&prog.counters()),
         None => time_stamping,
     };
     let report = MeasureReport {

@@ -508,6 +508,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         }
     };
     let reloads = Arc::new(ReloadLog::started());
+    // Each port's XDP program (none on AF_PACKET), for its counters in metrics and status.
+    let xdp_programs = attached.as_ref().map_or(Vec::new(), |a| a.programs.clone());
     let registry = Arc::new(metrics::registry(DaemonCollector {
         ifaces: ifaces.clone(),
         live: live.clone(),
@@ -517,7 +519,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         shared: shared.clone(),
         links: links.clone(),
         time_stamping: time_stamping.clone(),
-        xdp: attached.as_ref().map_or(Vec::new(), |a| a.programs.clone()),
+        xdp: xdp_programs.clone(),
     }));
     let liveness = Arc::new(Liveness::new(all_stats.clone()));
     let control_listener = match &plan.control_socket {
@@ -535,7 +537,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         worker_tids: tids,
         reloads: reloads.clone(),
         time_stamping,
-        xdp: attached.as_ref().map_or(Vec::new(), |a| a.programs.clone()),
+        xdp: xdp_programs,
     });
     let scheduling: Vec<String> = worker_threads.iter().map(|t| t.to_string()).collect();
     tracing::info!(workers = d.workers, backend, ports = ?ifaces, metrics = ?plan.metrics_listen, scheduling = ?scheduling, memory_locked, "ready");

@@ -234,12 +234,10 @@ impl StatusSource {
                     peer: self.links.get(i).and_then(|l| l.peer()),
                     round_trip_ns: live.rtt_ns.get(i).copied().flatten(),
                     headroom_model: live.model.get(i).copied().flatten(),
-                    time_stamping: self.time_stamping.get(i).map(|t| {
-                        self.xdp.get(i).map_or(*t, |x| {
-                            let c = x.counters();
-                            t.as_seen(c.redirected, c.hw_stamps)
-                        })
-                    }),
+                    time_stamping: self
+                        .time_stamping
+                        .get(i)
+                        .map(|t| self.xdp.get(i).map_or(*t, |x| t.as_seen(&x.counters()))),
                     priorities,
                     counters,
                 }

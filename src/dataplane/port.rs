@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     ingress::RxBacklog,
     pool::{Frame, FramePool},
+    xdp_prog::XdpCounters,
 };
 use crate::wire::MacAddr;
 
@@ -151,12 +152,13 @@ impl TimeStamping {
         }
     }
 
-    /// What the frames actually got, given how many the XDP program redirected and how many
-    /// of those carried the NIC's stamp: a port set up for hardware RX stamps whose frames
-    /// mostly came without one (the program then stamps them itself) says `xdp`, as ptp4l
-    /// would not claim `hardware` for stamps it did not get. Before any frame, as set up.
-    pub fn as_seen(self, redirected: u64, hw_stamps: u64) -> Self {
-        let rx = if self.rx == Stamping::Hardware && hw_stamps.saturating_mul(2) < redirected {
+    /// What the frames actually got, by the port's XDP program's counters (frames
+    /// redirected, and how many of those carried the NIC's stamp): a port set up for hardware
+    /// RX stamps whose frames mostly came without one (the program then stamps them itself)
+    /// says `xdp`, as ptp4l would not claim `hardware` for stamps it did not get. Before any
+    /// frame, as set up.
+    pub fn as_seen(self, c: &XdpCounters) -> Self {
+        let rx = if self.rx == Stamping::Hardware && c.hw_stamps.saturating_mul(2) < c.redirected {
             Stamping::Xdp
         } else {
             self.rx
@@ -291,21 +293,41 @@ mod tests {
         assert!(std::error::Error::source(&e).is_some());
     }
 
+    fn counters(redirected: u64, hw_stamps: u64) -> XdpCounters {
+        XdpCounters {
+            redirected,
+            hw_stamps,
+            ..XdpCounters::default()
+        }
+    }
+
     #[test]
     fn hardware_stamping_is_claimed_only_while_frames_carry_the_nics_stamp() {
         let hw = TimeStamping {
             rx: Stamping::Hardware,
             tx: Stamping::Kernel,
         };
-        assert_eq!(hw.as_seen(0, 0).rx, Stamping::Hardware, "no frame yet");
-        assert_eq!(hw.as_seen(100, 100).rx, Stamping::Hardware);
-        assert_eq!(hw.as_seen(100, 50).rx, Stamping::Hardware, "half of them");
-        assert_eq!(hw.as_seen(100, 49).rx, Stamping::Xdp);
-        assert_eq!(hw.as_seen(100, 0).tx, Stamping::Kernel, "TX untouched");
+        assert_eq!(
+            hw.as_seen(&counters(0, 0)).rx,
+            Stamping::Hardware,
+            "no frame yet"
+        );
+        assert_eq!(hw.as_seen(&counters(100, 100)).rx, Stamping::Hardware);
+        assert_eq!(
+            hw.as_seen(&counters(100, 50)).rx,
+            Stamping::Hardware,
+            "half of them"
+        );
+        assert_eq!(hw.as_seen(&counters(100, 49)).rx, Stamping::Xdp);
+        assert_eq!(
+            hw.as_seen(&counters(100, 0)).tx,
+            Stamping::Kernel,
+            "TX untouched"
+        );
         let xdp = TimeStamping {
             rx: Stamping::Xdp,
             tx: Stamping::User,
         };
-        assert_eq!(xdp.as_seen(100, 0), xdp);
+        assert_eq!(xdp.as_seen(&counters(100, 0)), xdp);
     }
 }

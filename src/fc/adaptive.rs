@@ -21,14 +21,14 @@
 //! (everything the headroom held, including what crossed XOFF before the XOFF went out, less
 //! what drained meanwhile), decayed like the evidence, is within it. Then the evidence is what
 //! was seen, times the margin; one episode that spills beyond it brings the (decayed) prior
-//! back until that spill has decayed. (With the prior kept, half a 128 KiB buffer held a 1 ms link's headroom at 2.6 ×
-//! its largest overshoot for the prior's whole ten-minute half-life; the goal is 2 ×.) Why the
-//! gate and not a count: the overshoot is what arrives after XOFF, and on a busy host much of
-//! what a headroom holds crossed XOFF while the worker was not running to send it. Retiring
-//! after 16 episodes whatever they used made a 2 Gbit/s run with an 8 KiB floor lose 209–1,300
-//! frames instead of 27–141; retiring after 32 episodes *in a row* within the evidence still
-//! let the prior go there for good (lag spikes are rare among thousands of episodes, and came
-//! after the 32nd) and lost 28–843.
+//! back until that spill has decayed. (With the prior kept, half a 128 KiB buffer held a 1 ms
+//! link's headroom at 2.6 × its largest overshoot for the prior's whole ten-minute half-life;
+//! the goal is 2 ×.) Why the gate and not a count: the overshoot is what arrives after XOFF,
+//! and on a busy host much of what a headroom holds crossed XOFF while the worker was not
+//! running to send it. Retiring after 16 episodes whatever they used made a 2 Gbit/s run with
+//! an 8 KiB floor lose 209–1,300 frames instead of 27–141; retiring after 32 episodes *in a
+//! row* within the evidence still let the prior go there for good (lag spikes are rare among
+//! thousands of episodes, and came after the 32nd) and lost 28–843.
 //!
 //! The result is rounded up to whole buffer cells. A rise applies at once; a fall applies only
 //! once it is at least [`DECAY_STEP`] of the value in force, so a decaying term moves the
@@ -160,8 +160,8 @@ impl AdaptiveHeadroom {
         self.model
     }
 
-    /// The evidence term at `now` (observed overshoot × margin, or the prior while it has
-    /// not retired, decayed), bytes.
+    /// The evidence term at `now` (observed overshoot × margin, or the prior where it
+    /// applies, decayed), bytes.
     pub fn evidence(&self, now: u64) -> u64 {
         (self.observed() * self.decay_factor(now)) as u64
     }
@@ -191,9 +191,9 @@ impl AdaptiveHeadroom {
 
     /// An XOFF episode overshot by `bytes`, and the occupancy rose `beyond_xoff` bytes above
     /// XOFF while it ran: the evidence rises at once if the overshoot is more than it holds,
-    /// and the prior retires once [`PRIOR_EPISODES`] episodes were seen and none of them (the
-    /// largest, decayed) rose further beyond XOFF than the evidence alone holds. Returns
-    /// whether the headroom changed.
+    /// and the prior stands aside once [`PRIOR_EPISODES`] episodes were seen while none of
+    /// them (the largest, decayed) rose further beyond XOFF than the evidence alone holds.
+    /// Returns whether the headroom changed.
     pub fn on_overshoot(&mut self, now: u64, bytes: u64, beyond_xoff: u64) -> bool {
         self.decay_to(now);
         self.evidence = self.evidence.max(bytes as f64 * self.cfg.margin);
@@ -358,7 +358,7 @@ mod tests {
             (120_064, HeadroomSource::Observed),
             "1.5 x the largest seen, not the prior"
         );
-        // It stays retired: a reload or a later look does not bring it back.
+        // It stays aside: a reload or a later look does not bring it back.
         h.set_config(MS, h.cfg);
         h.advance(2 * MS);
         assert!(h.in_force() < 121_000, "{}", h.in_force());

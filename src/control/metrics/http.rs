@@ -18,14 +18,14 @@ use crate::control::shutdown::{self, Shutdown};
 use crate::dataplane::stats::WorkerStats;
 
 /// Content type of the OpenMetrics exposition.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// Content type of the classic Prometheus text exposition.
-pub const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
+const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Rewrites OpenMetrics text as the classic Prometheus text format (for clients that do not
 /// ask for OpenMetrics, such as `promtool` and `curl`): counter families take their `_total`
 /// sample name in HELP/TYPE, and the OpenMetrics-only `# UNIT` and `# EOF` lines go.
-pub fn to_prometheus_text(openmetrics: &str) -> String {
+pub(super) fn to_prometheus_text(openmetrics: &str) -> String {
     let counters: std::collections::HashSet<&str> = openmetrics
         .lines()
         .filter_map(|l| l.strip_prefix("# TYPE "))

@@ -3,7 +3,7 @@
 
 mod http;
 
-pub use http::{serve, to_prometheus_text, Liveness, OPENMETRICS, PROMETHEUS_TEXT};
+pub use http::{serve, Liveness};
 
 use std::sync::Arc;
 
@@ -729,9 +729,7 @@ impl Collector for DaemonCollector {
                 .zip(&self.time_stamping)
                 .enumerate()
                 .map(|(i, (port, t))| {
-                    let t = xdp
-                        .get(i)
-                        .map_or(*t, |(_, c)| t.as_seen(c.redirected, c.hw_stamps));
+                    let t = xdp.get(i).map_or(*t, |(_, c)| t.as_seen(c));
                     let mut l = device(port);
                     l.push(("rx", t.rx.name().to_string()));
                     l.push(("tx", t.tx.name().to_string()));
@@ -913,6 +911,7 @@ pub fn render(registry: &Registry) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::http::to_prometheus_text;
     use super::*;
     use crate::dataplane::port::Stamping;
     use crate::{dataplane::settings::LiveSettings, fc::plan::PrioPlan};
