@@ -8,8 +8,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    control_section, json_u64 as u, report_port as port, start_sink, start_sink_with, traffic_lock,
-    unique, veth, Hogs, Netns, Proc, TempFile, Wire,
+    control_section, json_u64 as u, report_port as port, start_sink, start_sink_with,
+    threads_named, traffic_lock, unique, veth, FrozenThread, Hogs, Netns, Proc, TempFile, Wire,
 };
 use serde_json::Value;
 
@@ -286,6 +286,88 @@ fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
     assert_lossless(&r);
     assert!(prio3(port(&r.dut, &w.d0), "pfc_tx") > 0, "{}", r.dut);
     assert_no_drops(&r.dut, &w.d0);
+}
+
+/// The README's quick start with one thing added: the worker is stopped outright three times
+/// while the generator sends (ptrace, as a hypervisor stops a vCPU or a hung call holds a
+/// thread), for 5, 20 and 50 ms. The stall guard pauses the generator for it: nothing lost.
+/// With the guard off the same stops lose frames in the kernel, the control that proves the
+/// guard is what covers them.
+#[test]
+fn a_stopped_worker_is_covered_by_the_stall_guard() {
+    let _serial = traffic_lock();
+    for guard in ["250us", "off"] {
+        let w = wire();
+        let config = format!(
+            "[daemon]\nstall_guard = \"{guard}\"\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n\
+             [[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n\n[priority.3]\nmode = \"pfc\"\n\
+             xoff = \"64KiB\"\nxon = \"32KiB\"\n",
+            w.d0, w.d1
+        );
+        let sink = start_sink(&w.sink_ns, &w.s);
+        let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+        let worker = threads_named(dut.pid(), "lossless-w0");
+        assert_eq!(worker.len(), 1, "one worker thread");
+        let gen = Proc::spawn(
+            &w.gen_ns,
+            &[
+                "gen",
+                "--iface",
+                &w.g,
+                "--json",
+                "--rate",
+                "2Gbit",
+                "--size",
+                "1000",
+                "--priority",
+                "3",
+                "--duration",
+                "3s",
+            ],
+        );
+        for stop_ms in [5, 20, 50] {
+            std::thread::sleep(Duration::from_millis(600));
+            let frozen = FrozenThread::freeze(worker[0]);
+            std::thread::sleep(Duration::from_millis(stop_ms));
+            drop(frozen);
+        }
+        let r = Run {
+            gen: gen.json(Duration::from_secs(30)),
+            sink: sink.json(Duration::from_secs(30)),
+            dut: {
+                dut.interrupt();
+                dut.json(Duration::from_secs(10))
+            },
+        };
+        let d0 = port(&r.dut, &w.d0);
+        eprintln!(
+            "stall_guard {guard}: lost {}, stalls {}, guard pfc {}, pfc {}, kernel drops {}",
+            u(&r.sink, &["lost"]),
+            d0["stalls"],
+            d0["stall_pfc_tx"][3],
+            d0["pfc_tx"][3],
+            d0["kernel_drops"]
+        );
+        if guard == "off" {
+            assert!(
+                u(&r.sink, &["lost"]) > 0,
+                "the stops lost nothing: {}",
+                r.sink
+            );
+            assert!(
+                u(d0, &["kernel_drops", "fill_ring_empty"]) > 0,
+                "lost in the kernel: {d0}"
+            );
+            assert_eq!(u(d0, &["stalls"]), 0);
+            continue;
+        }
+        assert_lossless(&r);
+        assert_no_drops(&r.dut, &w.d0);
+        // The 20 and 50 ms stops at least: the generator's pause (3.3 ms at most) ran out
+        // during each, so frames arrived for a worker that could not take them.
+        assert!(u(d0, &["stalls"]) >= 2, "{d0}");
+        assert!(prio3(d0, "stall_pfc_tx") > 0, "{d0}");
+    }
 }
 
 /// gen → daemon 1 → daemon 2 → sink, only daemon 2's egress shaped: PFC goes back hop by hop

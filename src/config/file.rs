@@ -61,6 +61,14 @@ pub struct DaemonSection {
     /// `SCHED_FIFO` priority of the workers, 1..=99.
     #[serde(default = "default_realtime_priority")]
     pub realtime_priority: u8,
+    /// The stall guard: a worker that makes no loop turn this long while frames wait for it
+    /// and arrive gets its PFC priorities paused by a guard thread ("10us".."1s"), or "off".
+    #[serde(default = "default_stall_guard")]
+    pub stall_guard: String,
+}
+
+fn default_stall_guard() -> String {
+    "250us".to_string()
 }
 
 fn one() -> usize {
@@ -88,6 +96,7 @@ impl Default for DaemonSection {
             log: None,
             realtime: RealtimeMode::Auto,
             realtime_priority: DEFAULT_PRIORITY,
+            stall_guard: default_stall_guard(),
         }
     }
 }

@@ -103,6 +103,8 @@ pub struct Plan {
     pub credit: CreditTimers,
     /// How the PFC headroom adapts.
     pub headroom: HeadroomSettings,
+    /// How long a worker may stall before the stall guard pauses for it (`None`: off).
+    pub stall_guard_ns: Option<u64>,
 }
 
 impl Plan {
@@ -112,13 +114,17 @@ impl Plan {
         let mut out = Vec::new();
         let (a, b) = (&self.daemon, &new.daemon);
         let credit_prios = |plan: &Plan| plan.prios.map(|p| p.credit.then_some(p.limit));
-        let checks: [(&'static str, bool); 15] = [
+        let checks: [(&'static str, bool); 16] = [
             ("daemon.workers", a.workers != b.workers),
             ("daemon.cores", a.cores != b.cores),
             ("daemon.xdp_mode", a.xdp_mode != b.xdp_mode),
             ("daemon.backend", a.backend != b.backend),
             ("daemon.frames", a.frames != b.frames),
             ("daemon.busy_poll", a.busy_poll != b.busy_poll),
+            (
+                "daemon.stall_guard",
+                self.stall_guard_ns != new.stall_guard_ns,
+            ),
             ("daemon.realtime", a.realtime != b.realtime),
             (
                 "daemon.realtime_priority",

@@ -14,7 +14,10 @@ use super::{
     plan::{Plan, PortPlan},
 };
 use crate::{
-    dataplane::{af_xdp::fill_target, open::Backend, pool::control_reserve, sched::MAX_PRIORITY},
+    dataplane::{
+        af_xdp::fill_target, open::Backend, pool::control_reserve, sched::MAX_PRIORITY,
+        stall_guard::STALL_RANGE_NS,
+    },
     fc::{
         adaptive::HeadroomSettings,
         credit_port::CreditTimers,
@@ -140,7 +143,7 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
 
 fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let c = Check { file };
-    daemon(&c, &raw.daemon)?;
+    let stall_guard_ns = daemon(&c, &raw.daemon)?;
     let ports = ports(&c, &raw.port, raw.daemon.backend)?;
     let prios = priorities(&c, &raw.priority)?;
     check_pool(&prios, ports.len(), raw.daemon.frames);
@@ -162,6 +165,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         linkup,
         credit,
         headroom,
+        stall_guard_ns,
     })
 }
 
@@ -195,8 +199,8 @@ impl Check<'_> {
     }
 }
 
-/// `[daemon]`: checked, kept as written.
-fn daemon(c: &Check, d: &DaemonSection) -> Result<(), ConfigError> {
+/// `[daemon]`: checked, kept as written; returns the stall guard's time (`None`: off).
+fn daemon(c: &Check, d: &DaemonSection) -> Result<Option<u64>, ConfigError> {
     if d.workers == 0 || d.workers > 64 {
         return Err(c.invalid(
             "daemon.workers".into(),
@@ -228,7 +232,18 @@ fn daemon(c: &Check, d: &DaemonSection) -> Result<(), ConfigError> {
             format!("{} is below the minimum of 4096", d.frames),
         ));
     }
-    Ok(())
+    if d.stall_guard == "off" {
+        return Ok(None);
+    }
+    let field = || "daemon.stall_guard".to_string();
+    let ns = c.duration_ns(field(), &d.stall_guard)?;
+    if !STALL_RANGE_NS.contains(&ns) {
+        return Err(c.invalid(
+            field(),
+            format!("{:?} is not \"off\" or within 10us..1s", d.stall_guard),
+        ));
+    }
+    Ok(Some(ns))
 }
 
 /// `[[port]]`: exactly two, each with a configured MTU `backend` carries.

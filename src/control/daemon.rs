@@ -35,6 +35,7 @@ use crate::{
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
         shared::SharedPort,
+        stall_guard::{GuardSetup, GuardedPort, GuardedWorker, StallGuard},
         stats::{snapshot, PortSnapshot, WorkerStats},
         xdp_prog::{ifindex, Steering},
     },
@@ -144,6 +145,64 @@ pub fn check_interfaces(plan: &Plan) -> Result<(), DaemonError> {
             iface: p.iface.clone(),
         }),
         None => Ok(()),
+    }
+}
+
+/// Starts the stall guard (`daemon.stall_guard`) over the workers and ports: it reads the XDP
+/// program's counters, so there is none on AF_PACKET. Without it the daemon still runs (a
+/// warning says why).
+fn start_stall_guard(
+    plan: &Plan,
+    attached: Option<&Attached>,
+    shared: &[Arc<SharedPort>],
+    workers: &[Arc<WorkerStats>],
+    live: &Arc<SettingsCell>,
+    realtime: Option<u8>,
+) -> Option<StallGuard> {
+    let stall_ns = plan.stall_guard_ns?;
+    let Some(att) = attached else {
+        tracing::info!("no stall guard: the AF_PACKET backend has no XDP counters to watch");
+        return None;
+    };
+    let setup = GuardSetup {
+        stall_ns,
+        ports: plan
+            .ports
+            .iter()
+            .zip(&att.programs)
+            .zip(shared)
+            .map(|((p, prog), shared)| GuardedPort {
+                iface: p.iface.clone(),
+                speed_bps: p.speed_bps,
+                ingress: prog.ingress().clone(),
+                shared: shared.clone(),
+            })
+            .collect(),
+        workers: workers
+            .iter()
+            .enumerate()
+            .map(|(w, stats)| GuardedWorker {
+                stats: stats.clone(),
+                queue: w as u32,
+                core: plan.daemon.cores.get(w).copied(),
+            })
+            .collect(),
+        live: live.clone(),
+        realtime,
+    };
+    match StallGuard::spawn(setup) {
+        Ok(g) => {
+            tracing::info!(
+                stall_us = stall_ns / 1000,
+                threads = g.threads(),
+                "stall guard on"
+            );
+            Some(g)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no stall guard: a stalled worker's PFC waits for it");
+            None
+        }
     }
 }
 
@@ -489,6 +548,14 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         .enumerate()
         .map(|(w, &tid)| WorkerSched::read(w, tid))
         .collect();
+    let stall_guard = start_stall_guard(
+        plan,
+        attached.as_ref(),
+        &shared,
+        &all_stats,
+        &live,
+        realtime,
+    );
     let watched = ifaces
         .iter()
         .zip(&shared)
@@ -629,6 +696,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         while servers.join_next().await.is_some() {}
     });
     let failure = workers.join();
+    // Guarding the workers' drain too, it stops once they are done.
+    drop(stall_guard);
     drop_log.log(&snapshots());
     drop(carrier_watch);
     drop(attached); // detaches XDP

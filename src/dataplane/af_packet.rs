@@ -3,7 +3,11 @@
 //! worker's pool, with PACKET_AUXDATA so the 802.1Q tag the kernel strips before packet
 //! sockets see a frame is put back (PCP classification needs it). One syscall per frame.
 
-use std::{io, os::fd::RawFd, time::Duration};
+use std::{
+    io,
+    os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
+    time::Duration,
+};
 
 use pnet::datalink::{self, Channel, DataLinkReceiver, DataLinkSender};
 
@@ -21,6 +25,89 @@ pub struct AfPacketPort {
     tx: Box<dyn DataLinkSender>,
     /// Kept so pnet does not close the shared socket; reception bypasses it (see module doc).
     _rx: Box<dyn DataLinkReceiver>,
+}
+
+/// A send-only packet socket on one interface: bound with protocol 0, so it receives
+/// nothing and the interface's reception stays with its port. For frames sent beside a
+/// port's own TX path (link-up's stamped frames, the stall guard's PFC).
+#[derive(Debug)]
+pub struct RawSender {
+    fd: OwnedFd,
+    ifindex: i32,
+}
+
+impl RawSender {
+    /// Opens the socket on `iface` (needs CAP_NET_RAW); `NotFound` when there is no such
+    /// interface. Sends never block: a full queue is an error (`WouldBlock`) to count.
+    pub fn open(iface: &str) -> io::Result<Self> {
+        let missing = || io::Error::new(io::ErrorKind::NotFound, format!("no interface {iface}"));
+        let name = std::ffi::CString::new(iface).map_err(|_| missing())?;
+        // SAFETY: `name` is a valid NUL-terminated string.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
+        if ifindex == 0 {
+            return Err(missing());
+        }
+        // SAFETY: plain socket(2); the result is checked before use.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+                0,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let sll = sockaddr_ll(ifindex);
+        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(RawSender { fd, ifindex })
+    }
+
+    /// Sends `frame`, a whole Ethernet frame; returns the bytes the kernel took.
+    pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        let sll = sockaddr_ll(self.ifindex);
+        // SAFETY: `frame` is valid for its length; `sll` is a valid sockaddr_ll.
+        let n = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                frame.as_ptr() as *const libc::c_void,
+                frame.len(),
+                0,
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(n as usize)
+    }
+}
+
+impl AsFd for RawSender {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn sockaddr_ll(ifindex: i32) -> libc::sockaddr_ll {
+    // SAFETY: an all-zero sockaddr_ll is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sll.sll_family = libc::AF_PACKET as u16;
+    sll.sll_ifindex = ifindex;
+    sll
 }
 
 /// `tpacket_auxdata` from <linux/if_packet.h>.

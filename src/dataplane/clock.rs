@@ -12,3 +12,21 @@ pub fn now_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Sleeps until `at` on CLOCK_MONOTONIC.
+pub fn sleep_until(at: u64) {
+    let ts = libc::timespec {
+        tv_sec: (at / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid absolute timespec; no remainder is asked for with TIMER_ABSTIME.
+    while unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    } == libc::EINTR
+    {}
+}

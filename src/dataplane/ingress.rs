@@ -73,6 +73,26 @@ pub struct IngressQueue {
 
 const _: () = assert!(std::mem::size_of::<IngressQueue>() == 320);
 
+impl IngressQueue {
+    /// Frames the program steered to this queue, ever.
+    #[inline]
+    pub fn steered_frames(&self) -> u64 {
+        self.frames.load(Relaxed)
+    }
+
+    /// Frames stamp of the last frame the worker took, as it last published it.
+    #[inline]
+    pub fn taken_frames(&self) -> u64 {
+        self.seen_frames.load(Relaxed)
+    }
+
+    /// Bytes of priority `prio` the program steered to this queue, ever.
+    #[inline]
+    pub fn steered_bytes(&self, prio: usize) -> u64 {
+        self.bytes[prio].load(Relaxed)
+    }
+}
+
 /// Where the counters live: the program's map, mapped into this process, or plain memory
 /// for tests that play the program's part.
 enum Backing {
@@ -216,8 +236,8 @@ pub struct RxBacklog {
     pub fill_free: Option<u64>,
     /// Buffers the worker keeps handed to the kernel when it keeps up.
     pub fill_target: u64,
-    /// Bytes steered to the socket per priority since it opened (arrivals, for the
-    /// overshoot after XOFF).
+    /// Bytes steered to the socket per priority, ever: the program's totals (arrivals, for
+    /// the overshoot after XOFF, and for the stall guard to see what arrived since).
     pub arrived: [u64; PRIORITIES],
 }
 
@@ -255,8 +275,6 @@ impl FillWatch {
 pub struct IngressTracker {
     map: Arc<IngressMap>,
     queue: u32,
-    /// Bytes steered per priority when the tracker started.
-    start: [u64; PRIORITIES],
     seen_bytes: [u64; PRIORITIES],
     seen_frames: u64,
     /// Steered totals (frames, bytes) noted when the ring was found empty, and when.
@@ -274,7 +292,6 @@ impl IngressTracker {
         Some(IngressTracker {
             map,
             queue,
-            start: seen_bytes,
             seen_bytes,
             seen_frames,
             empty_note: None,
@@ -320,7 +337,7 @@ impl IngressTracker {
     }
 
     /// Bytes per priority and frames still waiting in the ring (see the module doc), and the
-    /// bytes steered per priority since the tracker started.
+    /// bytes steered per priority, ever.
     pub fn backlog(&mut self) -> ([u64; PRIORITIES], u64, [u64; PRIORITIES]) {
         let e = self.map.queue(self.queue).expect("checked at creation");
         let steered: [u64; PRIORITIES] = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
@@ -330,8 +347,7 @@ impl IngressTracker {
             self.seen_bytes = steered;
         }
         let bytes = std::array::from_fn(|p| steered[p].saturating_sub(self.seen_bytes[p]));
-        let arrived = std::array::from_fn(|p| steered[p].wrapping_sub(self.start[p]));
-        (bytes, frames, arrived)
+        (bytes, frames, steered)
     }
 
     /// Lossy frames the program dropped on this queue because the backlog was deep.
@@ -369,8 +385,8 @@ mod tests {
         assert_eq!((bytes[3], bytes[5], frames), (2000, 64, 3));
         assert_eq!(
             (arrived[0], arrived[3]),
-            (0, 2000),
-            "from the tracker's start"
+            (100, 2000),
+            "the program's totals, from before the tracker too"
         );
         t.on_taken(a);
         t.on_taken(b);

@@ -23,5 +23,6 @@ pub mod sched;
 pub mod settings;
 pub mod shaper;
 pub mod shared;
+pub mod stall_guard;
 pub mod stats;
 pub mod xdp_prog;

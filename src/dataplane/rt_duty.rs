@@ -353,7 +353,7 @@ fn run(duty: Duty, own: u8, workers: u8) {
                 Phase::Fair => switch(t, libc::SCHED_OTHER, 0),
             },
         );
-        sleep_until(next);
+        super::clock::sleep_until(next);
     }
 }
 
@@ -383,24 +383,6 @@ pub(super) fn set_policy(tid: i32, policy: i32, priority: u8) -> std::io::Result
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
-}
-
-/// Sleeps until `at` on CLOCK_MONOTONIC.
-fn sleep_until(at: u64) {
-    let ts = libc::timespec {
-        tv_sec: (at / 1_000_000_000) as libc::time_t,
-        tv_nsec: (at % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: a valid absolute timespec; no remainder is asked for with TIMER_ABSTIME.
-    while unsafe {
-        libc::clock_nanosleep(
-            libc::CLOCK_MONOTONIC,
-            libc::TIMER_ABSTIME,
-            &ts,
-            std::ptr::null_mut(),
-        )
-    } == libc::EINTR
-    {}
 }
 
 #[cfg(test)]

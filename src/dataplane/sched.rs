@@ -310,6 +310,14 @@ pub fn enter_fifo(priority: u8) -> io::Result<()> {
     Ok(())
 }
 
+/// Makes the calling thread `SCHED_FIFO` at `priority` outside the duty cycle: only for a
+/// thread that sleeps between short looks (the stall guard), so that it never holds a CPU
+/// long enough for the kernel's fair server or RT throttling to matter, and must run even
+/// in the workers' `SCHED_OTHER` slice.
+pub fn enter_fifo_unmetered(priority: u8) -> io::Result<()> {
+    rt_duty::set_policy(0, libc::SCHED_FIFO, priority)
+}
+
 /// For a single-threaded tool: decides `req` ([`prepare`]), and when it is granted locks
 /// memory and makes the calling thread `SCHED_FIFO`. Call it after the tool's frame pool is
 /// mapped, from the thread that runs its loop.
@@ -340,16 +348,24 @@ pub fn pin_this_thread(core: usize) -> io::Result<()> {
 
 /// The one CPU the calling thread may run on, if it is pinned to one.
 fn pinned_cpu() -> Option<usize> {
+    match allowed_cpus()[..] {
+        [cpu] => Some(cpu),
+        _ => None,
+    }
+}
+
+/// The CPUs the calling thread may run on (empty if they cannot be read).
+pub fn allowed_cpus() -> Vec<usize> {
     // SAFETY: a zeroed cpu_set_t is a valid buffer of the size given; pid 0 is this thread;
-    // CPU_COUNT and CPU_ISSET only read the set the kernel filled in.
+    // CPU_ISSET only reads the set the kernel filled in.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0
-            || libc::CPU_COUNT(&set) != 1
-        {
-            return None;
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
         }
-        (0..libc::CPU_SETSIZE as usize).find(|&c| libc::CPU_ISSET(c, &set))
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
     }
 }
 

@@ -17,7 +17,8 @@ pub struct SharedPort {
     rx_backlog: [AtomicU64; PRIORITIES],
     /// Workers whose fill ring for this port is running short of buffers.
     fill_starved: AtomicU32,
-    /// Bytes arrived per priority (steered by XDP), summed over the port's queues.
+    /// Bytes arrived per priority: the XDP program's totals of each of the port's queues,
+    /// as its worker last accounted them, summed.
     arrived: [AtomicU64; PRIORITIES],
     /// This port's egress pauses by PAUSE/PFC, per priority.
     pfc_clocks: [PauseClock; PRIORITIES],
@@ -25,6 +26,11 @@ pub struct SharedPort {
     sfc_clocks: [PauseClock; PRIORITIES],
     /// The port has no carrier (or is down): its egress holds every frame.
     link_down: AtomicBool,
+    /// Stalls the stall guard met on this port: a worker that made no turn while frames
+    /// waited for it ([`super::stall_guard`]).
+    stalls: AtomicU64,
+    /// PFC frames the stall guard sent on this port, per priority they paused.
+    stall_pfc_tx: [AtomicU64; PRIORITIES],
 }
 
 impl SharedPort {
@@ -80,7 +86,8 @@ impl SharedPort {
         }
     }
 
-    /// Bytes arrived per priority on the port (steered by XDP) since start.
+    /// Bytes arrived per priority on the port (steered by XDP), as the workers last accounted
+    /// them: the program's totals, so the difference of two readings is what arrived between.
     pub fn arrived_all(&self) -> [u64; PRIORITIES] {
         std::array::from_fn(|p| self.arrived[p].load(Relaxed))
     }
@@ -98,6 +105,28 @@ impl SharedPort {
                 .load(Relaxed)
                 .wrapping_add(self.rx_backlog[p].load(Relaxed))
         })
+    }
+
+    /// The stall guard met a stall on this port.
+    pub fn count_stall(&self) {
+        self.stalls.fetch_add(1, Relaxed);
+    }
+
+    /// The stall guard sent a PFC frame pausing the priorities in `enable`.
+    pub fn count_stall_pfc(&self, enable: u8) {
+        for (p, n) in self.stall_pfc_tx.iter().enumerate() {
+            if enable & (1 << p) != 0 {
+                n.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Stalls met on this port, and the PFC frames sent for them per priority.
+    pub fn stall_counts(&self) -> (u64, [u64; PRIORITIES]) {
+        (
+            self.stalls.load(Relaxed),
+            std::array::from_fn(|p| self.stall_pfc_tx[p].load(Relaxed)),
+        )
     }
 
     /// One worker's fill ring for this port started (`true`) or stopped running short.

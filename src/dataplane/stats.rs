@@ -410,8 +410,15 @@ pub struct PortSnapshot {
     pub pfc_rx: [u64; PRIORITIES],
     /// PAUSE frames received.
     pub pause_rx: u64,
-    /// PFC frames sent per priority.
+    /// PFC frames sent per priority (the stall guard's included).
     pub pfc_tx: [u64; PRIORITIES],
+    /// Stalls the stall guard met: a worker that made no loop turn for `daemon.stall_guard`
+    /// while frames waited for it in this port's RX ring and more arrived.
+    #[serde(default)]
+    pub stalls: u64,
+    /// PFC frames the stall guard sent on this port per priority (also in `pfc_tx`).
+    #[serde(default)]
+    pub stall_pfc_tx: [u64; PRIORITIES],
     /// SFC messages sent per priority.
     pub sfcm_tx: [u64; PRIORITIES],
     /// SFC messages received per priority.
@@ -566,6 +573,7 @@ pub fn snapshot(
     let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
         sum8(&c.iter().map(|pc| f(pc)).collect::<Vec<_>>())
     };
+    let (stalls, stall_pfc_tx) = shared.stall_counts();
     PortSnapshot {
         iface: iface.to_string(),
         rx_frames: sum(|p| &p.rx_frames),
@@ -574,7 +582,12 @@ pub fn snapshot(
         tx_bytes: sum(|p| &p.tx_bytes),
         pfc_rx: arr(|p| &p.pfc_rx),
         pause_rx: sum(|p| &p.pause_rx),
-        pfc_tx: arr(|p| &p.pfc_tx),
+        pfc_tx: {
+            let workers = arr(|p| &p.pfc_tx);
+            std::array::from_fn(|p| workers[p] + stall_pfc_tx[p])
+        },
+        stalls,
+        stall_pfc_tx,
         sfcm_tx: arr(|p| &p.sfcm_tx),
         sfcm_rx: arr(|p| &p.sfcm_rx),
         sfc_paused_ns: shared.sfc_paused_ns(now),

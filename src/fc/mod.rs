@@ -27,9 +27,26 @@ pub fn quanta_to_ns(quanta: u16, speed_bps: u64) -> u64 {
     bits.div_ceil(speed) as u64
 }
 
+/// The pause, in quanta at `speed_bps`, that lasts at least `ns` (at least one quantum, at
+/// most the 65,535 a frame carries).
+pub fn ns_to_quanta(ns: u64, speed_bps: u64) -> u16 {
+    let quanta = (u128::from(ns) * u128::from(speed_bps)).div_ceil(512 * 1_000_000_000);
+    quanta.clamp(1, u128::from(u16::MAX)) as u16
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pause_in_quanta_lasts_at_least_the_time_asked() {
+        assert_eq!(ns_to_quanta(512, 1_000_000_000), 1);
+        assert_eq!(ns_to_quanta(513, 1_000_000_000), 2);
+        assert_eq!(ns_to_quanta(1_000_000, 10_000_000_000), 19_532);
+        assert!(quanta_to_ns(ns_to_quanta(1_000_000, 10_000_000_000), 10_000_000_000) >= 1_000_000);
+        assert_eq!(ns_to_quanta(0, 1_000_000_000), 1, "never a resume");
+        assert_eq!(ns_to_quanta(u64::MAX, 100_000_000_000), u16::MAX);
+    }
 
     #[test]
     fn quanta_at_common_speeds() {

@@ -25,11 +25,13 @@
 
 use std::{
     io,
-    os::fd::{AsRawFd, FromRawFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd},
     time::Duration,
 };
 
 use thiserror::Error;
+
+use crate::dataplane::af_packet::RawSender;
 
 /// How long `lossless measure` waits for the kernel's TX stamp of one frame: ptp4l's
 /// `tx_timestamp_timeout` default. A software stamp is taken within the send (veth, and any
@@ -121,8 +123,7 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 /// TX stamp of it, as CLOCK_MONOTONIC ns.
 #[derive(Debug)]
 pub struct TxStamper {
-    fd: OwnedFd,
-    ifindex: i32,
+    raw: RawSender,
     /// How long [`TxStamper::send`] waits for a stamp.
     timeout: Duration,
     /// Stamps that did not come within the timeout.
@@ -134,38 +135,13 @@ impl TxStamper {
     /// stamp. It is bound with protocol 0, so it receives nothing: RX stays with the port (and
     /// its XDP stamps).
     pub fn open(iface: &str, timeout: Duration) -> Result<Self, TxStampError> {
-        let name = std::ffi::CString::new(iface)
-            .map_err(|_| TxStampError::NoInterface(iface.to_string()))?;
-        // SAFETY: `name` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
-        if ifindex == 0 {
-            return Err(TxStampError::NoInterface(iface.to_string()));
-        }
-        // SAFETY: plain socket(2); the result is checked before use.
-        let raw = unsafe {
-            libc::socket(
-                libc::AF_PACKET,
-                libc::SOCK_RAW | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-                0,
-            )
-        };
-        if raw < 0 {
-            return Err(io_err("socket(AF_PACKET)"));
-        }
-        // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let sll = sockaddr_ll(ifindex, 0);
-        // SAFETY: `sll` is a valid sockaddr_ll of the size passed.
-        let r = unsafe {
-            libc::bind(
-                fd.as_raw_fd(),
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if r < 0 {
-            return Err(io_err("bind(AF_PACKET)"));
-        }
+        let raw = RawSender::open(iface).map_err(|source| match source.kind() {
+            io::ErrorKind::NotFound => TxStampError::NoInterface(iface.to_string()),
+            _ => TxStampError::Io {
+                call: "AF_PACKET socket",
+                source,
+            },
+        })?;
         let flags: libc::c_uint = libc::SOF_TIMESTAMPING_TX_SOFTWARE
             | libc::SOF_TIMESTAMPING_SOFTWARE
             | libc::SOF_TIMESTAMPING_OPT_TSONLY;
@@ -173,7 +149,7 @@ impl TxStamper {
         // the call.
         let r = unsafe {
             libc::setsockopt(
-                fd.as_raw_fd(),
+                raw.as_fd().as_raw_fd(),
                 libc::SOL_SOCKET,
                 libc::SO_TIMESTAMPING,
                 &flags as *const libc::c_uint as *const libc::c_void,
@@ -184,8 +160,7 @@ impl TxStamper {
             return Err(io_err("setsockopt(SO_TIMESTAMPING)"));
         }
         Ok(TxStamper {
-            fd,
-            ifindex,
+            raw,
             timeout,
             missed: 0,
         })
@@ -197,24 +172,13 @@ impl TxStamper {
     pub fn send(&mut self, frame: &[u8]) -> Result<Option<u64>, TxStampError> {
         // A stamp left from a frame whose wait timed out must not be taken for this one.
         while self.read_stamp()?.is_some() {}
-        let sll = sockaddr_ll(self.ifindex, 0);
-        // SAFETY: `frame` is valid for its length; `sll` is a valid sockaddr_ll.
-        let n = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr() as *const libc::c_void,
-                frame.len(),
-                0,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(io_err("sendto(AF_PACKET)"));
-        }
-        if n as usize != frame.len() {
+        let n = self.raw.send(frame).map_err(|source| TxStampError::Io {
+            call: "sendto(AF_PACKET)",
+            source,
+        })?;
+        if n != frame.len() {
             return Err(TxStampError::ShortSend {
-                sent: n as usize,
+                sent: n,
                 len: frame.len(),
             });
         }
@@ -229,7 +193,7 @@ impl TxStamper {
                 return Ok(None);
             }
             let mut pfd = libc::pollfd {
-                fd: self.fd.as_raw_fd(),
+                fd: self.raw.as_fd().as_raw_fd(),
                 events: 0, // the error queue shows as POLLERR, always reported
                 revents: 0,
             };
@@ -261,7 +225,7 @@ impl TxStamper {
             // SAFETY: `msg` points at live buffers of the sizes it states.
             let n = unsafe {
                 libc::recvmsg(
-                    self.fd.as_raw_fd(),
+                    self.raw.as_fd().as_raw_fd(),
                     &mut msg,
                     libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
                 )
@@ -299,15 +263,6 @@ impl TxStamper {
             }
         }
     }
-}
-
-fn sockaddr_ll(ifindex: i32, protocol: u16) -> libc::sockaddr_ll {
-    // SAFETY: an all-zero sockaddr_ll is valid.
-    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
-    sll.sll_family = libc::AF_PACKET as u16;
-    sll.sll_protocol = protocol.to_be();
-    sll.sll_ifindex = ifindex;
-    sll
 }
 
 #[cfg(test)]

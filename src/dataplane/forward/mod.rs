@@ -271,7 +271,12 @@ impl ForwardWorker {
             .into_iter()
             .zip(shared)
             .zip(&setup.ports)
-            .map(|((io, shared), port)| {
+            .map(|((mut io, shared), port)| {
+                // Arrivals are shared as the XDP program counts them, from before this worker
+                // too: summed over the workers they are the program's totals as last accounted,
+                // which the stall guard compares with the live ones.
+                let arrived = io.rx_backlog().arrived;
+                shared.add_arrived(&[0; PRIORITIES], &arrived);
                 let headroom = setup.pfc_generator.then(|| {
                     PortHeadroom::new(
                         setup.headroom,
@@ -312,7 +317,7 @@ impl ForwardWorker {
                     credit: CreditPort::new(lanes, &setup.credit, now)
                         .expect("validated credit settings make valid lanes"),
                     rx_backlog: [0; PRIORITIES],
-                    arrived: [0; PRIORITIES],
+                    arrived,
                     headroom,
                     fill_watch: FillWatch::default(),
                     oversize_seen: [0; PRIORITIES],

@@ -1,0 +1,561 @@
+//! The stall guard: PFC for a worker that cannot run.
+//!
+//! A worker sends PFC from its own loop, so the congestion point it runs is only as prompt as
+//! the worker. Frames do not wait for it: on veth the XDP program runs on the sender's CPU, on
+//! a NIC on the CPU that takes the interrupt, so a worker that is not running finds its RX
+//! ring filling behind it with nobody to send XOFF. On the 2-vCPU lab VM the host stops a whole
+//! vCPU for 1.4–2.5 ms about once a second while both are busy, and the README's quick start
+//! with two CPU hogs lost 79–168 frames to `headroom_overflow` in about one run in twenty: 2 ms
+//! at 2 Gbit/s is 500 kB, twice the default headroom. A real-time worker can also be held by
+//! its duty-cycle slice or by a task of higher priority.
+//!
+//! The guard is a thread on each of (at most) two CPUs, so that whichever CPU a worker is
+//! stopped on, a guard runs on another; `SCHED_FIFO` one above the workers when they are
+//! real-time. Every half [`StallWatch::stall_ns`] while frames arrive (backing off to
+//! [`IDLE_LOOK_NS`] while none do) it looks, per worker and port, at counters that exist anyway
+//! and cost the worker nothing more: the worker's loop turns (`heartbeat`) and, in the port's
+//! XDP `ingress` map, the frames steered to the worker's queue and the frames stamp of the
+//! last one the worker took (which it publishes after each batch).
+//!
+//! A worker is **stalled** on a port when frames waited for it at one look, it has made no
+//! loop turn since, at least `stall` has passed, and more frames have arrived meanwhile. Each
+//! condition removes a false alarm: a frame waiting is, alone, a worker about to wake; no turn
+//! is, alone, an idle worker (it sleeps up to 10 ms); and after a kernel drop the count of
+//! waiting frames stays too high until the worker's next turns settle it
+//! ([`super::ingress`]), so with nothing new arriving the guard stays quiet, which also
+//! means it can never be what keeps a source paused.
+//!
+//! On a stalled port the guard pauses each PFC priority whose occupancy is at its XOFF or
+//! above. The occupancy is what the worker's congestion point would see: the bytes charged to
+//! the port plus its RX backlog, as the workers last published them, plus what the program
+//! steered since they last accounted (its live totals less the port's shared `arrived`). The
+//! XOFF is the one in force (the leader's, measured headroom included), else the plan's.
+//! Each PFC frame pauses for 4 × `stall` at the port's speed, leaves through the guard's own
+//! AF_PACKET socket, and is refreshed every 2 × `stall` while the stall lasts. The guard
+//! never sends XON: its pause runs out by itself within a millisecond, and the worker, back,
+//! sends its own XOFF if the occupancy still calls for one.
+
+use std::{
+    io,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+        Arc, Mutex,
+    },
+    thread::JoinHandle,
+};
+
+use super::{
+    af_packet::RawSender,
+    clock::{now_ns, sleep_until},
+    ingress::IngressMap,
+    port::iface_mac,
+    sched,
+    settings::SettingsCell,
+    shared::SharedPort,
+    stats::WorkerStats,
+};
+use crate::{
+    fc::{ns_to_quanta, PRIORITIES},
+    wire::{MacAddr, MacControl},
+};
+
+/// Longest a guard waits between looks while nothing arrives for the workers it watches.
+pub const IDLE_LOOK_NS: u64 = 4_000_000;
+
+/// The shortest and longest stall the guard may be set to wait for.
+pub const STALL_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
+
+/// What one look reads of one worker's queue on one port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// The worker's loop turns so far.
+    pub turns: u64,
+    /// Frames the XDP program steered to the worker's queue, ever.
+    pub steered: u64,
+    /// Frames stamp of the last frame the worker took, as it published it.
+    pub taken: u64,
+}
+
+/// What a look found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The worker keeps up (or has nothing to do).
+    Running,
+    /// The worker is stalled, and was not at the previous look.
+    Stalled,
+    /// The worker is still stalled.
+    StillStalled,
+}
+
+/// Whether one worker keeps up with its queue on one port: the stall rule of the module doc,
+/// sans-I/O.
+#[derive(Debug, Clone)]
+pub struct StallWatch {
+    stall_ns: u64,
+    /// The worker's turns at the previous look.
+    turns: Option<u64>,
+    /// Since when frames have waited with no turn, and the steered count then.
+    waiting: Option<(u64, u64)>,
+    stalled: bool,
+}
+
+impl StallWatch {
+    /// A watch that calls a worker stalled after `stall_ns`.
+    pub fn new(stall_ns: u64) -> Self {
+        StallWatch {
+            stall_ns,
+            turns: None,
+            waiting: None,
+            stalled: false,
+        }
+    }
+
+    /// How long a worker must make no turn, with frames waiting and arriving, to be stalled.
+    pub fn stall_ns(&self) -> u64 {
+        self.stall_ns
+    }
+
+    /// Takes the look `l` made at `now`.
+    pub fn look(&mut self, now: u64, l: Look) -> Verdict {
+        let turned = self.turns.replace(l.turns) != Some(l.turns);
+        if turned || l.steered <= l.taken {
+            self.waiting = None;
+            self.stalled = false;
+            return Verdict::Running;
+        }
+        let (since, steered) = *self.waiting.get_or_insert((now, l.steered));
+        if now.saturating_sub(since) < self.stall_ns || l.steered == steered {
+            return Verdict::Running;
+        }
+        if std::mem::replace(&mut self.stalled, true) {
+            Verdict::StillStalled
+        } else {
+            Verdict::Stalled
+        }
+    }
+
+    /// Frames wait for the worker (as of the last look).
+    pub fn waiting(&self) -> bool {
+        self.waiting.is_some()
+    }
+}
+
+/// The guard's PFC on one port: an XOFF for the congested priorities at once, refreshed
+/// every half pause while they stay congested, never an XON (sans-I/O).
+#[derive(Debug, Clone)]
+pub struct GuardPause {
+    quanta: u16,
+    refresh_ns: u64,
+    /// When the last frame left, and the priorities it paused.
+    last: Option<(u64, u8)>,
+}
+
+impl GuardPause {
+    /// Pauses of 4 × `stall_ns` at `speed_bps`, refreshed every 2 × `stall_ns`.
+    pub fn new(stall_ns: u64, speed_bps: u64) -> Self {
+        GuardPause {
+            quanta: ns_to_quanta(4 * stall_ns, speed_bps),
+            refresh_ns: 2 * stall_ns,
+            last: None,
+        }
+    }
+
+    /// The PFC frame to send at `now` for the priorities in `congested`, if one is due: a
+    /// priority not in the last frame is paused at once, the others once the last frame is
+    /// half spent.
+    pub fn poll(&mut self, now: u64, congested: u8) -> Option<MacControl> {
+        if congested == 0 {
+            return None;
+        }
+        if let Some((at, paused)) = self.last {
+            if congested & !paused == 0 && now < at + self.refresh_ns {
+                return None;
+            }
+        }
+        self.last = Some((now, congested));
+        Some(MacControl::Pfc {
+            enable: congested,
+            quanta: std::array::from_fn(|p| {
+                if congested & (1 << p) != 0 {
+                    self.quanta
+                } else {
+                    0
+                }
+            }),
+        })
+    }
+}
+
+/// The PFC priorities of a port whose occupancy is at XOFF or above: `occupancy` as the
+/// workers published it (queued + RX backlog), `live` the XDP program's steered bytes now and
+/// `accounted` as the workers last accounted them (both summed over the port's queues).
+pub fn congested(
+    occupancy: &[u64; PRIORITIES],
+    live: &[u64; PRIORITIES],
+    accounted: &[u64; PRIORITIES],
+    xoff: &[Option<u64>; PRIORITIES],
+) -> u8 {
+    (0..PRIORITIES).fold(0, |mask, p| {
+        let Some(xoff) = xoff[p] else {
+            return mask;
+        };
+        // A worker may account between the two reads: what it took is then in neither.
+        let since = live[p].saturating_sub(accounted[p]);
+        if occupancy[p].saturating_add(since) >= xoff {
+            mask | 1 << p
+        } else {
+            mask
+        }
+    })
+}
+
+/// One port as the guard sees it.
+pub struct GuardedPort {
+    /// Interface the PFC leaves on.
+    pub iface: String,
+    /// Line rate (pause quanta).
+    pub speed_bps: u64,
+    /// The port's XDP `ingress` map.
+    pub ingress: Arc<IngressMap>,
+    /// Occupancy, RX backlog and arrivals as the workers publish them; the guard's counters.
+    pub shared: Arc<SharedPort>,
+}
+
+/// One worker as the guard sees it.
+pub struct GuardedWorker {
+    /// Its counters (loop turns; the leader's hold the XOFF in force).
+    pub stats: Arc<WorkerStats>,
+    /// The RX queue it owns on every port.
+    pub queue: u32,
+    /// The CPU it is pinned to, if any: the guard on that CPU cannot help it.
+    pub core: Option<usize>,
+}
+
+/// What the guard threads watch and how.
+pub struct GuardSetup {
+    /// How long a worker must make no turn for its waiting frames to be a stall.
+    pub stall_ns: u64,
+    /// The ports, in plan order.
+    pub ports: Vec<GuardedPort>,
+    /// The workers; the first is the leader.
+    pub workers: Vec<GuardedWorker>,
+    /// The settings in force (which priorities are PFC, their planned XOFF).
+    pub live: Arc<SettingsCell>,
+    /// The workers' `SCHED_FIFO` priority, when they are real-time.
+    pub realtime: Option<u8>,
+}
+
+/// What the guard threads share: per port a socket, its MAC and one pause pacer (so two
+/// guards seeing one stall send one stream of PFC); per (worker, port) the turn count of the
+/// last stall counted (so they count it once).
+struct Shared {
+    setup: GuardSetup,
+    senders: Vec<RawSender>,
+    macs: Vec<MacAddr>,
+    pauses: Vec<Mutex<GuardPause>>,
+    counted: Vec<AtomicU64>,
+    stop: AtomicBool,
+}
+
+/// The running guard threads; stopped (and joined) on drop.
+pub struct StallGuard {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl StallGuard {
+    /// Starts the guard threads for `setup`: on the first two CPUs this process may use,
+    /// those no worker is pinned to first. A guard with nothing it can help (every worker
+    /// pinned to its own CPU) is not started; nor is any on a single CPU.
+    pub fn spawn(setup: GuardSetup) -> io::Result<Self> {
+        let mut cpus = sched::allowed_cpus();
+        let pinned: Vec<usize> = setup.workers.iter().filter_map(|w| w.core).collect();
+        cpus.sort_by_key(|c| pinned.contains(c));
+        cpus.truncate(2);
+        if cpus.len() < 2 {
+            cpus.clear();
+        }
+        let senders = setup
+            .ports
+            .iter()
+            .map(|p| RawSender::open(&p.iface))
+            .collect::<io::Result<Vec<_>>>()?;
+        let macs = setup
+            .ports
+            .iter()
+            .map(|p| iface_mac(&p.iface).unwrap_or_default())
+            .collect();
+        let shared = Arc::new(Shared {
+            senders,
+            macs,
+            pauses: setup
+                .ports
+                .iter()
+                .map(|p| Mutex::new(GuardPause::new(setup.stall_ns, p.speed_bps)))
+                .collect(),
+            counted: (0..setup.workers.len() * setup.ports.len())
+                .map(|_| AtomicU64::new(u64::MAX))
+                .collect(),
+            stop: AtomicBool::new(false),
+            setup,
+        });
+        let mut threads = Vec::new();
+        for cpu in cpus {
+            let watched: Vec<usize> = (0..shared.setup.workers.len())
+                .filter(|&w| shared.setup.workers[w].core != Some(cpu))
+                .collect();
+            if watched.is_empty() {
+                continue;
+            }
+            let shared = shared.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("lossless-guard{cpu}"))
+                    .spawn(move || guard_thread(&shared, cpu, &watched))?,
+            );
+        }
+        Ok(StallGuard { shared, threads })
+    }
+
+    /// The CPUs a guard runs on.
+    pub fn threads(&self) -> usize {
+        self.threads.len()
+    }
+}
+
+impl Drop for StallGuard {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
+    let s = &shared.setup;
+    if let Err(e) = sched::pin_this_thread(cpu) {
+        tracing::warn!(cpu, error = %e, "stall guard: pinning failed");
+    }
+    if let Some(prio) = s.realtime {
+        let own = prio.saturating_add(1).min(sched::MAX_PRIORITY);
+        if let Err(e) = sched::enter_fifo_unmetered(own) {
+            tracing::warn!(cpu, error = %e, "stall guard runs SCHED_OTHER and may look late");
+        }
+    }
+    let mut watches: Vec<Vec<(usize, StallWatch)>> = s
+        .ports
+        .iter()
+        .map(|_| {
+            watched
+                .iter()
+                .map(|&w| (w, StallWatch::new(s.stall_ns)))
+                .collect()
+        })
+        .collect();
+    let mut steered_seen = vec![vec![0u64; s.workers.len()]; s.ports.len()];
+    let mut plan = Planned::read(&s.live);
+    let mut period = s.stall_ns / 2;
+    let mut frame = [0u8; 64];
+    while !shared.stop.load(Relaxed) {
+        let now = now_ns();
+        plan.refresh(&s.live);
+        let mut busy = false;
+        for (i, port) in s.ports.iter().enumerate() {
+            let mut stalled = false;
+            for (w, watch) in &mut watches[i] {
+                let worker = &s.workers[*w];
+                let Some(q) = port.ingress.queue(worker.queue) else {
+                    continue;
+                };
+                let look = Look {
+                    turns: worker.stats.heartbeat.get(),
+                    steered: q.steered_frames(),
+                    taken: q.taken_frames(),
+                };
+                busy |= std::mem::replace(&mut steered_seen[i][*w], look.steered) != look.steered;
+                match watch.look(now, look) {
+                    Verdict::Running => {}
+                    Verdict::Stalled | Verdict::StillStalled => {
+                        stalled = true;
+                        let counted = &shared.counted[*w * s.ports.len() + i];
+                        if counted.swap(look.turns, Relaxed) != look.turns {
+                            port.shared.count_stall();
+                        }
+                    }
+                }
+                busy |= watch.waiting();
+            }
+            if !stalled {
+                continue;
+            }
+            let live = std::array::from_fn(|p| {
+                s.workers
+                    .iter()
+                    .filter_map(|w| port.ingress.queue(w.queue))
+                    .map(|q| q.steered_bytes(p))
+                    .sum::<u64>()
+            });
+            let xoff = plan.xoff(&s.workers[0].stats, i);
+            let mask = congested(
+                &port.shared.pfc_occupancy(),
+                &live,
+                &port.shared.arrived_all(),
+                &xoff,
+            );
+            // The other guard may be sending for this port right now: then it is sent.
+            let Ok(mut pause) = shared.pauses[i].try_lock() else {
+                continue;
+            };
+            let Some(m) = pause.poll(now, mask) else {
+                continue;
+            };
+            drop(pause);
+            let len = m
+                .emit_frame(shared.macs[i], &mut frame)
+                .expect("64 bytes hold a PFC frame");
+            // A frame the kernel did not take is lost like one lost on the wire: the next
+            // look sends again while the stall lasts.
+            if shared.senders[i].send(&frame[..len]).is_ok() {
+                port.shared.count_stall_pfc(mask);
+            }
+        }
+        period = if busy {
+            s.stall_ns / 2
+        } else {
+            (period * 2).min(IDLE_LOOK_NS)
+        };
+        sleep_until(now + period);
+    }
+}
+
+/// Which priorities are PFC and their planned XOFF per port, from the settings in force.
+struct Planned {
+    generation: u64,
+    /// Planned XOFF per port and priority (`None`: not a PFC priority).
+    xoff: Vec<[Option<u64>; PRIORITIES]>,
+}
+
+impl Planned {
+    fn read(live: &SettingsCell) -> Self {
+        let generation = live.generation();
+        let s = live.get();
+        let xoff = (0..s.pause_quanta.len())
+            .map(|port| std::array::from_fn(|p| s.plan_for(port, p).0.pfc.map(|pfc| pfc.xoff)))
+            .collect();
+        Planned { generation, xoff }
+    }
+
+    /// Reads the settings again if they changed (a reload, a measured headroom).
+    fn refresh(&mut self, live: &SettingsCell) {
+        if live.generation() != self.generation {
+            *self = Planned::read(live);
+        }
+    }
+
+    /// XOFF per priority of port `port`: the leader's in force where it published one.
+    fn xoff(&self, leader: &WorkerStats, port: usize) -> [Option<u64>; PRIORITIES] {
+        let planned = self.xoff.get(port).copied().unwrap_or([None; PRIORITIES]);
+        std::array::from_fn(|p| {
+            planned[p].map(|x| match leader.ports[port].xoff_in_force[p].get() {
+                0 => x,
+                in_force => in_force,
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STALL: u64 = 250_000;
+
+    fn look(turns: u64, steered: u64, taken: u64) -> Look {
+        Look {
+            turns,
+            steered,
+            taken,
+        }
+    }
+
+    #[test]
+    fn a_worker_that_turns_is_never_stalled() {
+        let mut w = StallWatch::new(STALL);
+        for t in 0..100 {
+            // Frames always waiting and arriving, but a turn between every two looks.
+            assert_eq!(
+                w.look(t * STALL, look(t, 10 * t + 5, 10 * t)),
+                Verdict::Running
+            );
+        }
+    }
+
+    #[test]
+    fn frames_waiting_and_arriving_with_no_turn_for_the_stall_time_is_a_stall() {
+        let mut w = StallWatch::new(STALL);
+        assert_eq!(w.look(0, look(7, 100, 100)), Verdict::Running);
+        // Frames arrive; the worker makes no turn from here on.
+        assert_eq!(w.look(100_000, look(7, 110, 100)), Verdict::Running);
+        assert_eq!(
+            w.look(300_000, look(7, 150, 100)),
+            Verdict::Running,
+            "waiting for 200 us only"
+        );
+        assert_eq!(w.look(350_000, look(7, 160, 100)), Verdict::Stalled);
+        assert_eq!(w.look(400_000, look(7, 160, 100)), Verdict::StillStalled);
+        // The worker is back.
+        assert_eq!(w.look(450_000, look(8, 170, 165)), Verdict::Running);
+    }
+
+    #[test]
+    fn an_idle_worker_is_not_stalled() {
+        let mut w = StallWatch::new(STALL);
+        // Nothing waits: no turn for 10 ms is a worker asleep.
+        for t in 0..40 {
+            assert_eq!(w.look(t * STALL, look(3, 100, 100)), Verdict::Running);
+        }
+        // A count left too high by a kernel drop, and nothing new arriving: quiet, so the
+        // guard cannot be what keeps the source paused.
+        for t in 40..80 {
+            assert_eq!(w.look(t * STALL, look(3, 120, 100)), Verdict::Running);
+        }
+    }
+
+    #[test]
+    fn the_pause_is_sent_at_once_and_refreshed_at_half_its_time() {
+        // 4 x 250 us at 1 Gbit/s = 1 ms = 1954 quanta (512 ns each).
+        let mut g = GuardPause::new(STALL, 1_000_000_000);
+        assert_eq!(g.poll(0, 0), None, "nothing congested");
+        let Some(MacControl::Pfc { enable, quanta }) = g.poll(0, 1 << 3) else {
+            panic!("an XOFF for priority 3");
+        };
+        assert_eq!(enable, 1 << 3);
+        assert_eq!(quanta[3], 1954);
+        assert_eq!(quanta[2], 0);
+        assert_eq!(g.poll(100_000, 1 << 3), None, "still paused");
+        let Some(MacControl::Pfc { enable, .. }) = g.poll(200_000, (1 << 3) | (1 << 4)) else {
+            panic!("a newly congested priority is paused at once");
+        };
+        assert_eq!(enable, (1 << 3) | (1 << 4));
+        assert_eq!(g.poll(600_000, 1 << 3), None);
+        assert!(g.poll(700_000, 1 << 3).is_some(), "refreshed at half");
+    }
+
+    #[test]
+    fn congestion_counts_what_arrived_since_the_workers_accounted() {
+        let mut xoff = [None; PRIORITIES];
+        xoff[3] = Some(64 * 1024);
+        xoff[5] = Some(64 * 1024);
+        let mut occupancy = [0; PRIORITIES];
+        occupancy[3] = 40 * 1024;
+        occupancy[5] = 40 * 1024;
+        let accounted = [1_000_000; PRIORITIES];
+        let mut live = accounted;
+        live[3] += 30 * 1024;
+        live[0] += 1 << 30; // a lossy flood pauses nothing
+        assert_eq!(congested(&occupancy, &live, &accounted, &xoff), 1 << 3);
+        // A worker that accounted between the reads leaves live behind: no underflow.
+        assert_eq!(congested(&occupancy, &accounted, &live, &xoff), 0);
+    }
+}
