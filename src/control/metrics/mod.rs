@@ -264,6 +264,24 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "stall_pfc_tx_frames",
+            "PFC frames the stall guard sent for a stalled worker with this priority enabled \
+             (also in lossless_pfc_tx_frames_total).",
+            None,
+            Counter,
+            counters(|p| &p.stall_pfc_tx),
+        )?;
+        family(
+            &mut enc,
+            "worker_stalls",
+            "Stalls the stall guard met on the port: a worker that made no loop turn for \
+             daemon.stall_guard while frames waited for it and more arrived.",
+            None,
+            Counter,
+            per_port(s, |p| p.stalls),
+        )?;
+        family(
+            &mut enc,
             "pause_rx_frames",
             "802.3x PAUSE frames received.",
             None,
