@@ -68,7 +68,7 @@ pub struct DaemonSection {
 }
 
 fn default_stall_guard() -> String {
-    "250us".to_string()
+    "500us".to_string()
 }
 
 fn one() -> usize {

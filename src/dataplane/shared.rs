@@ -5,7 +5,10 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use crate::fc::PRIORITIES;
+use crate::{
+    fc::{PauseTimers, PRIORITIES},
+    wire::MacControl,
+};
 
 /// Shared state of one port.
 #[derive(Debug, Default)]
@@ -26,6 +29,9 @@ pub struct SharedPort {
     sfc_clocks: [PauseClock; PRIORITIES],
     /// The port has no carrier (or is down): its egress holds every frame.
     link_down: AtomicBool,
+    /// Until when the PFC this port sent (its workers' or the stall guard's) pauses each
+    /// priority upstream, CLOCK_MONOTONIC ns (0: never paused).
+    upstream_pause: [AtomicU64; PRIORITIES],
     /// Stalls the stall guard met on this port: a worker that made no turn while frames
     /// waited for it ([`super::stall_guard`]).
     stalls: AtomicU64,
@@ -105,6 +111,21 @@ impl SharedPort {
                 .load(Relaxed)
                 .wrapping_add(self.rx_backlog[p].load(Relaxed))
         })
+    }
+
+    /// This port sent the PAUSE/PFC frame `m` at `now` at `speed_bps`: until when it pauses
+    /// each priority it names upstream (the latest sent is what the peer obeys).
+    pub fn sent_pause(&self, m: &MacControl, now: u64, speed_bps: u64) {
+        for (p, until) in PauseTimers::deadlines(m, now, speed_bps).iter().enumerate() {
+            if let Some(until) = until {
+                self.upstream_pause[p].store(*until, Relaxed);
+            }
+        }
+    }
+
+    /// Until when the PFC this port last sent pauses priority `p` upstream.
+    pub fn upstream_pause_until(&self, p: usize) -> u64 {
+        self.upstream_pause[p].load(Relaxed)
     }
 
     /// The stall guard met a stall on this port.

@@ -142,7 +142,7 @@ impl ForwardWorker {
         for (prio, ns) in self.ports[p].generator.xoff_held_ns(now).iter().enumerate() {
             c.xoff_held_ns[prio].set(*ns);
         }
-        self.send_pfc(p, &m);
+        self.send_pfc(p, &m, now);
     }
 
     /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
@@ -174,8 +174,12 @@ impl ForwardWorker {
         }
     }
 
-    /// Queues the PFC frame `m` for TX on port `p` and counts it.
-    pub(super) fn send_pfc(&mut self, p: usize, m: &MacControl) {
+    /// Queues the PFC frame `m` for TX on port `p` at `now`, counts it, and notes until when it
+    /// pauses each priority upstream (the stall guard reads it).
+    pub(super) fn send_pfc(&mut self, p: usize, m: &MacControl, now: u64) {
+        self.ports[p]
+            .shared
+            .sent_pause(m, now, self.setup.ports[p].speed_bps);
         let c = &self.stats.ports[p];
         if let MacControl::Pfc { enable, .. } = *m {
             for (prio, counter) in c.pfc_tx.iter().enumerate() {

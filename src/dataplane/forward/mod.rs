@@ -367,7 +367,7 @@ impl ForwardWorker {
             // Resume whatever a previous instance paused upstream when it stopped.
             for p in 0..self.ports.len() {
                 if let Some(m) = self.ports[p].generator.resume_all() {
-                    self.send_pfc(p, &m);
+                    self.send_pfc(p, &m, now_ns());
                 }
             }
         }
@@ -399,7 +399,7 @@ impl ForwardWorker {
         if self.setup.pfc_generator {
             for p in 0..self.ports.len() {
                 if let Some(m) = self.ports[p].generator.hold(start) {
-                    self.send_pfc(p, &m);
+                    self.send_pfc(p, &m, start);
                 }
             }
         }
