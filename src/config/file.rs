@@ -68,7 +68,7 @@ pub struct DaemonSection {
 }
 
 fn default_stall_guard() -> String {
-    "500us".to_string()
+    "250us".to_string()
 }
 
 fn one() -> usize {

@@ -10,8 +10,8 @@
 //! its duty-cycle slice or by a task of higher priority.
 //!
 //! The guard is a thread on each of (at most) two CPUs, so that whichever CPU a worker is
-//! stopped on, a guard runs on another; `SCHED_FIFO` one above the workers when they are
-//! real-time. Every half [`StallWatch::stall_ns`] while a PFC priority is half way to its XOFF
+//! stopped on, a guard runs on another; `SCHED_FIFO` one below the workers when they are
+//! real-time (above every normal task, never preempting a running worker). Every half [`StallWatch::stall_ns`] while a PFC priority is half way to its XOFF
 //! or frames wait for a worker that makes no turn (backing off to [`IDLE_LOOK_NS`] otherwise:
 //! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM) it looks, per worker and port,
 //! at counters that exist anyway
@@ -342,11 +342,10 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         tracing::warn!(cpu, error = %e, "stall guard: pinning failed");
     }
     if let Some(prio) = s.realtime {
-        // Above the workers where permitted (RLIMIT_RTPRIO may stop at theirs), else theirs.
-        let own = prio.saturating_add(1).min(sched::MAX_PRIORITY);
-        if let Err(e) =
-            sched::enter_fifo_unmetered(own).or_else(|_| sched::enter_fifo_unmetered(prio))
-        {
+        // Just below the workers: above every normal task, and never preempting a worker that
+        // runs (one that runs is not stalled, and on a VM each preemption costs it tens of
+        // microseconds).
+        if let Err(e) = sched::enter_fifo_unmetered(prio.saturating_sub(1).max(1)) {
             tracing::warn!(cpu, error = %e, "stall guard runs SCHED_OTHER and may look late");
         }
     }
