@@ -180,6 +180,31 @@ pub fn ifindex(iface: &str) -> Option<i32> {
     (idx != 0).then_some(idx as i32)
 }
 
+/// Bytes of the kernel's `struct bpf_prog` in front of its instructions (6.x, x86-64).
+const BPF_PROG_HEADER: usize = 72;
+const PAGE: usize = 4096;
+
+/// Whether a program submitted with `insns` instructions was reallocated during verification:
+/// the kernel allocates whole pages for the header and the submitted instructions, and
+/// `memlock` (from the program's fdinfo) is the pages it holds now. On 6.18 a device-bound
+/// program reallocated this way keeps its old address in its offload record
+/// (`bpf_prog_realloc` does not update `aux->offload->prog`), and removing the interface while
+/// it is loaded oopses in `__bpf_prog_offload_destroy` with RTNL held: every later `ip` call
+/// hangs. Our device-bound program grows by about 75 instructions at load (kfunc calls and
+/// map lookups rewritten) to 498 of the 503 one page holds: close to that edge.
+fn outgrew(insns: usize, memlock: usize) -> bool {
+    memlock > (BPF_PROG_HEADER + insns * 8).div_ceil(PAGE) * PAGE
+}
+
+/// The bytes the kernel has locked for program `fd` (its pages), from `/proc/self/fdinfo`.
+fn prog_memlock(fd: RawFd) -> Option<usize> {
+    std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}"))
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("memlock:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 impl XdpProgram {
     /// Loads a fresh copy of the program, configures its steering and attaches it to `iface`,
     /// replacing any program left behind by a crashed run: the device-bound variant where
@@ -247,11 +272,21 @@ impl XdpProgram {
             }
         }
         let obj = open.load().map_err(|e| XdpError::Load(e.to_string()))?;
-        let prog_fd = obj
+        let (prog_fd, insns) = obj
             .progs()
             .find(|p| p.name() == name)
-            .map(|p| p.as_fd().as_raw_fd())
+            .map(|p| (p.as_fd().as_raw_fd(), p.insn_cnt()))
             .ok_or_else(|| XdpError::Load(format!("object has no program {name}")))?;
+        let memlock = prog_memlock(prog_fd);
+        tracing::debug!(iface, program = name, insns, ?memlock, "XDP program loaded");
+        if let Some(memlock) = memlock.filter(|&m| dev_bound && outgrew(insns, m)) {
+            // Unloaded here (`obj` dropped), before the interface can go away.
+            return Err(XdpError::Load(format!(
+                "the verifier grew the program ({insns} instructions submitted, {memlock} bytes \
+                 locked now) past the pages it was loaded in: device-bound, the kernel would keep \
+                 a stale pointer to it and oops when {iface} is removed"
+            )));
+        }
         let ingress = obj
             .maps()
             .find(|m| m.name() == "ingress")
@@ -464,5 +499,23 @@ impl Drop for XdpProgram {
             Ok(()) => tracing::info!(iface = %self.iface, "XDP program detached"),
             Err(e) => tracing::warn!(iface = %self.iface, error = %e, "detaching XDP failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_reallocated_past_its_pages_is_seen() {
+        // 420 submitted instructions take one page with the header; the kernel kept one.
+        assert!(!outgrew(420, 4096));
+        // It grew into a second page during verification.
+        assert!(outgrew(420, 8192));
+        // Submitted at two pages, still two.
+        assert!(!outgrew(600, 8192));
+        // The edge: 503 instructions and the header fill exactly one page.
+        assert!(!outgrew(503, 4096));
+        assert!(outgrew(503, 8192));
     }
 }
