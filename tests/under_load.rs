@@ -105,6 +105,27 @@ const FLOOD: &[&str] = &[
     "10Gbit",
 ];
 
+/// Starts the generator at the quick start's 2 Gbit/s of 1000-byte frames on priority 3 for
+/// `duration`, with `extra` flags.
+fn gen_2gbit(ns: &Netns, iface: &str, duration: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
+        "gen",
+        "--iface",
+        iface,
+        "--json",
+        "--rate",
+        "2Gbit",
+        "--size",
+        "1000",
+        "--priority",
+        "3",
+        "--duration",
+        duration,
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(ns, &args)
+}
+
 fn daemon_bound(plan: &str) -> (Wire, Run) {
     let w = wire();
     let r = run(&w, &daemon_bound_config(&w, plan), FLOOD);
@@ -192,26 +213,8 @@ fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
         let sink = start_sink_with(&w.sink_ns, &w.s, extra);
         let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
-        let gen = Proc::spawn(
-            &w.gen_ns,
-            &[
-                "gen",
-                "--iface",
-                &w.g,
-                "--json",
-                "--rate",
-                "2Gbit",
-                "--size",
-                "1000",
-                "--priority",
-                "3",
-                "--duration",
-                "2s",
-                "--link-speed",
-                "10Gbit",
-            ],
-        )
-        .json(Duration::from_secs(30));
+        let gen = gen_2gbit(&w.gen_ns, &w.g, "2s", &["--link-speed", "10Gbit"])
+            .json(Duration::from_secs(30));
         let sink = sink.json(Duration::from_secs(30));
         dut.interrupt();
         let r = Run {
@@ -311,23 +314,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
         let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
         let worker = threads_named(dut.pid(), "lossless-w0");
         assert_eq!(worker.len(), 1, "one worker thread");
-        let gen = Proc::spawn(
-            &w.gen_ns,
-            &[
-                "gen",
-                "--iface",
-                &w.g,
-                "--json",
-                "--rate",
-                "2Gbit",
-                "--size",
-                "1000",
-                "--priority",
-                "3",
-                "--duration",
-                "3s",
-            ],
-        );
+        let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", &[]);
         for stop_ms in [5, 20, 50] {
             std::thread::sleep(Duration::from_millis(600));
             let frozen = FrozenThread::freeze(worker[0]);
@@ -403,26 +390,7 @@ fn pfc_propagates_hop_by_hop_through_two_daemons() {
     let sink = start_sink_with(&ns, &s, &["--realtime"]);
     let (d2, _c2) = start_daemon(&n2, &cfg(&b0, &b1, "1Gbit"));
     let (d1, _c1) = start_daemon(&n1, &cfg(&a0, &a1, "10Gbit"));
-    let gen = Proc::spawn(
-        &ng,
-        &[
-            "gen",
-            "--iface",
-            &g,
-            "--json",
-            "--rate",
-            "2Gbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--duration",
-            "2s",
-            "--link-speed",
-            "10Gbit",
-        ],
-    )
-    .json(Duration::from_secs(30));
+    let gen = gen_2gbit(&ng, &g, "2s", &["--link-speed", "10Gbit"]).json(Duration::from_secs(30));
     let sink = sink.json(Duration::from_secs(30));
     d1.interrupt();
     d2.interrupt();
