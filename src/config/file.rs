@@ -62,13 +62,14 @@ pub struct DaemonSection {
     #[serde(default = "default_realtime_priority")]
     pub realtime_priority: u8,
     /// The stall guard: a worker that makes no loop turn this long while frames wait for it
-    /// and arrive gets its PFC priorities paused by a guard thread ("10us".."1s"), or "off".
+    /// and arrive gets its PFC priorities paused by a guard thread ("10us".."1s"), or "off"
+    /// (the default: see the README's "Stall guard" for why).
     #[serde(default = "default_stall_guard")]
     pub stall_guard: String,
 }
 
 fn default_stall_guard() -> String {
-    "250us".to_string()
+    "off".to_string()
 }
 
 fn one() -> usize {
