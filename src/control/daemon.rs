@@ -191,6 +191,12 @@ fn start_stall_guard(
         realtime,
     };
     match StallGuard::spawn(setup) {
+        Ok(g) if g.threads() == 0 => {
+            tracing::warn!(
+                "no stall guard: it needs a CPU no worker is pinned to, and at least two CPUs"
+            );
+            None
+        }
         Ok(g) => {
             tracing::info!(
                 stall_us = stall_ns / 1000,

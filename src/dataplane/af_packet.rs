@@ -40,13 +40,9 @@ impl RawSender {
     /// Opens the socket on `iface` (needs CAP_NET_RAW); `NotFound` when there is no such
     /// interface. Sends never block: a full queue is an error (`WouldBlock`) to count.
     pub fn open(iface: &str) -> io::Result<Self> {
-        let missing = || io::Error::new(io::ErrorKind::NotFound, format!("no interface {iface}"));
-        let name = std::ffi::CString::new(iface).map_err(|_| missing())?;
-        // SAFETY: `name` is a valid NUL-terminated string.
-        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) } as i32;
-        if ifindex == 0 {
-            return Err(missing());
-        }
+        let ifindex = super::xdp_prog::ifindex(iface).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("no interface {iface}"))
+        })?;
         // SAFETY: plain socket(2); the result is checked before use.
         let raw = unsafe {
             libc::socket(
