@@ -508,34 +508,27 @@ impl SfcCongestionPoint {
     }
 }
 
-/// What a reaction point pauses for an SFCM.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReactionScope {
-    /// What the message says: its class, or its flow for a flow-scope message.
-    #[default]
-    AsSignalled,
-    /// Always the message's class (for a source that cannot pause single flows).
-    Class,
-    /// Every priority of the interface.
-    Interface,
-}
-
 /// Configuration of a reaction point.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SfcRpConfig {
-    /// What an SFCM pauses.
-    pub scope: ReactionScope,
     /// Flow-table slots (rounded up to a power of two number of 4-way sets).
     pub flow_capacity: usize,
     /// Upper bound of an accepted pause interval (ns), against corrupt or hostile messages.
     pub max_pause_ns: u64,
 }
 
+impl SfcRpConfig {
+    /// When the pause `msg` asks for at `now` ends: its interval, clamped to
+    /// `max_pause_ns`.
+    pub fn pause_until(&self, msg: &Sfcm, now: u64) -> u64 {
+        now.saturating_add(msg.pause_ns.min(self.max_pause_ns))
+    }
+}
+
 impl Default for SfcRpConfig {
-    /// As signalled, 1024 flow slots, pauses up to 100 ms.
+    /// 1024 flow slots, pauses up to 100 ms.
     fn default() -> Self {
         SfcRpConfig {
-            scope: ReactionScope::AsSignalled,
             flow_capacity: 1024,
             max_pause_ns: 100_000_000,
         }
@@ -562,11 +555,6 @@ pub enum SfcReaction {
         /// Priority paused.
         priority: u8,
         /// Deadline now in force.
-        until: u64,
-    },
-    /// Every priority is paused until at least `until`.
-    Interface {
-        /// New deadline (each priority keeps a later one it already had).
         until: u64,
     },
 }
@@ -628,20 +616,10 @@ impl SfcReactionPoint {
     pub fn on_sfcm(&mut self, msg: &Sfcm, now: u64) -> SfcReaction {
         self.settle(now);
         self.stats.received += 1;
-        let until = now.saturating_add(msg.pause_ns.min(self.cfg.max_pause_ns));
+        let until = self.cfg.pause_until(msg, now);
         let p = msg.priority & 7;
-        match (self.cfg.scope, msg.scope, msg.flow) {
-            (ReactionScope::Interface, _, _) => {
-                let mut extended = false;
-                for p in 0..PRIORITIES {
-                    extended |= self.pause_class(p, until);
-                }
-                self.count(extended);
-                SfcReaction::Interface { until }
-            }
-            (ReactionScope::AsSignalled, SfcScope::Flow, Some(flow)) => {
-                self.pause_flow(flow, p, until, now)
-            }
+        match (msg.scope, msg.flow) {
+            (SfcScope::Flow, Some(flow)) => self.pause_flow(flow, p, until, now),
             _ => {
                 let extended = self.pause_class(usize::from(p), until);
                 self.count(extended);
@@ -1184,30 +1162,6 @@ mod tests {
         r.on_sfcm(&msg(5, 10 * US), 1_000 * US);
         assert!(r.is_paused(5, Some(&a), 1_005 * US));
         assert!(r.is_paused(5, None, 1_005 * US));
-        // Configured to pause classes, a flow message pauses its class.
-        let mut r = SfcReactionPoint::new(SfcRpConfig {
-            scope: ReactionScope::Class,
-            ..SfcRpConfig::default()
-        })
-        .unwrap();
-        assert_eq!(
-            r.on_sfcm(&flow_msg(a, 10 * US), 0),
-            SfcReaction::Class {
-                priority: 5,
-                until: 10 * US
-            }
-        );
-        assert!(r.is_paused(5, Some(&b), 1));
-        // Configured to pause the interface: every priority.
-        let mut r = SfcReactionPoint::new(SfcRpConfig {
-            scope: ReactionScope::Interface,
-            ..SfcRpConfig::default()
-        })
-        .unwrap();
-        r.on_sfcm(&msg(2, 50 * US), 0);
-        r.on_sfcm(&msg(6, 10 * US), 0);
-        assert_eq!(r.paused_mask(20 * US), 0xff, "max rule keeps 50 us");
-        assert_eq!(r.paused_ns(100 * US).class, [50 * US; PRIORITIES]);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use crate::fc::{
     adaptive::HeadroomSettings,
     credit_port::{CreditPort, CreditTimers},
     plan::{PrioPlan, SfcSettings},
-    sfc::{ReactionScope, SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig},
+    sfc::{SfcCongestionPoint, SfcCpConfig},
     sfc_guard::SfcGuard,
     watchdog::{PfcWatchdog, WatchdogConfig},
     PfcGenerator, PRIORITIES,
@@ -226,10 +226,6 @@ struct PortState {
     ctrl: Ring,
     /// SFC congestion point per priority of this egress (SFC priorities only).
     sfc_cps: [Option<SfcCongestionPoint>; PRIORITIES],
-    /// SFC reaction point: turns each SFCM received into the deadline it asks for. The
-    /// deadline in force, and the time it held the priority, are the port's
-    /// [`SharedPort`]'s (every worker's egress reads them there).
-    sfc_rp: SfcReactionPoint,
     /// Whose SFC messages the reaction point obeys.
     sfc_guard: SfcGuard,
     /// Credit lanes: the receive side accounts frames that arrived on the port, the transmit
@@ -308,11 +304,6 @@ impl ForwardWorker {
                         port.speed_bps,
                         setup.rate_share,
                     ),
-                    sfc_rp: SfcReactionPoint::new(SfcRpConfig {
-                        scope: ReactionScope::Class,
-                        ..SfcRpConfig::default()
-                    })
-                    .expect("the default reaction-point config is valid"),
                     sfc_guard: SfcGuard::new(setup.sfc.sources),
                     credit: CreditPort::new(lanes, &setup.credit, now)
                         .expect("validated credit settings make valid lanes"),

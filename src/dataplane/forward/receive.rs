@@ -12,7 +12,7 @@ use crate::dataplane::{
     stats::{DropReason, PortCounters},
 };
 use crate::{
-    fc::{sfc::SfcReaction, sfc_guard::Refusal, PauseTimers, PRIORITIES},
+    fc::{sfc::SfcRpConfig, sfc_guard::Refusal, PauseTimers, PRIORITIES},
     wire::{self, EthernetFrame, FrameKind, MacControl, Sfcm, SfcmFrame},
 };
 
@@ -202,22 +202,17 @@ impl ForwardWorker {
         self.ports[ingress].credit.on_drain(prio, q.frame.len());
     }
 
-    /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class (max rule).
+    /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class for the
+    /// interval it asks for (clamped as [`SfcRpConfig::pause_until`] says). The port's
+    /// [`SharedPort`](crate::dataplane::shared::SharedPort) keeps the later of that and a
+    /// pause already running (the max rule), and is the one owner of the deadline every
+    /// worker's egress reads. The daemon pauses classes only: a forwarder has no per-flow
+    /// queues to hold a single flow back.
     pub(super) fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
         let prio = usize::from(msg.priority & 7);
         self.stats.ports[p].sfcm_rx[prio].add(1);
-        match self.ports[p].sfc_rp.on_sfcm(msg, now) {
-            SfcReaction::Class { priority, until } | SfcReaction::Escalated { priority, until } => {
-                self.ports[p]
-                    .shared
-                    .sfc_pause(now, usize::from(priority & 7), until)
-            }
-            SfcReaction::Interface { until } => {
-                (0..PRIORITIES).for_each(|q| self.ports[p].shared.sfc_pause(now, q, until))
-            }
-            // Class scope is configured, so no flow pauses arrive here.
-            SfcReaction::Flow { .. } => {}
-        }
+        let until = SfcRpConfig::default().pause_until(msg, now);
+        self.ports[p].shared.sfc_pause(now, prio, until);
     }
 
     pub(super) fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
