@@ -24,13 +24,13 @@
 //! **Only what is owed.** The slice costs a worker its CPU whenever a normal task wants it,
 //! and on a busy host that is time in which its RX ring fills (measured: with other work on
 //! both CPUs, 9.5 % of the frames waited 0.5 ms or more, all of it the slices; without them
-//! 0.2 %). A thread that over a window's real-time part ran less than that part minus one slice
-//! has already left its CPU a slice's worth of time, which normal tasks used (the fair server
-//! is charged for it) or which nobody wanted (an idle CPU starves nobody); a slice on top buys
-//! the kernel nothing. So at each window's start the duty thread notes, per enrolled thread,
-//! the time it has run and waited runnable so far (`/proc/self/task/<tid>/schedstat`), and at
-//! the slice's start demotes it only for what it still owes: the slice less the time it left
-//! its CPU since the window began ([`Duty::owed_ns`]), back to `SCHED_FIFO` as soon as that is
+//! 0.2 %). A thread that over the last window ran less than the window minus one slice has
+//! already left its CPU a slice's worth of time, which normal tasks used (the fair server is
+//! charged for it) or which nobody wanted (an idle CPU starves nobody); a slice on top buys
+//! the kernel nothing. So at each slice's start the duty thread reads, per enrolled thread,
+//! the time it has run and waited runnable so far (`/proc/self/task/<tid>/schedstat`), and
+//! demotes it only for what it still owes: the slice less the time it left its CPU since it
+//! was last read, a window ago ([`Duty::owed_ns`]), back to `SCHED_FIFO` as soon as that is
 //! paid. Waiting counts as running: a `SCHED_FIFO` thread waits only behind real-time work
 //! (another process's, softirq work, or the kernel's fair server stopping it), which uses its
 //! CPU as much as it does. Threads pinned to one CPU are judged together (their times add up
@@ -38,8 +38,18 @@
 //! owes the whole slice. Not seen: a real-time thread of another process that shares the CPU
 //! without ever making ours wait; that process's own duty thread answers for its threads.
 //!
+//! **Short windows.** A demoted worker behind normal tasks may not run at all during its
+//! slice, and at 2 Gbit/s a 1 ms slice (of 10 ms windows) is 250 kB arriving with nobody to
+//! send PFC, the default headroom. Windows are 2 ms, slices 0.2 ms (50 kB at 2 Gbit/s): in
+//! the README's quick start with two CPU hogs, 0.3-0.6 % of the frames waited 0.5 ms or more
+//! in the RX ring with 10 ms windows, 0-0.1 % with 2 ms ones (bench/RESULTS.md). Wake-ups are
+//! what short windows cost (20-80 µs of CPU each on the lab VM), so the duty thread wakes
+//! only at a slice's start and, for a demoted thread, at its end, and a group of threads that
+//! used at most half its time is judged again only [`LIGHT_SKIP`] windows later: an idle
+//! daemon's duty thread wakes about 60 times a second (200 with 10 ms windows).
+//!
 //! One duty thread per process does the switching (two `sched_setscheduler` calls per demoted
-//! thread per window and two small `/proc` reads per thread, none in the frame loops); it runs
+//! thread per window and two small `/proc` reads per judged thread, none in the frame loops); it runs
 //! `SCHED_FIFO` one priority above the workers so that it wakes on time on a CPU they keep
 //! busy. Threads enroll when they enter `SCHED_FIFO` ([`super::sched::enter_fifo`]) and leave
 //! when they exit.
@@ -49,9 +59,13 @@ use std::{
     sync::{Mutex, MutexGuard, OnceLock},
 };
 
-/// Length of one duty window: short enough that a slice is a brief share, long enough that
-/// the switches cost nothing (200 system calls per second per thread).
-pub const WINDOW_NS: u64 = 10_000_000;
+/// Length of one duty window: short enough that a slice is brief (0.2 ms, 50 kB at
+/// 2 Gbit/s), long enough that its wake-ups cost little (see the module doc).
+pub const WINDOW_NS: u64 = 2_000_000;
+/// A group of threads that used at most half its time is judged again only after this many
+/// windows: a thread that turns busy meanwhile holds its CPU for at most that long (16 ms)
+/// before its first slice, far inside what either of the kernel's nets allows.
+const LIGHT_SKIP: u64 = 8;
 /// The fair server's default share in parts per million (50 ms of 1 s; its settings are in
 /// debugfs, `/sys/kernel/debug/sched/fair_server`, which a daemon may not read).
 const FAIR_SERVER_PPM: u64 = 50_000;
@@ -166,10 +180,12 @@ impl Duty {
     }
 
     /// One turn of the duty cycle over the threads of `list` at `now`: threads whose slice
-    /// is over return to `SCHED_FIFO`; at a window's start each thread's totals are noted
-    /// (`use_of`); at its slice's start the threads that owe part of it run `SCHED_OTHER` for
-    /// that part. `switch(thread, phase)` makes a change, false when the thread must leave
-    /// the cycle. Returns when the next turn is due.
+    /// is over return to `SCHED_FIFO`; in a slice, the threads due for judging (with the
+    /// rest of their group, see [`Duty::group_owed`]) are judged on their use since they were
+    /// last noted (`use_of`), those that owe part of the slice run `SCHED_OTHER` for that
+    /// part, and their totals are noted for the next judgment; a thread seen for the first
+    /// time is only noted. `switch(thread, phase)` makes a change, false when the thread must
+    /// leave the cycle. Returns when the next turn is due.
     fn turn(
         &self,
         list: &mut Vec<Enrolled>,
@@ -177,8 +193,6 @@ impl Duty {
         use_of: impl Fn(i32) -> Option<CpuUse>,
         mut switch: impl FnMut(&Enrolled, Phase) -> bool,
     ) -> u64 {
-        let start = now - now % self.window_ns;
-        let fair_from = start + self.window_ns - self.fair_ns;
         list.retain_mut(|t| match t.demoted_until {
             Some(until) if until <= now => {
                 t.demoted_until = None;
@@ -186,51 +200,93 @@ impl Duty {
             }
             _ => true,
         });
-        for t in list.iter_mut() {
-            if t.since.is_none_or(|(at, _)| at < start) {
-                t.since = use_of(t.tid).map(|u| (now, u));
-                t.window = None;
-                t.decided = false;
-            }
-        }
-        if now >= fair_from && list.iter().any(|t| !t.decided) {
-            for t in list.iter_mut() {
-                t.window = t.since.and_then(|(at, then)| {
-                    Some((use_of(t.tid)?.since(then), now.saturating_sub(at)))
-                });
-            }
-            let owed: Vec<u64> = list.iter().map(|t| self.group_owed(list, t.cpu)).collect();
-            let mut owed = owed.into_iter();
-            list.retain_mut(|t| {
-                let owed = owed.next().unwrap_or(self.fair_ns);
-                let decided = std::mem::replace(&mut t.decided, true);
-                if decided || owed == 0 || t.demoted_until.is_some() {
-                    return true;
-                }
-                t.demoted_until = Some(fair_from + owed);
-                switch(t, Phase::Fair)
-            });
-        }
-        let next_phase = if now < fair_from {
-            fair_from
+        let fair_from = self.slice_at_or_before(now);
+        let groups: Vec<Option<usize>> = if now < fair_from + self.fair_ns {
+            list.iter()
+                .filter(|t| t.judge_from <= now && t.noted.is_some_and(|(at, _)| at < fair_from))
+                .map(|t| t.cpu)
+                .collect()
         } else {
-            start + self.window_ns
+            Vec::new()
         };
+        let judged = |t: &Enrolled| t.noted.is_some() && groups.contains(&t.cpu);
+        for t in list.iter_mut().filter(|t| judged(t)) {
+            let total = use_of(t.tid);
+            t.window = t
+                .noted
+                .and_then(|(at, then)| Some((total?.since(then?), now.saturating_sub(at))));
+            t.noted = Some((now, total));
+        }
+        let owed: Vec<Option<(u64, bool)>> = list
+            .iter()
+            .map(|t| judged(t).then(|| self.group_owed(list, t.cpu)))
+            .collect();
+        let mut owed = owed.into_iter();
+        list.retain_mut(|t| {
+            let Some((owed, light)) = owed.next().flatten() else {
+                return true;
+            };
+            t.judge_from = now
+                + if light {
+                    LIGHT_SKIP * self.window_ns
+                } else {
+                    0
+                };
+            if owed == 0 || t.demoted_until.is_some() {
+                return true;
+            }
+            t.demoted_until = Some(fair_from + owed);
+            switch(t, Phase::Fair)
+        });
+        for t in list.iter_mut().filter(|t| t.noted.is_none()) {
+            t.noted = Some((now, use_of(t.tid)));
+        }
         list.iter()
-            .filter_map(|t| t.demoted_until)
-            .fold(next_phase, u64::min)
+            .map(|t| {
+                t.demoted_until
+                    .unwrap_or_else(|| self.slice_at_or_after(t.judge_from.max(now + 1)))
+            })
+            .min()
+            .unwrap_or_else(|| self.slice_at_or_after(now + 1))
+    }
+
+    /// The start of the latest slice that began at or before `t`.
+    fn slice_at_or_before(&self, t: u64) -> u64 {
+        let s = t - t % self.window_ns + self.window_ns - self.fair_ns;
+        if s <= t {
+            s
+        } else {
+            s.saturating_sub(self.window_ns)
+        }
+    }
+
+    /// The start of the first slice that begins at or after `t`.
+    fn slice_at_or_after(&self, t: u64) -> u64 {
+        let s = t - t % self.window_ns + self.window_ns - self.fair_ns;
+        if s >= t {
+            s
+        } else {
+            s + self.window_ns
+        }
     }
 
     /// What the threads of `list` on `cpu` (a pinned CPU, or `None`: the unpinned ones) owe
-    /// of this window's slice, judged on their summed use (any not known: all of it).
-    fn group_owed(&self, list: &[Enrolled], cpu: Option<usize>) -> u64 {
+    /// of this slice, judged on their summed use since they were last judged (any not known:
+    /// all of it), and whether they are light: used at most half the time, so that they may
+    /// go [`LIGHT_SKIP`] windows unjudged.
+    fn group_owed(&self, list: &[Enrolled], cpu: Option<usize>) -> (u64, bool) {
         let sum = list
             .iter()
-            .filter(|t| t.cpu == cpu)
+            .filter(|t| t.cpu == cpu && t.noted.is_some())
             .try_fold((CpuUse::default(), 0u64), |(sum, elapsed), t| {
                 t.window.map(|(u, e)| (sum.add(u), elapsed.max(e)))
             });
-        sum.map_or(self.fair_ns, |(used, elapsed)| self.owed_ns(used, elapsed))
+        sum.map_or((self.fair_ns, false), |(used, elapsed)| {
+            (
+                self.owed_ns(used, elapsed),
+                2 * (used.run_ns + used.wait_ns) <= elapsed,
+            )
+        })
     }
 }
 
@@ -262,12 +318,12 @@ struct Enrolled {
     cpu: Option<usize>,
     /// It runs `SCHED_OTHER` until then (ns).
     demoted_until: Option<u64>,
-    /// When this window began for it (ns) and its totals then.
-    since: Option<(u64, CpuUse)>,
-    /// At this window's slice: its use since then, and the time elapsed (ns).
+    /// When it was last judged (or first seen), and its totals then (`None`: unreadable).
+    noted: Option<(u64, Option<CpuUse>)>,
+    /// It is not judged again before this time (ns): a light thread skips windows.
+    judge_from: u64,
+    /// At its last judgment: its use since it was noted before, and the time elapsed (ns).
     window: Option<(CpuUse, u64)>,
-    /// This window's slice has been settled for it.
-    decided: bool,
 }
 
 /// The enrolled threads.
@@ -311,9 +367,9 @@ pub(super) fn enroll(tid: i32, priority: u8, cpu: Option<usize>, own_priority: u
             priority,
             cpu,
             demoted_until: None,
-            since: None,
+            noted: None,
+            judge_from: 0,
             window: None,
-            decided: false,
         });
     }
     ENROLLMENT.with(|e| *e.borrow_mut() = Some(Enrollment(tid)));
@@ -391,19 +447,20 @@ mod tests {
 
     #[test]
     fn the_slice_covers_the_kernels_share_twice() {
+        let tenth = WINDOW_NS / 10;
         // Default throttling (0.95 s of 1 s) and the fair server both keep 5 %.
         let d = Duty::for_kernel(Some((950_000, 1_000_000)));
-        assert_eq!(d.fair_ns, 1_000_000);
+        assert_eq!(d.fair_ns, tenth);
         // A stricter throttle (0.8 s of 1 s) sets the slice.
         assert_eq!(
             Duty::for_kernel(Some((800_000, 1_000_000))).fair_ns,
-            4_000_000
+            4 * tenth
         );
         // Throttling off: the fair server's share still counts.
-        assert_eq!(Duty::for_kernel(None).fair_ns, 1_000_000);
+        assert_eq!(Duty::for_kernel(None).fair_ns, tenth);
         // Absurd values are bounded: never more than half a window, no division by zero.
-        assert_eq!(Duty::for_kernel(Some((0, 1_000_000))).fair_ns, 5_000_000);
-        assert_eq!(Duty::for_kernel(Some((5, 0))).fair_ns, 1_000_000);
+        assert_eq!(Duty::for_kernel(Some((0, 1_000_000))).fair_ns, 5 * tenth);
+        assert_eq!(Duty::for_kernel(Some((5, 0))).fair_ns, tenth);
     }
 
     #[test]
@@ -433,9 +490,9 @@ mod tests {
             priority: 50,
             cpu,
             demoted_until: None,
-            since: None,
+            noted: None,
+            judge_from: 0,
             window: None,
-            decided: false,
         }
     }
 
@@ -447,12 +504,30 @@ mod tests {
         busy_ppm: &[(i32, Option<u64>)],
         until: u64,
     ) -> Vec<(u64, i32, Phase)> {
+        simulate_turns(
+            list,
+            |tid, _| busy_ppm.iter().find(|(t, _)| *t == tid)?.1,
+            until,
+        )
+        .0
+    }
+
+    /// [`simulate`] with each thread's busy fraction a function of (tid, now); also returns
+    /// how many turns the cycle took.
+    fn simulate_turns(
+        list: &mut Vec<Enrolled>,
+        busy_ppm: impl Fn(i32, u64) -> Option<u64>,
+        until: u64,
+    ) -> (Vec<(u64, i32, Phase)>, u64) {
         let d = duty();
         let mut switches = Vec::new();
+        let mut turns = 0;
         let mut now = 0;
         while now < until {
+            turns += 1;
+            // Totals as if the thread had always been as busy as it is now.
             let use_of = |tid: i32| {
-                let ppm = busy_ppm.iter().find(|(t, _)| *t == tid)?.1?;
+                let ppm = busy_ppm(tid, now)?;
                 Some(CpuUse {
                     run_ns: now * ppm / 1_000_000,
                     wait_ns: 0,
@@ -463,7 +538,7 @@ mod tests {
                 true
             });
         }
-        switches
+        (switches, turns)
     }
 
     #[test]
@@ -471,6 +546,36 @@ mod tests {
         // 80 % busy leaves 1.8 ms of each 9 ms real-time part: nothing is owed.
         let mut list = vec![thread(1, None)];
         assert_eq!(simulate(&mut list, &[(1, Some(800_000))], 100_000_000), []);
+    }
+
+    #[test]
+    fn light_threads_are_judged_every_eighth_window_and_busy_ones_every_window() {
+        // 30 % busy: one turn (a judgment) per eight windows after the first.
+        let mut list = vec![thread(1, None)];
+        let (s, turns) = simulate_turns(&mut list, |_, _| Some(300_000), 100 * 10_000_000);
+        assert_eq!(s, []);
+        assert!(turns <= 2 + 100 / LIGHT_SKIP, "{turns} turns");
+        // Busy: a slice and a return per window.
+        let mut list = vec![thread(1, None)];
+        let (_, turns) = simulate_turns(&mut list, |_, _| Some(1_000_000), 100 * 10_000_000);
+        assert!((199..=201).contains(&turns), "{turns} turns");
+    }
+
+    #[test]
+    fn a_light_thread_that_turns_busy_pays_within_the_skipped_windows() {
+        // Idle for 50 ms, then busy: its first slice comes within LIGHT_SKIP windows (plus the
+        // one that judges it busy), and from then on every window.
+        let mut list = vec![thread(1, None)];
+        let busy_from = 50_000_000;
+        let ppm = |_, now| Some(if now < busy_from { 0 } else { 1_000_000 });
+        let (s, _) = simulate_turns(&mut list, ppm, 200_000_000);
+        let first = s.first().expect("demoted at last").0;
+        assert!(
+            first <= busy_from + (LIGHT_SKIP + 1) * 10_000_000,
+            "first slice at {first}"
+        );
+        let slices = s.iter().filter(|(_, _, p)| *p == Phase::Fair).count();
+        assert!(slices >= 5, "{s:?}");
     }
 
     #[test]
