@@ -62,14 +62,14 @@ pub struct DaemonSection {
     #[serde(default = "default_realtime_priority")]
     pub realtime_priority: u8,
     /// The stall guard: a worker that makes no loop turn this long while frames wait for it
-    /// and arrive gets its PFC priorities paused by a guard thread ("10us".."1s"), or "off"
-    /// (the default: see the README's "Stall guard" for why).
+    /// and arrive gets its PFC priorities paused by a guard thread ("10us".."1s", default
+    /// "250us"), or "off".
     #[serde(default = "default_stall_guard")]
     pub stall_guard: String,
 }
 
 fn default_stall_guard() -> String {
-    "off".to_string()
+    "250us".to_string()
 }
 
 fn one() -> usize {

@@ -63,8 +63,13 @@ use crate::{
     wire::{MacAddr, MacControl},
 };
 
-/// Longest a guard waits between looks while nothing arrives for the workers it watches.
-pub const IDLE_LOOK_NS: u64 = 4_000_000;
+/// Longest a guard waits between looks while no worker it watches is near XOFF or behind.
+/// A stall often begins just as traffic does (a woken worker that does not get its CPU), and
+/// is only caught at the next look: 1 ms at 2 Gbit/s is 250 kB, what the default headroom
+/// holds. At 4 ms the README's quick start with two CPU hogs still lost frames in one run of
+/// six (bench/RESULTS.md); each idle look costs a timer wake-up (about 3 % of a CPU per guard
+/// thread on the lab VM, a fraction of that where timers are cheap).
+pub const IDLE_LOOK_NS: u64 = 1_000_000;
 
 /// The shortest and longest stall the guard may be set to wait for.
 pub const STALL_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
