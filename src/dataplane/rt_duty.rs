@@ -45,7 +45,7 @@
 //! in the RX ring with 10 ms windows, 0-0.1 % with 2 ms ones (bench/RESULTS.md). Wake-ups are
 //! what short windows cost (20-80 µs of CPU each on the lab VM), so the duty thread wakes
 //! only at a slice's start and, for a demoted thread, at its end, and a group of threads that
-//! used at most half its time is judged again only [`LIGHT_SKIP`] windows later: an idle
+//! used at most half its time is judged again only `LIGHT_SKIP` windows later: an idle
 //! daemon's duty thread wakes about 60 times a second (200 with 10 ms windows).
 //!
 //! One duty thread per process does the switching (two `sched_setscheduler` calls per demoted
@@ -273,7 +273,7 @@ impl Duty {
     /// What the threads of `list` on `cpu` (a pinned CPU, or `None`: the unpinned ones) owe
     /// of this slice, judged on their summed use since they were last judged (any not known:
     /// all of it), and whether they are light: used at most half the time, so that they may
-    /// go [`LIGHT_SKIP`] windows unjudged.
+    /// go `LIGHT_SKIP` windows unjudged.
     fn group_owed(&self, list: &[Enrolled], cpu: Option<usize>) -> (u64, bool) {
         let sum = list
             .iter()
