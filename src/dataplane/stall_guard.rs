@@ -13,8 +13,9 @@
 //! stopped on, a guard runs on another; `SCHED_FIFO` one below the workers when they are
 //! real-time (above every normal task, never preempting a running worker). Every half [`StallWatch::stall_ns`] while a PFC priority is half way to its XOFF
 //! or frames wait for a worker that makes no turn (backing off to [`IDLE_LOOK_NS`] otherwise:
-//! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM) it looks, per worker and port,
-//! at counters that exist anyway
+//! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM; ports without a PFC priority
+//! are not looked at, and with none anywhere only every [`NO_PFC_LOOK_NS`], for a reload) it
+//! looks, per worker and port, at counters that exist anyway
 //! and cost the worker nothing more: the worker's loop turns (`heartbeat`) and, in the port's
 //! XDP `ingress` map, the frames steered to the worker's queue and the frames stamp of the
 //! last one the worker took (which it publishes after each batch).
@@ -70,6 +71,11 @@ use crate::{
 /// six (bench/RESULTS.md); each idle look costs a timer wake-up (about 3 % of a CPU per guard
 /// thread on the lab VM, a fraction of that where timers are cheap).
 pub const IDLE_LOOK_NS: u64 = 1_000_000;
+
+/// How often a guard looks whether a reload gave a port a PFC priority, while none has one:
+/// it has nothing to send for other priorities, and its looks would only take CPU (a
+/// daemon-bound lossy run has frames waiting for the worker all the time).
+pub const NO_PFC_LOOK_NS: u64 = 100_000_000;
 
 /// The shortest and longest stall the guard may be set to wait for.
 pub const STALL_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
@@ -371,7 +377,13 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         let now = now_ns();
         plan.refresh(&s.live);
         let mut busy = false;
+        let mut watching = false;
         for (i, port) in s.ports.iter().enumerate() {
+            let xoff = plan.xoff(&s.workers[0].stats, i);
+            if xoff.iter().all(Option::is_none) {
+                continue;
+            }
+            watching = true;
             let mut stalled = false;
             for (w, watch) in &mut watches[i] {
                 let worker = &s.workers[*w];
@@ -403,7 +415,6 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                     .sum::<u64>()
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
-            let xoff = plan.xoff(&s.workers[0].stats, i);
             // Looks come often only while a PFC priority is half way to its XOFF: a stall
             // loses frames only where the occupancy is near it (elsewhere the backlog a stall
             // leaves is taken and forwarded).
@@ -437,8 +448,10 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         }
         period = if busy {
             s.stall_ns / 2
-        } else {
+        } else if watching {
             (period * 2).min(IDLE_LOOK_NS)
+        } else {
+            NO_PFC_LOOK_NS
         };
         sleep_until(now + period);
     }
