@@ -165,7 +165,7 @@ impl CreditPort {
         let Some(lane) = self.lane(prio) else {
             return Gate::Free;
         };
-        match lane.can_send(blocks_for_len(len as usize)) {
+        match lane.can_send(blocks_for_len(len)) {
             Ok(true) => Gate::Send,
             Ok(false) => Gate::Wait,
             Err(_) => Gate::NeverFits,
@@ -184,7 +184,7 @@ impl CreditPort {
     /// Counts a frame of `len` bytes sent on `prio` (after [`Gate::Send`]).
     pub fn on_sent(&mut self, prio: usize, len: u32) {
         if let Some(lane) = self.lanes.get_mut(prio).and_then(Option::as_mut) {
-            lane.on_sent(blocks_for_len(len as usize));
+            lane.on_sent(blocks_for_len(len));
         }
     }
 
@@ -194,8 +194,7 @@ impl CreditPort {
     pub fn on_data(&mut self, now: u64, prio: usize, len: u32) -> bool {
         match self.lanes.get_mut(prio).and_then(Option::as_mut) {
             Some(lane) => {
-                lane.on_data(now, blocks_for_len(len as usize))
-                    != super::credit::RxVerdict::Rejected
+                lane.on_data(now, blocks_for_len(len)) != super::credit::RxVerdict::Rejected
             }
             None => true,
         }
@@ -205,7 +204,7 @@ impl CreditPort {
     /// consumed, or dropped after [`CreditPort::on_data`] accepted it).
     pub fn on_drain(&mut self, prio: usize, len: u32) {
         if let Some(lane) = self.lanes.get_mut(prio).and_then(Option::as_mut) {
-            lane.on_drain(blocks_for_len(len as usize));
+            lane.on_drain(blocks_for_len(len));
         }
     }
 
