@@ -16,7 +16,7 @@ use crate::{
     wire::{self, EthernetFrame, FrameKind, MacControl, Sfcm, SfcmFrame},
 };
 
-use super::{ForwardWorker, PortState, WorkerError, BATCH};
+use super::{this_and_other, ForwardWorker, PortState, WorkerError, BATCH};
 
 /// What receiving a batch on one port reads of the worker's settings and state, looked up
 /// once per batch rather than per frame: none of it changes while the batch is handled.
@@ -29,15 +29,12 @@ struct RxBatch {
     dropping: u8,
 }
 
-/// The ports `p` (ingress) and `1 - p` (egress) of a worker's two, both mutable.
-fn ingress_egress(ports: &mut [PortState], p: usize) -> (&mut PortState, &mut PortState) {
-    let [a, b] = ports else {
-        unreachable!("a forwarding worker has two ports")
-    };
-    if p == 0 {
-        (a, b)
-    } else {
-        (b, a)
+impl PortState {
+    /// A queued frame of `prio` that arrived on this port left the buffer (sent or dropped):
+    /// its occupancy and credit get the room back.
+    pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
+        self.shared.release(prio, u64::from(q.frame.len()));
+        self.credit.on_drain(prio, q.frame.len());
     }
 }
 
@@ -184,7 +181,7 @@ impl ForwardWorker {
         c.rx_data_frames[prio].add(1);
         c.rx_data_bytes[prio].add(len);
         let e = 1 - p;
-        let (ingress, egress) = ingress_egress(&mut self.ports, p);
+        let (ingress, egress) = this_and_other(&mut self.ports, p);
         // Every data frame counts towards the blocks received, kept or not.
         if !ingress.credit.on_data(now, prio, flen) {
             return drop_data(c, &mut self.pool, rx.frame, DropReason::CreditOverrun, prio);
@@ -224,11 +221,7 @@ impl ForwardWorker {
     /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
     /// occupancy and credit get the room back.
     pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
-        let ingress = usize::from(q.ingress);
-        self.ports[ingress]
-            .shared
-            .release(prio, u64::from(q.frame.len()));
-        self.ports[ingress].credit.on_drain(prio, q.frame.len());
+        self.ports[usize::from(q.ingress)].release_queued(prio, q);
     }
 
     /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class for the
@@ -275,7 +268,7 @@ impl ForwardWorker {
 
 /// Drops a data frame of priority `prio`, counted in `c` per reason and per priority: what
 /// [`ForwardWorker::discard_data`] does, for a caller holding a port's state borrowed.
-fn drop_data(
+pub(super) fn drop_data(
     c: &PortCounters,
     pool: &mut FramePool,
     frame: Frame,
