@@ -4,8 +4,6 @@
 //! `Copy`), so a frame is queued, or sent, or released, never two of them; pushing moves it
 //! in and popping moves it out (see [`super::pool`]).
 
-use std::collections::VecDeque;
-
 use super::pool::Frame;
 use crate::fc::PRIORITIES;
 
@@ -20,11 +18,22 @@ pub struct Queued {
     pub rx_ns: u64,
 }
 
-/// A bounded FIFO ring that never allocates after creation (a `VecDeque` made with room for
-/// `cap` frames and never pushed beyond it).
+/// A bounded FIFO ring that never allocates after creation.
+///
+/// Its slots are a power of two, so an index wraps with a mask rather than a compare or a
+/// division: `head` and `tail` count pushes and pops and run freely (wrapping), and a frame's
+/// slot is its count masked. A slot outside `head..tail` is always `None`, so `pop` and
+/// `front` of an empty ring find `None` in the slot they read and need no length check.
 #[derive(Debug)]
 pub struct Ring {
-    slots: VecDeque<Queued>,
+    slots: Box<[Option<Queued>]>,
+    /// Slots - 1.
+    mask: usize,
+    /// Pops so far (wrapping): the oldest frame's slot, masked.
+    head: usize,
+    /// Pushes so far (wrapping): the next frame's slot, masked.
+    tail: usize,
+    /// Most frames held (at most the slots).
     cap: usize,
     bytes: u64,
 }
@@ -33,8 +42,12 @@ impl Ring {
     /// A ring for at most `cap` frames.
     pub fn new(cap: usize) -> Self {
         let cap = cap.max(1);
+        let slots = cap.next_power_of_two();
         Ring {
-            slots: VecDeque::with_capacity(cap),
+            slots: (0..slots).map(|_| None).collect(),
+            mask: slots - 1,
+            head: 0,
+            tail: 0,
             cap,
             bytes: 0,
         }
@@ -43,45 +56,50 @@ impl Ring {
     /// Appends `q`; returns it back when full.
     #[inline]
     pub fn push(&mut self, q: Queued) -> Result<(), Queued> {
-        if self.slots.len() == self.cap {
+        if self.len() == self.cap {
             return Err(q);
         }
         self.bytes += u64::from(q.frame.len());
-        self.slots.push_back(q);
+        self.slots[self.tail & self.mask] = Some(q);
+        self.tail = self.tail.wrapping_add(1);
         Ok(())
     }
 
     /// The oldest frame.
     #[inline]
     pub fn front(&self) -> Option<&Queued> {
-        self.slots.front()
+        self.slots[self.head & self.mask].as_ref()
     }
 
     /// The newest frame (the one just pushed).
     #[inline]
     pub fn back(&self) -> Option<&Queued> {
-        self.slots.back()
+        self.slots[self.tail.wrapping_sub(1) & self.mask].as_ref()
     }
 
     /// Removes the oldest frame.
     #[inline]
     pub fn pop(&mut self) -> Option<Queued> {
-        let q = self.slots.pop_front()?;
+        let q = self.slots[self.head & self.mask].take()?;
+        self.head = self.head.wrapping_add(1);
         self.bytes -= u64::from(q.frame.len());
         Some(q)
     }
 
     /// Frames queued.
+    #[inline]
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.tail.wrapping_sub(self.head)
     }
 
     /// True when empty.
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.head == self.tail
     }
 
     /// Bytes queued.
+    #[inline]
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
@@ -196,6 +214,29 @@ mod tests {
         assert_eq!(r.pop().unwrap().frame.idx(), 3);
         assert!(r.pop().is_none());
         assert_eq!(r.bytes(), 0);
+    }
+
+    /// A capacity that is not a power of two still bounds the ring, which wraps over its
+    /// larger (power-of-two) slots many times in order.
+    #[test]
+    fn ring_of_any_capacity_wraps_in_order() {
+        let mut r = Ring::new(3);
+        let mut next = 0;
+        for i in 0..20u32 {
+            r.push(q(i, 1)).unwrap();
+            if r.len() == 3 {
+                assert_eq!(r.push(q(99, 1)), Err(q(99, 1)));
+                assert_eq!(r.back().unwrap().frame.idx(), i);
+                assert_eq!(r.pop().unwrap().frame.idx(), next);
+                next += 1;
+            }
+        }
+        while let Some(f) = r.pop() {
+            assert_eq!(f.frame.idx(), next);
+            next += 1;
+        }
+        assert_eq!((next, r.len(), r.bytes()), (20, 0, 0));
+        assert!(r.front().is_none() && r.back().is_none());
     }
 
     #[test]

@@ -80,9 +80,16 @@ pub const MAX_FRAME_BLOCKS: u32 = 2047;
 
 const MASK: u16 = COUNTER_MODULUS - 1;
 
-/// Blocks a frame of `len` bytes occupies (rounded up).
-pub fn blocks_for_len(len: usize) -> u32 {
-    u32::try_from((len as u64).div_ceil(BLOCK_BYTES)).unwrap_or(u32::MAX)
+/// log2 of [`BLOCK_BYTES`], a power of two: blocks are counted by add and shift, on every
+/// data frame sent and received.
+const BLOCK_SHIFT: u32 = BLOCK_BYTES.trailing_zeros();
+const _: () = assert!(BLOCK_BYTES.is_power_of_two());
+
+/// Blocks a frame of `len` bytes occupies (rounded up). A `u32` length makes at most 2^26
+/// blocks, so neither the sum nor the result can overflow.
+#[inline]
+pub fn blocks_for_len(len: u32) -> u32 {
+    ((u64::from(len) + BLOCK_BYTES - 1) >> BLOCK_SHIFT) as u32
 }
 
 fn mod_add(a: u16, b: u32) -> u16 {

@@ -96,6 +96,18 @@ pub struct CreditLaneReport {
 #[derive(Debug, Clone, Default)]
 pub struct CreditPort {
     lanes: [Option<CreditLane>; PRIORITIES],
+    /// Bit p set when priority p has a lane: what runs every loop turn (`poll`,
+    /// `take_reinits`, `is_empty`) visits the lanes there are, not all eight slots.
+    with_lane: u8,
+}
+
+/// The priorities whose bit is set in `mask`, lowest first.
+fn priorities(mut mask: u8) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let p = (mask != 0).then(|| mask.trailing_zeros() as usize)?;
+        mask &= mask - 1;
+        Some(p)
+    })
 }
 
 impl CreditPort {
@@ -113,14 +125,16 @@ impl CreditPort {
         let mut port = CreditPort::none();
         for (prio, buffer) in lanes {
             let cfg = timers.lane_config(prio, buffer)?;
-            port.lanes[usize::from(prio) % PRIORITIES] = Some(CreditLane::new(&cfg, now)?);
+            let p = usize::from(prio) % PRIORITIES;
+            port.lanes[p] = Some(CreditLane::new(&cfg, now)?);
+            port.with_lane |= 1 << p;
         }
         Ok(port)
     }
 
     /// True if no priority runs credits on this port.
     pub fn is_empty(&self) -> bool {
-        self.lanes.iter().all(Option::is_none)
+        self.with_lane == 0
     }
 
     /// The lane of `prio`, if it has one.
@@ -165,7 +179,7 @@ impl CreditPort {
         let Some(lane) = self.lane(prio) else {
             return Gate::Free;
         };
-        match lane.can_send(blocks_for_len(len as usize)) {
+        match lane.can_send(blocks_for_len(len)) {
             Ok(true) => Gate::Send,
             Ok(false) => Gate::Wait,
             Err(_) => Gate::NeverFits,
@@ -184,7 +198,7 @@ impl CreditPort {
     /// Counts a frame of `len` bytes sent on `prio` (after [`Gate::Send`]).
     pub fn on_sent(&mut self, prio: usize, len: u32) {
         if let Some(lane) = self.lanes.get_mut(prio).and_then(Option::as_mut) {
-            lane.on_sent(blocks_for_len(len as usize));
+            lane.on_sent(blocks_for_len(len));
         }
     }
 
@@ -194,8 +208,7 @@ impl CreditPort {
     pub fn on_data(&mut self, now: u64, prio: usize, len: u32) -> bool {
         match self.lanes.get_mut(prio).and_then(Option::as_mut) {
             Some(lane) => {
-                lane.on_data(now, blocks_for_len(len as usize))
-                    != super::credit::RxVerdict::Rejected
+                lane.on_data(now, blocks_for_len(len)) != super::credit::RxVerdict::Rejected
             }
             None => true,
         }
@@ -205,7 +218,7 @@ impl CreditPort {
     /// consumed, or dropped after [`CreditPort::on_data`] accepted it).
     pub fn on_drain(&mut self, prio: usize, len: u32) {
         if let Some(lane) = self.lanes.get_mut(prio).and_then(Option::as_mut) {
-            lane.on_drain(blocks_for_len(len as usize));
+            lane.on_drain(blocks_for_len(len));
         }
     }
 
@@ -218,15 +231,17 @@ impl CreditPort {
     /// of this turn were counted with [`CreditPort::on_sent`], and send the update before any
     /// later data frame.
     pub fn poll(&mut self, now: u64) -> Option<CreditUpdate> {
-        let mut update = CreditUpdate::new();
-        for lane in self.lanes.iter_mut().flatten() {
+        let mut update: Option<CreditUpdate> = None;
+        for p in priorities(self.with_lane) {
+            let lane = self.lanes[p].as_mut().expect("a lane where with_lane says");
             if let Some(e) = lane.poll(now) {
                 update
+                    .get_or_insert_with(CreditUpdate::new)
                     .push(e)
                     .expect("one valid entry per lane, at most 8 lanes");
             }
         }
-        (!update.is_empty()).then_some(update)
+        update
     }
 
     /// The earliest time [`CreditPort::poll`] has something to do without a new event.
@@ -240,10 +255,7 @@ impl CreditPort {
 
     /// Re-initialisations not yet reported, as (priority, reason); clears them.
     pub fn take_reinits(&mut self) -> impl Iterator<Item = (usize, ReinitReason)> + '_ {
-        self.lanes
-            .iter_mut()
-            .enumerate()
-            .filter_map(|(p, l)| Some((p, l.as_mut()?.take_reinit()?)))
+        priorities(self.with_lane).filter_map(|p| Some((p, self.lanes[p].as_mut()?.take_reinit()?)))
     }
 }
 

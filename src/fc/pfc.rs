@@ -40,6 +40,18 @@ pub struct PfcGenerator {
     xoff_since: [u64; PRIORITIES],
     /// Pausing every PFC priority whatever the occupancy (the daemon is stopping).
     holding: bool,
+    /// Bit p set while `thresholds[p]` is some.
+    lossless: u8,
+    /// Bit p set while priority p is in XOFF. With `lossless`, the priorities a poll must
+    /// look at: any other is XON without thresholds and has nothing to send.
+    xoff: u8,
+}
+
+/// Bitmask of the priorities with thresholds.
+fn lossless_mask(thresholds: &[Option<PfcThresholds>; PRIORITIES]) -> u8 {
+    (0..PRIORITIES)
+        .filter(|&p| thresholds[p].is_some())
+        .fold(0, |m, p| m | (1 << p))
 }
 
 impl PfcGenerator {
@@ -60,6 +72,8 @@ impl PfcGenerator {
             xoff_held_ns: [0; PRIORITIES],
             xoff_since: [0; PRIORITIES],
             holding: false,
+            lossless: lossless_mask(&thresholds),
+            xoff: 0,
         }
     }
 
@@ -78,6 +92,7 @@ impl PfcGenerator {
             self.state[p] = Signal::Xoff {
                 refresh_at: now + self.refresh_ns,
             };
+            self.xoff |= 1 << p;
         }
         (enable != 0).then_some(MacControl::Pfc { enable, quanta })
     }
@@ -85,9 +100,7 @@ impl PfcGenerator {
     /// A zero pause for every PFC priority: a starting daemon resumes whatever a previous
     /// instance left paused upstream.
     pub fn resume_all(&self) -> Option<MacControl> {
-        let enable = (0..PRIORITIES)
-            .filter(|&p| self.thresholds[p].is_some())
-            .fold(0u8, |m, p| m | (1 << p));
+        let enable = self.lossless;
         (enable != 0).then_some(MacControl::Pfc {
             enable,
             quanta: [0; PRIORITIES],
@@ -104,6 +117,7 @@ impl PfcGenerator {
         speed_bps: u64,
     ) {
         self.thresholds = thresholds;
+        self.lossless = lossless_mask(&thresholds);
         self.pause_quanta = pause_quanta;
         self.refresh_ns = (quanta_to_ns(pause_quanta, speed_bps) / 2).max(1);
     }
@@ -119,7 +133,10 @@ impl PfcGenerator {
     ) -> Option<MacControl> {
         let mut enable = 0u8;
         let mut quanta = [0u16; PRIORITIES];
-        for p in 0..PRIORITIES {
+        let mut todo = self.lossless | self.xoff;
+        while todo != 0 {
+            let p = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
             let bytes = occupancy[p];
             let forced = congested & (1 << p) != 0;
             let send = match (self.thresholds[p], self.state[p]) {
@@ -146,8 +163,10 @@ impl PfcGenerator {
                     _ => {}
                 }
                 self.state[p] = if q == 0 {
+                    self.xoff &= !(1 << p);
                     Signal::Xon
                 } else {
+                    self.xoff |= 1 << p;
                     Signal::Xoff {
                         refresh_at: now + self.refresh_ns,
                     }
@@ -170,9 +189,7 @@ impl PfcGenerator {
 
     /// Bitmask of priorities this generator currently holds paused upstream.
     pub fn xoff_mask(&self) -> u8 {
-        (0..PRIORITIES).fold(0, |m, p| {
-            m | (u8::from(matches!(self.state[p], Signal::Xoff { .. })) << p)
-        })
+        self.xoff
     }
 
     /// XON→XOFF transitions per priority since creation.

@@ -29,6 +29,11 @@ pub struct ForwardingAgent {
     link: Arc<LinkShared>,
     /// LLDP neighbours the agent knew when last published.
     neighbours_seen: usize,
+    /// Before this time a loop turn has nothing to do, unless a frame was handed in (which
+    /// sets it to 0) or the control plane asks for a measurement: the agent's own next
+    /// deadline as of its last turn. The worker turns every few microseconds; the agent has
+    /// work every few milliseconds at most.
+    idle_until: u64,
 }
 
 impl ForwardingAgent {
@@ -57,17 +62,24 @@ impl ForwardingAgent {
             agent,
             link,
             neighbours_seen: usize::MAX,
+            idle_until: 0,
         }
     }
 }
 
 impl PortAgent for ForwardingAgent {
     fn on_frame(&mut self, kind: FrameKind, data: &[u8], rx_ns: u64, now: u64) -> Taken {
+        // A frame may leave an answer to send, a measurement finished, a new neighbour.
+        self.idle_until = 0;
         self.agent.on_frame(kind, data, rx_ns, now)
     }
 
     fn poll(&mut self, port: &mut dyn Port, pool: &mut FramePool, now: u64) {
-        if self.link.take_request() {
+        let requested = self.link.take_request();
+        if !requested && now < self.idle_until {
+            return;
+        }
+        if requested {
             self.agent.start_measurement(now);
         }
         if let Err(e) = self.agent.transmit(port, pool, now) {
@@ -84,6 +96,7 @@ impl PortAgent for ForwardingAgent {
                 .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
             self.link.set_peer(peer);
         }
+        self.idle_until = self.agent.next_deadline();
     }
 
     fn next_deadline(&self) -> u64 {

@@ -196,11 +196,9 @@ pub struct ForwardWorker {
     lossy_reserve: usize,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
-    /// The priority of each data frame in `tx` (per-priority TX counters).
+    /// The priority of each data frame in `tx`: what the port does not take is taken off
+    /// that priority's TX counts.
     tx_prios: [u8; BATCH],
-    /// The length of each frame in `tx`: the port drains the frames it sends, so what is
-    /// counted of them after the send is read here.
-    tx_lens: [u32; BATCH],
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -242,6 +240,19 @@ struct PortState {
     /// The port's count of `oversize` drops before the socket (XDP), as last added to the
     /// stats.
     oversize_seen: [u64; PRIORITIES],
+}
+
+/// Port `p` and the other one of a worker's two, both borrowed mutably at once: a data frame's
+/// ingress and egress, or its egress and ingress.
+fn this_and_other(ports: &mut [PortState], p: usize) -> (&mut PortState, &mut PortState) {
+    let [a, b] = ports else {
+        unreachable!("a forwarding worker has two ports")
+    };
+    if p == 0 {
+        (a, b)
+    } else {
+        (b, a)
+    }
 }
 
 /// Why a worker stopped early.
@@ -328,7 +339,6 @@ impl ForwardWorker {
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
-            tx_lens: [0; BATCH],
             pool,
             ports,
             stats,

@@ -5,8 +5,8 @@
 
 use crate::dataplane::{
     agent::Taken,
-    classify,
-    pool::Frame,
+    classify::{self, Trust},
+    pool::{Frame, FramePool},
     port::RxFrame,
     queue::Queued,
     stats::{DropReason, PortCounters},
@@ -16,7 +16,27 @@ use crate::{
     wire::{self, EthernetFrame, FrameKind, MacControl, Sfcm, SfcmFrame},
 };
 
-use super::{ForwardWorker, WorkerError, BATCH};
+use super::{this_and_other, ForwardWorker, PortState, WorkerError, BATCH};
+
+/// What receiving a batch on one port reads of the worker's settings and state, looked up
+/// once per batch rather than per frame: none of it changes while the batch is handled.
+struct RxBatch {
+    /// Longest frame the port takes.
+    max_frame: u32,
+    /// How the port's frames are classified.
+    trust: Trust,
+    /// Priorities the other port's watchdog drops (it changes only when that port transmits).
+    dropping: u8,
+}
+
+impl PortState {
+    /// A queued frame of `prio` that arrived on this port left the buffer (sent or dropped):
+    /// its occupancy and credit get the room back.
+    pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
+        self.shared.release(prio, u64::from(q.frame.len()));
+        self.credit.on_drain(prio, q.frame.len());
+    }
+}
 
 impl ForwardWorker {
     pub(super) fn receive(&mut self, p: usize, now: u64) -> Result<usize, WorkerError> {
@@ -27,12 +47,17 @@ impl ForwardWorker {
         rx.clear();
         let got = self.ports[p].io.recv(&mut self.pool, &mut rx, BATCH, now);
         let n = rx.len();
+        let batch = RxBatch {
+            max_frame: self.setup.ports[p].max_frame,
+            trust: self.setup.ports[p].trust,
+            dropping: self.watchdog_dropping(1 - p),
+        };
         for rx in rx.drain(..) {
-            if rx.frame.len() > self.setup.ports[p].max_frame {
+            if rx.frame.len() > batch.max_frame {
                 self.oversize(p, rx.frame);
                 continue;
             }
-            self.ingress(p, rx, now);
+            self.ingress(p, &batch, rx, now);
         }
         self.rx = rx;
         let n = got.map(|_| n)?;
@@ -84,17 +109,17 @@ impl ForwardWorker {
 
     /// Classifies one received frame: PAUSE/PFC feed the reaction point, link-local control
     /// is consumed, data is admitted to the other port's queue or dropped with a reason.
-    pub(super) fn ingress(&mut self, p: usize, rx: RxFrame, now: u64) {
+    fn ingress(&mut self, p: usize, batch: &RxBatch, rx: RxFrame, now: u64) {
         let data = self.pool.data(&rx.frame);
         // The frame's header is read here, once: everything below goes by this.
         let class = wire::classify(data);
-        if let (FrameKind::Lldp | FrameKind::Ptp, Some(agent)) =
-            (class.kind, &mut self.ports[p].agent)
-        {
-            match agent.on_frame(class.kind, data, rx.rx_ns, now) {
-                Taken::Consumed => return self.pool.release(rx.frame),
-                Taken::Malformed => return self.discard(p, rx.frame, DropReason::Malformed),
-                Taken::NotMine => {}
+        if matches!(class.kind, FrameKind::Lldp | FrameKind::Ptp) {
+            if let Some(agent) = &mut self.ports[p].agent {
+                match agent.on_frame(class.kind, data, rx.rx_ns, now) {
+                    Taken::Consumed => return self.pool.release(rx.frame),
+                    Taken::Malformed => return self.discard(p, rx.frame, DropReason::Malformed),
+                    Taken::NotMine => {}
+                }
             }
         }
         let c = &self.stats.ports[p];
@@ -152,28 +177,29 @@ impl ForwardWorker {
         if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
         }
-        let prio = classify::priority(&eth, self.setup.ports[p].trust);
-        self.stats.ports[p].rx_data_frames[prio].add(1);
-        self.stats.ports[p].rx_data_bytes[prio].add(len);
+        let prio = classify::priority(&eth, batch.trust);
+        c.rx_data_frames[prio].add(1);
+        c.rx_data_bytes[prio].add(len);
+        let e = 1 - p;
+        let (ingress, egress) = this_and_other(&mut self.ports, p);
         // Every data frame counts towards the blocks received, kept or not.
-        if !self.ports[p].credit.on_data(now, prio, flen) {
-            return self.discard_data(p, rx.frame, DropReason::CreditOverrun, prio);
+        if !ingress.credit.on_data(now, prio, flen) {
+            return drop_data(c, &mut self.pool, rx.frame, DropReason::CreditOverrun, prio);
         }
-        let admit = self.ports[p].admission[prio];
+        let admit = ingress.admission[prio];
         let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
         // The bytes are reserved by the check itself: two workers admitting to one (port,
         // priority) at once cannot both pass a limit that has room for one of them.
-        if reserve_hit || !self.ports[p].shared.try_charge(prio, len, admit.limit) {
+        if reserve_hit || !ingress.shared.try_charge(prio, len, admit.limit) {
             let reason = if admit.lossless {
                 DropReason::HeadroomOverflow
             } else {
                 DropReason::TailDrop
             };
-            self.ports[p].credit.on_drain(prio, flen);
-            return self.discard_data(p, rx.frame, reason, prio);
+            ingress.credit.on_drain(prio, flen);
+            return drop_data(c, &mut self.pool, rx.frame, reason, prio);
         }
-        let e = 1 - p;
-        let (refused, frame) = if self.watchdog_dropping(e) & (1 << prio) != 0 {
+        let (refused, frame) = if batch.dropping & (1 << prio) != 0 {
             (DropReason::Watchdog, rx.frame)
         } else {
             let q = Queued {
@@ -182,24 +208,20 @@ impl ForwardWorker {
                 rx_ns: rx.rx_ns,
             };
             // The queue owns the frame now; a full one hands it back.
-            match self.ports[e].egress.push(prio, q) {
+            match egress.egress.push(prio, q) {
                 Ok(()) => return self.congestion_sfc(p, e, prio, source, now),
                 Err(q) => (DropReason::NoBuffer, q.frame),
             }
         };
-        self.ports[p].shared.release(prio, len);
-        self.ports[p].credit.on_drain(prio, flen);
-        self.discard_data(p, frame, refused, prio)
+        ingress.shared.release(prio, len);
+        ingress.credit.on_drain(prio, flen);
+        drop_data(c, &mut self.pool, frame, refused, prio)
     }
 
     /// A queued frame of `prio` left the buffer (sent or dropped): its ingress port's
     /// occupancy and credit get the room back.
     pub(super) fn release_queued(&mut self, prio: usize, q: &Queued) {
-        let ingress = usize::from(q.ingress);
-        self.ports[ingress]
-            .shared
-            .release(prio, u64::from(q.frame.len()));
-        self.ports[ingress].credit.on_drain(prio, q.frame.len());
+        self.ports[usize::from(q.ingress)].release_queued(prio, q);
     }
 
     /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class for the
@@ -223,8 +245,7 @@ impl ForwardWorker {
     /// Drops a data frame of priority `prio` that arrived on port `p`, counted per reason and
     /// per priority.
     pub(super) fn discard_data(&mut self, p: usize, frame: Frame, reason: DropReason, prio: usize) {
-        self.stats.ports[p].drop_data(reason, prio);
-        self.pool.release(frame);
+        drop_data(&self.stats.ports[p], &mut self.pool, frame, reason, prio);
     }
 
     /// Reaction point: a PAUSE/PFC frame received on port `p` pauses `p`'s egress.
@@ -243,4 +264,17 @@ impl ForwardWorker {
         let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
         self.ports[p].shared.set_pause(now, &deadlines);
     }
+}
+
+/// Drops a data frame of priority `prio`, counted in `c` per reason and per priority: what
+/// [`ForwardWorker::discard_data`] does, for a caller holding a port's state borrowed.
+pub(super) fn drop_data(
+    c: &PortCounters,
+    pool: &mut FramePool,
+    frame: Frame,
+    reason: DropReason,
+    prio: usize,
+) {
+    c.drop_data(reason, prio);
+    pool.release(frame);
 }

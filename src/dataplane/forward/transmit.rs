@@ -5,13 +5,54 @@
 //! drains what it takes; what it leaves in `tx` is dropped (released) here, so each frame
 //! leaves the worker exactly once.
 
-use crate::dataplane::stats::DropReason;
+use crate::dataplane::stats::{DropReason, PortCounters};
 use crate::fc::{
     credit_port::Gate,
     watchdog::{PfcWatchdog, WatchdogEvent},
+    PRIORITIES,
 };
 
-use super::{ForwardWorker, WorkerError, BATCH};
+use super::{receive::drop_data, this_and_other, ForwardWorker, WorkerError, BATCH};
+
+/// Data frames and bytes sent per priority in one TX batch: added to the port's counters
+/// once per batch, not per frame.
+#[derive(Default)]
+struct TxTally {
+    frames: [u64; PRIORITIES],
+    bytes: [u64; PRIORITIES],
+    /// Bit p set when priority p has frames in the tally.
+    prios: u8,
+}
+
+impl TxTally {
+    fn add(&mut self, prio: usize, len: u32) {
+        self.frames[prio] += 1;
+        self.bytes[prio] += u64::from(len);
+        self.prios |= 1 << prio;
+    }
+
+    /// Takes back a frame that was added but not sent.
+    fn remove(&mut self, prio: usize, len: u32) {
+        self.frames[prio] -= 1;
+        self.bytes[prio] -= u64::from(len);
+    }
+
+    /// Adds the tally to `c`: per priority, and the port's totals.
+    fn count(&self, c: &PortCounters) {
+        let (mut frames, mut bytes) = (0, 0);
+        let mut todo = self.prios;
+        while todo != 0 {
+            let p = todo.trailing_zeros() as usize;
+            todo &= todo - 1;
+            c.tx_data_frames[p].add(self.frames[p]);
+            c.tx_data_bytes[p].add(self.bytes[p]);
+            frames += self.frames[p];
+            bytes += self.bytes[p];
+        }
+        c.tx_frames.add(frames);
+        c.tx_bytes.add(bytes);
+    }
+}
 
 impl ForwardWorker {
     pub(super) fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
@@ -56,43 +97,45 @@ impl ForwardWorker {
         }
         let room = self.ports[e].io.tx_room().min(BATCH);
         self.tx.clear();
+        // What leaves, per priority, counted once per batch below.
+        let mut tally = TxTally::default();
         // `room` counts buffers: a jumbo frame over AF_XDP takes several. A frame the port
         // would refuse is never taken (the port would have it dropped).
         let mut slots = 0;
+        // Every data frame queued here arrived on the other port, which holds its charge.
+        let (port, ingress) = this_and_other(&mut self.ports, e);
         while slots < room {
-            let Some(prio) = self.ports[e].egress.select(paused) else {
+            let Some(prio) = port.egress.select(paused) else {
                 break;
             };
             // Looked at in place; taken from the queue below only if it goes.
-            let head = self.ports[e]
-                .egress
-                .front(prio)
-                .expect("selected ring is non-empty");
-            let (len, ingress) = (head.frame.len(), usize::from(head.ingress));
+            let head = port.egress.front(prio).expect("selected ring is non-empty");
+            debug_assert_eq!(usize::from(head.ingress), 1 - e);
+            let len = head.frame.len();
             let k = self.pool.tx_slots(&head.frame);
             if slots > 0 && slots + k > room {
                 break;
             }
-            match self.ports[e].credit.gate(prio, len) {
+            match port.credit.gate(prio, len) {
                 Gate::Free | Gate::Send => {}
                 Gate::Wait => {
                     paused |= 1 << prio;
                     continue;
                 }
                 Gate::NeverFits => {
-                    let q = self.ports[e].egress.pop(prio).expect("selected");
-                    self.release_queued(prio, &q);
-                    self.discard_data(ingress, q.frame, DropReason::CreditTooLarge, prio);
+                    let q = port.egress.pop(prio).expect("selected");
+                    ingress.release_queued(prio, &q);
+                    let c = &self.stats.ports[1 - e];
+                    drop_data(c, &mut self.pool, q.frame, DropReason::CreditTooLarge, prio);
                     continue;
                 }
             }
-            if !self.ports[e].shaper.try_send(len, now) {
+            if !port.shaper.try_send(len, now) {
                 break;
             }
-            let q = self.ports[e].egress.pop(prio).expect("selected");
-            self.ports[e].credit.on_sent(prio, len);
-            self.release_queued(prio, &q);
-            let port = &mut self.ports[e];
+            let q = port.egress.pop(prio).expect("selected");
+            port.credit.on_sent(prio, len);
+            ingress.release_queued(prio, &q);
             if let Some(cp) = port.sfc_cps[prio].as_mut() {
                 cp.on_dequeue(u64::from(len), now);
                 if port.egress.ring_ref(prio).is_empty() {
@@ -100,24 +143,21 @@ impl ForwardWorker {
                 }
             }
             self.tx_prios[self.tx.len()] = prio as u8;
-            self.tx_lens[self.tx.len()] = len;
+            tally.add(prio, len);
             self.tx.push(q.frame);
             slots += k;
         }
         if !self.tx.is_empty() {
             let batch = self.tx.len();
             let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
-            // The port drained the first `n`: their lengths and priorities are read from
-            // the arrays kept beside the batch.
+            // The port drained the first `n`; what it left in `tx` was not sent and is taken
+            // off the tally (its priorities are kept beside the batch).
             let n = batch - self.tx.len();
-            let c = &self.stats.ports[e];
-            let bytes: u64 = self.tx_lens[..n].iter().map(|&l| u64::from(l)).sum();
-            c.tx_frames.add(n as u64);
-            c.tx_bytes.add(bytes);
-            for (&len, &prio) in self.tx_lens[..n].iter().zip(&self.tx_prios) {
-                c.tx_data_frames[usize::from(prio)].add(1);
-                c.tx_data_bytes[usize::from(prio)].add(u64::from(len));
+            for (f, &prio) in self.tx.iter().zip(&self.tx_prios[n..]) {
+                tally.remove(usize::from(prio), f.len());
             }
+            let c = &self.stats.ports[e];
+            tally.count(c);
             // `tx_room` promised space; should the ring still refuse, the frames are dropped
             // and counted rather than leaked.
             for f in self.tx.drain(..) {
