@@ -480,18 +480,21 @@ pub struct WorkerSched {
 impl WorkerSched {
     /// Worker `worker`'s thread `tid` as the kernel reports it now, except that a thread
     /// under the duty cycle ([`rt_duty`]) read in its `SCHED_OTHER` slice shows the
-    /// `SCHED_FIFO` priority it returns to at the window's end.
+    /// `SCHED_FIFO` priority it returns to at the window's end. (A read during a switch can
+    /// also show `SCHED_FIFO` at priority 0, which no real-time thread has: the kernel's stat
+    /// line is not read atomically. That too is the priority it returns to.)
     pub fn read(worker: usize, tid: i32) -> Self {
-        let sched =
-            ThreadSched::of(tid)
-                .ok()
-                .map(|s| match (s.policy, rt_duty::priority_of(tid)) {
-                    (Policy::Other, Some(priority)) => ThreadSched {
+        let sched = ThreadSched::of(tid).ok().map(|s| {
+            match (s.policy, s.priority, rt_duty::priority_of(tid)) {
+                (Policy::Other, _, Some(priority)) | (Policy::Fifo, 0, Some(priority)) => {
+                    ThreadSched {
                         policy: Policy::Fifo,
                         priority,
-                    },
-                    _ => s,
-                });
+                    }
+                }
+                _ => s,
+            }
+        });
         WorkerSched {
             worker,
             tid,
