@@ -252,21 +252,18 @@ impl Duty {
 
     /// The start of the latest slice that began at or before `t`.
     fn slice_at_or_before(&self, t: u64) -> u64 {
-        let s = t - t % self.window_ns + self.window_ns - self.fair_ns;
-        if s <= t {
-            s
-        } else {
-            s.saturating_sub(self.window_ns)
+        match self.at(t) {
+            (Phase::Fair, window_end) => window_end - self.fair_ns,
+            (Phase::Realtime, slice) => slice.saturating_sub(self.window_ns),
         }
     }
 
     /// The start of the first slice that begins at or after `t`.
     fn slice_at_or_after(&self, t: u64) -> u64 {
-        let s = t - t % self.window_ns + self.window_ns - self.fair_ns;
-        if s >= t {
-            s
-        } else {
-            s + self.window_ns
+        match self.at(t) {
+            (Phase::Realtime, slice) => slice,
+            (Phase::Fair, window_end) if window_end - self.fair_ns == t => t,
+            (Phase::Fair, window_end) => window_end + self.window_ns - self.fair_ns,
         }
     }
 

@@ -7,7 +7,7 @@
 
 use super::{
     credit::{blocks_for_len, CreditConfig, CreditError, CreditLane, CreditWindow, ReinitReason},
-    PRIORITIES,
+    priorities, PRIORITIES,
 };
 use crate::wire::{credit::CreditUpdate, MacAddr, WireError};
 
@@ -99,15 +99,6 @@ pub struct CreditPort {
     /// Bit p set when priority p has a lane: what runs every loop turn (`poll`,
     /// `take_reinits`, `is_empty`) visits the lanes there are, not all eight slots.
     with_lane: u8,
-}
-
-/// The priorities whose bit is set in `mask`, lowest first.
-fn priorities(mut mask: u8) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        let p = (mask != 0).then(|| mask.trailing_zeros() as usize)?;
-        mask &= mask - 1;
-        Some(p)
-    })
 }
 
 impl CreditPort {

@@ -18,6 +18,17 @@ pub use sfc::{SfcCongestionPoint, SfcCpConfig, SfcReactionPoint, SfcRpConfig};
 /// Number of 802.1p priorities.
 pub const PRIORITIES: usize = 8;
 
+/// The priorities whose bit is set in `mask`, lowest first: how per-turn and per-batch work
+/// visits only the priorities that have something (lanes, thresholds, frames sent).
+#[inline]
+pub fn priorities(mut mask: u8) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        let p = (mask != 0).then(|| mask.trailing_zeros() as usize)?;
+        mask &= mask - 1;
+        Some(p)
+    })
+}
+
 /// Nanoseconds one pause quantum (512 bit times) lasts at `speed_bps`.
 ///
 /// Returns the time for `quanta` quanta, rounded up so a pause is never shorter than asked.

@@ -1,7 +1,7 @@
 //! 802.1Qbb priority flow control: the congestion point that generates PFC frames from
 //! buffer occupancy, and the reaction point that keeps per-priority pause timers.
 
-use super::{quanta_to_ns, PRIORITIES};
+use super::{priorities, quanta_to_ns, PRIORITIES};
 use crate::wire::MacControl;
 
 /// XOFF/XON thresholds of one (ingress port, priority) buffer, in bytes.
@@ -133,10 +133,7 @@ impl PfcGenerator {
     ) -> Option<MacControl> {
         let mut enable = 0u8;
         let mut quanta = [0u16; PRIORITIES];
-        let mut todo = self.lossless | self.xoff;
-        while todo != 0 {
-            let p = todo.trailing_zeros() as usize;
-            todo &= todo - 1;
+        for p in priorities(self.lossless | self.xoff) {
             let bytes = occupancy[p];
             let forced = congested & (1 << p) != 0;
             let send = match (self.thresholds[p], self.state[p]) {

@@ -8,6 +8,7 @@
 use crate::dataplane::stats::{DropReason, PortCounters};
 use crate::fc::{
     credit_port::Gate,
+    priorities,
     watchdog::{PfcWatchdog, WatchdogEvent},
     PRIORITIES,
 };
@@ -40,10 +41,7 @@ impl TxTally {
     /// Adds the tally to `c`: per priority, and the port's totals.
     fn count(&self, c: &PortCounters) {
         let (mut frames, mut bytes) = (0, 0);
-        let mut todo = self.prios;
-        while todo != 0 {
-            let p = todo.trailing_zeros() as usize;
-            todo &= todo - 1;
+        for p in priorities(self.prios) {
             c.tx_data_frames[p].add(self.frames[p]);
             c.tx_data_bytes[p].add(self.bytes[p]);
             frames += self.frames[p];
