@@ -65,7 +65,7 @@ pub const WINDOW_NS: u64 = 2_000_000;
 /// A group of threads that used at most half its time is judged again only after this many
 /// windows: a thread that turns busy meanwhile holds its CPU for at most that long (16 ms)
 /// before its first slice, far inside what either of the kernel's nets allows.
-const LIGHT_SKIP: u64 = 8;
+pub(super) const LIGHT_SKIP: u64 = 8;
 /// The fair server's default share in parts per million (50 ms of 1 s; its settings are in
 /// debugfs, `/sys/kernel/debug/sched/fair_server`, which a daemon may not read).
 const FAIR_SERVER_PPM: u64 = 50_000;
