@@ -293,57 +293,70 @@ fn through_cable(delay: &str) -> Value {
     m
 }
 
+/// The measured round trip grows by twice the one-way delay the cable adds.
+///
+/// Compared between two delayed cables, not against a cable without delay: without one the
+/// cable forwards each frame when it wakes for it (its wake-up latency, 50-80 us each way on
+/// the lab VM, is in that baseline), while with a delay it wakes inside the delay and sends
+/// on its deadline, so the baseline's wake-ups are not added on top (seen in CI-like runs: a
+/// 186 us baseline and 227 us through 2 x 100 us).
 #[test]
 fn round_trip_tracks_the_cable_delay() {
     let _l = traffic_lock();
     let base = through_cable("0s");
     let b_est = f(&base, &["measurement", "estimate_ns"]);
-    let b_min = f(&base, &["measurement", "min_ns"]);
-    let b_head = f(&base, &["plan", "headroom_bytes"]);
     // The software terms are in the plan: 2 Gbit/s x 1 ms and x 400 us.
     assert_eq!(f(&base, &["plan", "adaptive", "own_lag_bit_times"]), 2e6);
     assert_eq!(f(&base, &["plan", "adaptive", "peer_bit_times"]), 8e5);
     eprintln!(
-        "baseline: estimate {:.1} us, min {:.1} us, spread {:.1} us",
+        "no delay: estimate {:.1} us, min {:.1} us, spread {:.1} us",
         b_est / 1e3,
-        b_min / 1e3,
+        f(&base, &["measurement", "min_ns"]) / 1e3,
         f(&base, &["measurement", "spread_ns"]) / 1e3
     );
-    for (delay, one_way_ns) in [("100us", 100_000.0), ("1ms", 1_000_000.0)] {
+    let runs = [("100us", 100_000.0), ("1ms", 1_000_000.0)].map(|(delay, one_way_ns)| {
         let m = through_cable(delay);
-        let est = f(&m, &["measurement", "estimate_ns"]);
-        let min = f(&m, &["measurement", "min_ns"]);
-        let want = b_est + 2.0 * one_way_ns;
-        let err = est - want;
+        let (est, min) = (
+            f(&m, &["measurement", "estimate_ns"]),
+            f(&m, &["measurement", "min_ns"]),
+        );
         eprintln!(
-            "delay {delay}: estimate {:.1} us (baseline + 2 x delay = {:.1} us, error {:+.1} us, \
-             {:+.1}% of 2 x delay), min {:.1} us, spread {:.1} us",
+            "delay {delay}: estimate {:.1} us, min {:.1} us, spread {:.1} us",
             est / 1e3,
-            want / 1e3,
-            err / 1e3,
-            100.0 * err / (2.0 * one_way_ns),
             min / 1e3,
             f(&m, &["measurement", "spread_ns"]) / 1e3
         );
-        // Generous for a noisy 2-vCPU VM: within 25% of 2 x delay plus 100 us.
-        let tol = 0.25 * 2.0 * one_way_ns + 100_000.0;
+        // No frame crosses faster than the delay (less 10 us for where the ends take their
+        // stamps); none takes longer than the delay plus what the cable and the ends took
+        // without one, plus 100 us of noise.
         assert!(
-            err.abs() <= tol,
-            "delay {delay}: error {err} ns > {tol} ns; {m:#}"
+            min >= 2.0 * one_way_ns - 10_000.0 && est <= 2.0 * one_way_ns + b_est + 100_000.0,
+            "delay {delay}: estimate {est} ns, min {min} ns, no-delay estimate {b_est} ns; {m:#}"
         );
-        // The minimum tracks too (it is the least disturbed by late wake-ups).
-        assert!(
-            (min - b_min - 2.0 * one_way_ns).abs() <= tol,
-            "delay {delay}: min {min} ns, baseline min {b_min} ns"
+        (m, est, min)
+    });
+    let [(short, s_est, s_min), (long, l_est, l_min)] = runs;
+    // 2 x 900 us more loop: within 25 % of it plus 100 us (a noisy 2-vCPU VM).
+    let want = 2.0 * 900_000.0;
+    let tol = 0.25 * want + 100_000.0;
+    for (what, d) in [("estimate", l_est - s_est), ("min", l_min - s_min)] {
+        eprintln!(
+            "1 ms against 100 us: {what} {:+.1} us ({:+.1} % of 2 x 900 us)",
+            d / 1e3,
+            100.0 * (d - want) / want
         );
-        // The headroom grows by the bytes in flight over the longer loop (10 Gbit/s).
-        let grow = f(&m, &["plan", "headroom_bytes"]) - b_head;
-        let expect = (est - b_est) * 10e9 / 8e9;
         assert!(
-            (grow - expect).abs() <= 2.0,
-            "headroom grew {grow} B, expected {expect} B"
+            (d - want).abs() <= tol,
+            "{what} grew {d} ns, want {want} ns +- {tol} ns"
         );
     }
+    // The headroom grows by the bytes in flight over the longer loop (10 Gbit/s).
+    let grow = f(&long, &["plan", "headroom_bytes"]) - f(&short, &["plan", "headroom_bytes"]);
+    let expect = (l_est - s_est) * 10e9 / 8e9;
+    assert!(
+        (grow - expect).abs() <= 2.0,
+        "headroom grew {grow} B, expected {expect} B"
+    );
 }
 
 /// The daemon measures its link at start through a 1 ms cable and applies measured PFC
