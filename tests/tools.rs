@@ -5,8 +5,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, pcap_fields, run_scapy, unique, veth, Netns, Proc, TempFile,
-    BIN,
+    capture, control_section, has_xdp, json_u64, pcap_fields, run_scapy, unique, veth, Netns, Proc,
+    TempFile, BIN,
 };
 
 #[test]
@@ -443,4 +443,55 @@ fn two_workers_on_two_queue_veths() {
     assert_eq!(gen["frames_sent"], 5000);
     assert_eq!(sink["unique"], 5000, "{sink}");
     assert!(!has_xdp(&ns, &d0) && !has_xdp(&ns, &d1));
+}
+
+/// An AF_PACKET sink that stops receiving counts what its socket's full receive queue drops
+/// as its own (`lost_here`, `kernel_drops.rx_ring_full`), never as lost upstream: the
+/// kernel's `PACKET_STATISTICS`, which resets on each read, summed.
+#[test]
+fn an_af_packet_sink_counts_its_own_drops() {
+    let (ng, ns) = (Netns::new("apg"), Netns::new("aps"));
+    let (g, s) = (unique("apg"), unique("aps"));
+    veth(&ng, &g, &ns, &s);
+    let sink = common::start_sink_with(&ns, &s, &["--backend", "af-packet"]);
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g,
+            "--rate",
+            "2Gbit",
+            "--size",
+            "1000",
+            "--duration",
+            "2s",
+            "--json",
+        ],
+    );
+    // Stopped for 0.6 s of the 2 (its idle timeout is 1 s): at 2 Gbit/s that is about
+    // 150 MB, far more than its 8 MiB receive queue holds.
+    std::thread::sleep(Duration::from_millis(500));
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &sink.pid().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(600));
+    signal("-CONT");
+    let gen = gen.json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    let (sent, lost) = (json_u64(&gen, &["frames_sent"]), json_u64(&sink, &["lost"]));
+    assert!(lost > 10_000, "the stop lost too little to tell: {sink}");
+    assert_eq!(json_u64(&sink, &["received"]) + lost, sent, "{sink}");
+    assert_eq!(json_u64(&sink, &["lost_upstream"]), 0, "{sink}");
+    assert_eq!(json_u64(&sink, &["lost_here"]), lost, "{sink}");
+    assert!(
+        json_u64(&sink, &["kernel_drops", "rx_ring_full"]) >= lost,
+        "{sink}"
+    );
 }

@@ -4,6 +4,7 @@
 //! sockets see a frame is put back (PCP classification needs it). One syscall per frame.
 
 use std::{
+    cell::Cell,
     io,
     os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
     time::Duration,
@@ -13,7 +14,7 @@ use pnet::datalink::{self, Channel, DataLinkReceiver, DataLinkSender};
 
 use super::{
     pool::{Frame, FramePool},
-    port::{iface_mac, Port, PortError, RxFrame},
+    port::{iface_mac, KernelDrops, Port, PortError, RxFrame},
 };
 use crate::wire::MacAddr;
 
@@ -25,6 +26,9 @@ pub struct AfPacketPort {
     tx: Box<dyn DataLinkSender>,
     /// Kept so pnet does not close the shared socket; reception bypasses it (see module doc).
     _rx: Box<dyn DataLinkReceiver>,
+    /// Frames the kernel dropped for want of room in the socket's receive queue so far: the
+    /// kernel's count resets on each read, so the reads are summed here.
+    rx_queue_drops: Cell<u64>,
 }
 
 /// A send-only packet socket on one interface: bound with protocol 0, so it receives
@@ -120,6 +124,8 @@ struct AuxData {
 }
 
 const PACKET_AUXDATA: libc::c_int = 8;
+/// `getsockopt` level `SOL_PACKET`: a `struct tpacket_stats`, reset by the read.
+const PACKET_STATISTICS: libc::c_int = 6;
 const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 const TP_STATUS_VLAN_VALID: u32 = 1 << 4;
 const TP_STATUS_VLAN_TPID_VALID: u32 = 1 << 6;
@@ -158,6 +164,28 @@ fn packet_socket() -> io::Result<RawFd> {
         set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)?;
     }
     Ok(fd)
+}
+
+/// The frames the kernel dropped on packet socket `fd` since the last read (the receive
+/// queue was full: `tp_drops` of `struct tpacket_stats`, which the read resets).
+fn drops_since_last_read(fd: RawFd) -> io::Result<u64> {
+    // struct tpacket_stats { unsigned int tp_packets; unsigned int tp_drops; }
+    let mut stats = [0u32; 2];
+    let mut len = std::mem::size_of_val(&stats) as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the live array it points to.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_PACKET,
+            PACKET_STATISTICS,
+            stats.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(u64::from(stats[1]))
 }
 
 /// Receives one frame into `buf` without blocking, re-inserting a stripped 802.1Q tag.
@@ -258,6 +286,7 @@ impl AfPacketPort {
             fd,
             tx,
             _rx,
+            rx_queue_drops: Cell::new(0),
         })
     }
 }
@@ -308,21 +337,24 @@ impl Port for AfPacketPort {
     }
 
     fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
-        // Each frame is copied into the socket and goes straight back to the pool; on an
-        // error the frames after the failed one stay in `frames`.
+        // Each frame is copied into the socket and goes straight back to the pool. A full
+        // device queue (ENOBUFS) leaves that frame and the ones after it in `frames` to send
+        // later, like a full TX ring; on another error the failed frame goes back to the pool
+        // and the ones after it stay.
         let mut n = 0;
         let mut res = Ok(());
         for f in frames.iter() {
-            let sent = self.tx.send_to(pool.data(f), None);
-            n += 1;
-            if let Some(Err(e)) = sent {
-                if e.raw_os_error() != Some(libc::ENOBUFS) {
+            match self.tx.send_to(pool.data(f), None) {
+                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => break,
+                Some(Err(e)) => {
+                    n += 1;
                     res = Err(PortError::Io {
                         iface: self.name.clone(),
                         source: e,
                     });
                     break;
                 }
+                _ => n += 1,
             }
         }
         for f in frames.drain(..n) {
@@ -337,5 +369,16 @@ impl Port for AfPacketPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.fd)
+    }
+
+    /// A full receive queue is this backend's full RX ring.
+    fn kernel_drops(&self) -> KernelDrops {
+        if let Ok(n) = drops_since_last_read(self.fd) {
+            self.rx_queue_drops.set(self.rx_queue_drops.get() + n);
+        }
+        KernelDrops {
+            rx_ring_full: self.rx_queue_drops.get(),
+            ..KernelDrops::default()
+        }
     }
 }
