@@ -69,9 +69,23 @@ fn assert_clean(gen: &Value, sink: &Value, cable: &Value) {
 
 /// One-way delay of 100 µs and 1 ms, measured end to end by the sink from the generator's TX
 /// stamps: the median lands on the setting plus the baseline of the same path without delay.
+///
+/// A host that is busy elsewhere for the whole measurement (once in CI, right after the test
+/// binaries were built: the cable's baseline mean 450 us against its 46 us median, p99
+/// 6.6 ms) cannot judge a delay line to 10 us, so a failed measurement is repeated once on a
+/// fresh topology; both must fail for the test to fail, and the first failure is printed.
 #[test]
 fn delay_100us_and_1ms_end_to_end() {
     let _l = traffic_lock();
+    if let Err(first) = delay_measured_end_to_end() {
+        eprintln!("first measurement failed, measuring again: {first}");
+        if let Err(second) = delay_measured_end_to_end() {
+            panic!("{second}\n(first measurement: {first})");
+        }
+    }
+}
+
+fn delay_measured_end_to_end() -> Result<(), String> {
     let t = Topo::new("d");
     // 100 Mbit/s of 500-byte frames: about 24,000 timestamped frames per run.
     let gen = ["--rate", "50Mbit", "--size", "1000", "--duration", "1s"];
@@ -110,11 +124,12 @@ fn delay_100us_and_1ms_end_to_end() {
         // timed wake-ups come and wakes that much earlier; before it did, a slower host put
         // the median 10-23 µs late.)
         assert!(f(ab(&c), &["delay", "min_us"]) >= set_us, "{c:#}");
-        assert!(
-            cable_p50 <= set_us + base_cable + 10.0,
-            "cable p50 {cable_p50} us for {set_us} us + baseline {base_cable} us \
-             (mean {cable_mean}, p99 {cable_p99})"
-        );
+        if cable_p50 > set_us + base_cable + 10.0 {
+            return Err(format!(
+                "cable p50 {cable_p50} us for {set_us} us + baseline {base_cable} us \
+                 (mean {cable_mean}, p99 {cable_p99})"
+            ));
+        }
         // End to end. Lower bound: the setting, less the sink histogram's resolution (0.1 %,
         // HdrHistogram with 3 significant digits). Upper bound: the setting plus the
         // baseline of the same path without delay, plus 10 µs. (Measured on the 2-vCPU VM:
@@ -122,10 +137,16 @@ fn delay_100us_and_1ms_end_to_end() {
         // RX, which a delayed frame no longer pays.)
         let (lo, hi) = (set_us * (1.0 - 0.001), set_us + base + 10.0);
         assert!(
-            (lo..=hi).contains(&p50),
-            "delay {flag}: sink p50 {p50} us, expected {lo:.1}..={hi:.1} us"
+            p50 >= lo,
+            "delay {flag}: sink p50 {p50} us, below {lo:.1} us"
         );
+        if p50 > hi {
+            return Err(format!(
+                "delay {flag}: sink p50 {p50} us, expected {lo:.1}..={hi:.1} us"
+            ));
+        }
     }
+    Ok(())
 }
 
 /// At `--rate 1Gbit` with the generator offering 2 Gbit/s, the sink receives 1 Gbit/s (wire
