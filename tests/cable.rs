@@ -151,9 +151,33 @@ fn delay_measured_end_to_end() -> Result<(), String> {
 
 /// At `--rate 1Gbit` with the generator offering 2 Gbit/s, the sink receives 1 Gbit/s (wire
 /// overhead counted on both sides) and the FIFO bound drops the excess, loudly.
+///
+/// Never faster than the rate is a hard assertion. Slower is what a cable that lost its CPU
+/// delivers (once in a full run on a noisy VM: 0.963 Gbit/s, no daemon involved), so a short
+/// measurement is repeated once on a fresh topology before it fails the test.
 #[test]
 fn rate_1gbit() {
     let _l = traffic_lock();
+    let (s, c) = match shaped_to_1gbit() {
+        Ok(r) => r,
+        Err(first) => {
+            eprintln!("first measurement short, measuring again: {first}");
+            shaped_to_1gbit().unwrap_or_else(|second| panic!("{second}\n(first: {first})"))
+        }
+    };
+    // The excess was dropped by the FIFO bound and said so.
+    assert!(u(ab(&c), &["dropped_fifo_overflow"]) > 0);
+    assert!(!c["warnings"].as_array().unwrap().is_empty());
+    assert_eq!(u(&s, &["reordered"]), 0);
+    assert_eq!(
+        u(&s, &["received"]),
+        u(ab(&c), &["forwarded_frames"]),
+        "what the cable forwarded arrives"
+    );
+}
+
+/// One run of [`rate_1gbit`]: the sink's and the cable's reports, or why the rate fell short.
+fn shaped_to_1gbit() -> Result<(Value, Value), String> {
     let t = Topo::new("r");
     let (g, s, c) = run(
         &t,
@@ -176,20 +200,16 @@ fn rate_1gbit() {
         f(&g, &["rate_bps"]) > 1.1e9,
         "generator offered less than the shaped rate: {g:#}"
     );
-    assert!((sink_rate - 1e9).abs() <= 0.03e9, "sink rate {sink_rate}");
-    assert!(
-        (cable_rate - 1e9).abs() <= 0.03e9,
-        "cable rate {cable_rate}"
-    );
-    // The excess was dropped by the FIFO bound and said so.
-    assert!(u(ab(&c), &["dropped_fifo_overflow"]) > 0);
-    assert!(!c["warnings"].as_array().unwrap().is_empty());
-    assert_eq!(u(&s, &["reordered"]), 0);
-    assert_eq!(
-        u(&s, &["received"]),
-        u(ab(&c), &["forwarded_frames"]),
-        "what the cable forwarded arrives"
-    );
+    for (what, rate) in [("sink", sink_rate), ("cable", cable_rate)] {
+        assert!(
+            rate <= 1.03e9,
+            "{what} rate {rate}: faster than the shaper allows"
+        );
+        if rate < 0.97e9 {
+            return Err(format!("{what} rate {rate}"));
+        }
+    }
+    Ok((s, c))
 }
 
 /// `--loss 1% --loss-match data --seed 7` drops exactly the frames the seeded stream picks:
