@@ -320,12 +320,21 @@ fn daemon_pfc_frames_decode_in_tshark() {
         .map(|l| l.split('\t').map(str::to_string).collect())
         .collect();
     assert!(rows.len() >= 2, "too few PFC frames captured: {rows:?}");
+    // The stall guard's pause, if it met a stall: 4 x the default 250 us at d0's 10 Gbit/s,
+    // in quanta of 512 bit times.
+    let guard = (4u64 * 250_000 * 10).div_ceil(512).to_string();
+    let d0 = port(&r.dut, &w.d0);
+    let guard_frames = rows.iter().filter(|r| r[2] == guard).count() as u64;
+    assert!(
+        guard_frames <= d0["stall_pfc_tx"][3].as_u64().unwrap(),
+        "{guard_frames} guard pauses captured: {d0}"
+    );
     for row in &rows {
         assert_eq!(row[0], "0x0101", "{row:?}");
         assert_eq!(row[1], "0x0008", "only priority 3 is enabled: {row:?}");
         assert!(
-            row[2] == "65535" || row[2] == "0",
-            "XOFF time or XON: {row:?}"
+            row[2] == "65535" || row[2] == "0" || row[2] == guard,
+            "XOFF time, XON or the stall guard's pause: {row:?}"
         );
         assert_eq!(row[3], "0", "{row:?}");
     }
