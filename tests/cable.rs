@@ -77,12 +77,17 @@ fn assert_clean(gen: &Value, sink: &Value, cable: &Value) {
 #[test]
 fn delay_100us_and_1ms_end_to_end() {
     let _l = traffic_lock();
-    if let Err(first) = delay_measured_end_to_end() {
-        eprintln!("first measurement failed, measuring again: {first}");
-        if let Err(second) = delay_measured_end_to_end() {
-            panic!("{second}\n(first measurement: {first})");
-        }
-    }
+    measured_twice_at_most(delay_measured_end_to_end);
+}
+
+/// `measure`'s result, measured once more on a fresh topology if the first fell short; panics
+/// with both reasons if the second does too. For figures a host busy elsewhere spoils
+/// (lateness, shortfall); what the emulator must never do stays a hard assertion inside.
+fn measured_twice_at_most<T>(measure: impl Fn() -> Result<T, String>) -> T {
+    measure().unwrap_or_else(|first| {
+        eprintln!("first measurement fell short, measuring again: {first}");
+        measure().unwrap_or_else(|second| panic!("{second}\n(first measurement: {first})"))
+    })
 }
 
 fn delay_measured_end_to_end() -> Result<(), String> {
@@ -158,13 +163,7 @@ fn delay_measured_end_to_end() -> Result<(), String> {
 #[test]
 fn rate_1gbit() {
     let _l = traffic_lock();
-    let (s, c) = match shaped_to_1gbit() {
-        Ok(r) => r,
-        Err(first) => {
-            eprintln!("first measurement short, measuring again: {first}");
-            shaped_to_1gbit().unwrap_or_else(|second| panic!("{second}\n(first: {first})"))
-        }
-    };
+    let (s, c) = measured_twice_at_most(shaped_to_1gbit);
     // The excess was dropped by the FIFO bound and said so.
     assert!(u(ab(&c), &["dropped_fifo_overflow"]) > 0);
     assert!(!c["warnings"].as_array().unwrap().is_empty());

@@ -338,9 +338,11 @@ impl Port for AfPacketPort {
 
     fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
         // Each frame is copied into the socket and goes straight back to the pool. A full
-        // device queue (ENOBUFS) leaves that frame and the ones after it in `frames` to send
-        // later, like a full TX ring; on another error the failed frame goes back to the pool
-        // and the ones after it stay.
+        // device queue (ENOBUFS) leaves that frame and the ones after it in `frames`, as a
+        // full TX ring does, so the caller sees them unsent (the worker counts them as
+        // `no_buffer` drops, the generator sends them again) instead of counting as sent what
+        // the kernel dropped; on another error the failed frame goes back to the pool and the
+        // ones after it stay.
         let mut n = 0;
         let mut res = Ok(());
         for f in frames.iter() {
