@@ -148,6 +148,33 @@ fn daemon_bound_pfc_is_lossless() {
     assert_no_drops(&r.dut, &w.d1);
 }
 
+/// `[headroom] xoff_time`: with the worker as the bottleneck the daemon measures how fast the
+/// backlog drains and caps XOFF at what drains in 500 us, so the backlog (and the wait behind
+/// it) is bounded in time; lossless as without it. (What it does to latency is measured in
+/// `bench/forward`'s `lossless-pfc-t` row, not asserted here.)
+#[test]
+fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
+    let _serial = traffic_lock();
+    let (w, r) = daemon_bound(&format!("{PFC_2MIB}\n[headroom]\nxoff_time = \"500us\""));
+    assert_lossless(&r);
+    let d0 = port(&r.dut, &w.d0);
+    assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
+    assert_no_drops(&r.dut, &w.d0);
+    assert_no_drops(&r.dut, &w.d1);
+    let rate = prio3(d0, "pfc_drain_rate");
+    assert!(rate > 0, "a backlog was there to measure: {d0}");
+    // XOFF in force: 500 us of the measured drain (within the 1/8 steps it moves in, never
+    // below two frames), or the configured 64 KiB where that is less.
+    let cap = rate / 2_000;
+    let xoff = prio3(d0, "xoff_in_force");
+    let expected = cap.clamp(2 * 1518, 65_536);
+    assert!(
+        xoff.abs_diff(expected) <= expected / 4,
+        "XOFF in force {xoff} for a drain of {rate} B/s (expected about {expected}): {d0}"
+    );
+    println!("drain {rate} B/s, XOFF in force {xoff} B (configured 65,536)");
+}
+
 #[test]
 fn daemon_bound_sfc_is_lossless() {
     let _serial = traffic_lock();

@@ -351,6 +351,10 @@ pub struct HeadroomSection {
     /// Arrivals stopping this long after XOFF mean the pause took effect ("1ms").
     #[serde(default = "default_quiet")]
     pub quiet: String,
+    /// XOFF in force at most what each PFC priority's buffer drains in this long at the
+    /// measured rate ("800us"); default: XOFF in bytes only.
+    #[serde(default)]
+    pub xoff_time: Option<String>,
 }
 
 fn default_margin() -> f64 {
@@ -373,6 +377,7 @@ impl Default for HeadroomSection {
             margin: default_margin(),
             half_life: default_half_life(),
             quiet: default_quiet(),
+            xoff_time: None,
         }
     }
 }

@@ -54,6 +54,12 @@ fn good_config() {
     assert_eq!(p.prios[5], PrioPlan::lossy(DEFAULT_LOSSY_LIMIT));
     assert_eq!(p.prios[3].admit_limit(), 65536 + 131072);
     assert_eq!(p.prios[3].mode(), "pfc");
+    assert_eq!(
+        p.headroom.xoff_time_ns, None,
+        "XOFF in bytes only unless asked"
+    );
+    let p = Plan::parse(&format!("{GOOD}\n[headroom]\nxoff_time = \"800us\"\n"), "x").unwrap();
+    assert_eq!(p.headroom.xoff_time_ns, Some(800_000));
 }
 
 #[test]
@@ -292,6 +298,8 @@ fn invalid_configs_name_their_field() {
             "[sfc]\ntransport = \"udp\"\nsource_ip = \"1.2.3\"\n",
             "sfc.source_ip",
         ),
+        ("[headroom]\nxoff_time = \"0us\"\n", "headroom.xoff_time"),
+        ("[headroom]\nxoff_time = \"soon\"\n", "headroom.xoff_time"),
         ("[linkup]\nsamples = 1\n", "linkup.samples"),
         ("[linkup]\nmax_frame = 10\n", "linkup.max_frame"),
         ("[linkup]\ninterval = \"often\"\n", "linkup.interval"),

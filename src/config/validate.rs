@@ -642,5 +642,17 @@ fn headroom(c: &Check, h: &HeadroomSection) -> Result<HeadroomSettings, ConfigEr
             .duration_ns("headroom.half_life".into(), &h.half_life)?
             .max(1),
         quiet_ns: c.duration_ns("headroom.quiet".into(), &h.quiet)?.max(1),
+        xoff_time_ns: match &h.xoff_time {
+            None => None,
+            Some(t) => match c.duration_ns("headroom.xoff_time".into(), t)? {
+                0 => {
+                    return Err(c.invalid(
+                        "headroom.xoff_time".into(),
+                        "must be longer than 0 (leave it out for XOFF in bytes only)".into(),
+                    ))
+                }
+                ns => Some(ns),
+            },
+        },
     })
 }

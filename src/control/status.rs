@@ -69,6 +69,10 @@ pub struct PrioStatus {
     /// Largest overshoot seen after an XOFF (upper bound of its power-of-two bucket), bytes.
     #[serde(default)]
     pub overshoot_max_bytes: u64,
+    /// The PFC buffer's measured drain rate, bytes per second (`[headroom] xoff_time` set
+    /// and a backlog seen); XOFF is at most this × xoff_time.
+    #[serde(default)]
+    pub drain_rate_bytes_per_s: Option<u64>,
     /// Bytes charged to this port as ingress now (queued for egress).
     pub ingress_bytes: u64,
     /// Bytes of this priority still waiting in the port's RX rings (steered by XDP, not yet
@@ -209,6 +213,8 @@ impl StatusSource {
                                 .overshoot
                                 .get(prio)
                                 .map_or(0, |h| h.quantile_bound(1.0)),
+                            drain_rate_bytes_per_s: (counters.pfc_drain_rate[prio] > 0)
+                                .then_some(counters.pfc_drain_rate[prio]),
                             ingress_bytes: self.shared[i].occupancy(prio),
                             rx_backlog_bytes: counters.rx_backlog_bytes[prio],
                             paused: paused & (1 << prio) != 0,
@@ -500,6 +506,14 @@ pub fn text(s: &Status) -> String {
                     "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; {changed}; largest overshoot after XOFF < {}",
                     o(q.headroom_bytes),
                     q.overshoot_max_bytes
+                );
+            }
+            if let Some(rate) = q.drain_rate_bytes_per_s {
+                let _ = writeln!(
+                    out,
+                    "       drains {:.1} MB/s while backlogged (xoff_time); XOFF in force {}",
+                    rate as f64 / 1e6,
+                    o(q.xoff_bytes)
                 );
             }
         }

@@ -7,12 +7,20 @@
 //! hysteresis. Admission still drops only beyond the buffer, so a larger headroom pauses the
 //! source earlier and never drops more.
 //!
+//! With `[headroom] xoff_time`, XOFF is also at most what the priority's buffer drains in that
+//! time at its measured rate ([`crate::fc::drain`]), and XON shrinks in the same proportion: a
+//! backlog then waits about `xoff_time` however fast this host drains it. A lower XOFF leaves
+//! more of the same buffer as headroom, so this too only pauses earlier. The cap moves in steps
+//! of at least 1/8 and is not logged as a headroom change (it changes with the drain, often);
+//! `status` and `lossless_pfc_drain_rate_bytes_per_second` show the rate and the XOFF in force.
+//!
 //! The leader worker owns one per port: it sees every XOFF/XON of the port's generator and the
 //! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters
 //! need ([`crate::fc::overshoot`]).
 
 use crate::fc::{
     adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
+    drain::DrainMeter,
     overshoot::{Overshoot, OvershootMeter},
     plan::PrioPlan,
     PfcThresholds, PRIORITIES,
@@ -41,6 +49,9 @@ pub struct HeadroomReport {
     pub xoff: u64,
     /// XON in force.
     pub xon: u64,
+    /// The measured drain rate, bytes per second, while `[headroom] xoff_time` is set and a
+    /// backlog has been seen.
+    pub drain_rate: Option<u64>,
     /// Changes of the value in force since the start, and when the last was (ns).
     pub changes: (u64, Option<u64>),
 }
@@ -57,18 +68,46 @@ struct Prio {
     min_xoff: u64,
     /// Highest occupancy seen while the running episode lasted.
     peak: u64,
+    /// The buffer's drain rate (measured only with `xoff_time`).
+    drain: DrainMeter,
+    /// XOFF at most this, from the drain rate × `xoff_time`.
+    cap: Option<u64>,
 }
 
 impl Prio {
     fn thresholds(&self) -> PfcThresholds {
+        let floor = self.min_xoff.min(self.buffer);
         let xoff = self
             .buffer
             .saturating_sub(self.adaptive.in_force())
-            .max(self.min_xoff.min(self.buffer));
-        PfcThresholds {
-            xoff,
-            xon: xoff.saturating_sub(self.gap),
+            .max(floor);
+        let xon = xoff.saturating_sub(self.gap);
+        match self.cap {
+            Some(cap) if cap.max(floor) < xoff => {
+                let capped = cap.max(floor);
+                PfcThresholds {
+                    xoff: capped,
+                    // The same proportion of XOFF as before the cap.
+                    xon: (u128::from(xon) * u128::from(capped) / u128::from(xoff)) as u64,
+                }
+            }
+            _ => PfcThresholds { xoff, xon },
         }
+    }
+
+    /// A new drain `rate` measured: the cap it implies for `xoff_time_ns`, if it moved by more
+    /// than 1/8 of the cap in force (returns whether it did).
+    fn recap(&mut self, rate: u64, xoff_time_ns: u64) -> bool {
+        let cap = (u128::from(rate) * u128::from(xoff_time_ns) / 1_000_000_000).min(u64::MAX.into())
+            as u64;
+        let moved = match self.cap {
+            None => true,
+            Some(old) => cap.abs_diff(old) > old / 8,
+        };
+        if moved {
+            self.cap = Some(cap);
+        }
+        moved
     }
 }
 
@@ -138,6 +177,11 @@ impl PortHeadroom {
                 }
                 None => AdaptiveHeadroom::new(cfg, now),
             };
+            // The drain meter and its cap outlive a reload; without xoff_time there is no cap.
+            let (drain, cap) = match slot.as_ref() {
+                Some(old) if settings.xoff_time_ns.is_some() => (old.drain.clone(), old.cap),
+                _ => (DrainMeter::new(min_xoff(self.max_frame)), None),
+            };
             let model = if measured {
                 plan.pfc.map_or(0, |m| m.headroom)
             } else {
@@ -151,6 +195,8 @@ impl PortHeadroom {
                 gap: c.xoff - c.xon,
                 min_xoff: min_xoff(self.max_frame),
                 peak: 0,
+                drain,
+                cap,
             });
         }
     }
@@ -205,6 +251,29 @@ impl PortHeadroom {
         changed
     }
 
+    /// With `[headroom] xoff_time`: measures each priority's drain from the `arrived` totals
+    /// and `occupancy` at `now` and caps XOFF at what drains in that time. Returns whether the
+    /// thresholds changed.
+    pub fn drain(
+        &mut self,
+        now: u64,
+        arrived: &[u64; PRIORITIES],
+        occupancy: &[u64; PRIORITIES],
+    ) -> bool {
+        let Some(t) = self.settings.xoff_time_ns else {
+            return false;
+        };
+        let mut changed = false;
+        for (p, slot) in self.prios.iter_mut().enumerate() {
+            let Some(s) = slot.as_mut() else { continue };
+            if let Some(rate) = s.drain.observe(now, arrived[p], occupancy[p]) {
+                let before = s.thresholds();
+                changed |= s.recap(rate, t) && s.thresholds() != before;
+            }
+        }
+        changed
+    }
+
     /// Lets the evidence decay to `now`; returns whether the thresholds changed.
     pub fn advance(&mut self, now: u64) -> bool {
         self.prios
@@ -225,6 +294,7 @@ impl PortHeadroom {
             evidence: s.adaptive.evidence(now),
             xoff: t.xoff,
             xon: t.xon,
+            drain_rate: self.settings.xoff_time_ns.and(s.drain.rate()),
             changes: s.adaptive.changes(),
         })
     }
@@ -279,6 +349,58 @@ mod tests {
         let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);
         assert_eq!(min_xoff(9018), 18_036);
         assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
+    }
+
+    #[test]
+    fn xoff_time_caps_xoff_at_what_drains_in_that_time() {
+        let c = plans();
+        let settings = HeadroomSettings {
+            xoff_time_ns: Some(MS / 2),
+            ..HeadroomSettings::default()
+        };
+        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let t = |h: &PortHeadroom| h.thresholds()[3].map(|t| (t.xoff, t.xon)).unwrap();
+        let mut arrived = [0u64; PRIORITIES];
+        let mut occ = [0u64; PRIORITIES];
+        // No backlog yet: the drain is unknown and XOFF is as configured.
+        assert!(!h.drain(0, &arrived, &occ));
+        assert!(!h.drain(MS, &arrived, &occ));
+        assert_eq!(t(&h), (65_536, 32_768));
+        assert_eq!(h.report(3, MS).unwrap().drain_rate, None);
+        // A backlog drains at 40 MB/s: half a millisecond of it is 20,000 bytes.
+        occ[3] = 50_000;
+        assert!(!h.drain(2 * MS, &arrived, &occ), "a window starts");
+        arrived[3] = 16_000;
+        occ[3] = 58_000;
+        assert!(h.drain(2 * MS + MS / 5, &arrived, &occ));
+        assert_eq!(t(&h), (20_000, 10_000), "XON in the same proportion");
+        let r = h.report(3, 3 * MS).unwrap();
+        assert_eq!(
+            (r.drain_rate, r.xoff, r.xon),
+            (Some(40_000_000), 20_000, 10_000)
+        );
+        // A slightly different rate (within 1/8) leaves the thresholds alone.
+        arrived[3] += 16_000;
+        occ[3] += 8_400;
+        assert!(!h.drain(2 * MS + 2 * MS / 5, &arrived, &occ));
+        assert_eq!(t(&h), (20_000, 10_000));
+        // A fast drain lifts the cap above the configured XOFF: bytes decide again.
+        for w in 3..12 {
+            arrived[3] += 100_000;
+            occ[3] += 1_000;
+            h.drain(2 * MS + w * MS / 5, &arrived, &occ);
+        }
+        assert_eq!(t(&h), (65_536, 32_768));
+        // A drain that stops (the egress paused downstream) never takes XOFF below two frames.
+        for w in 12..40 {
+            h.drain(2 * MS + w * MS / 5, &arrived, &occ);
+        }
+        assert_eq!(t(&h).0, min_xoff(1518));
+        // Without xoff_time, nothing is measured and the configured thresholds hold.
+        h.reconfigure(HeadroomSettings::default(), &c, |p| (c[p], false), 10 * MS);
+        assert_eq!(t(&h), (65_536, 32_768));
+        assert!(!h.drain(11 * MS, &arrived, &occ));
+        assert_eq!(h.report(3, 11 * MS).unwrap().drain_rate, None);
     }
 
     #[test]

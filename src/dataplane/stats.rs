@@ -310,6 +310,8 @@ pub struct PortCounters {
     pub xoff_in_force: [Counter; PRIORITIES],
     /// XON in force.
     pub xon_in_force: [Counter; PRIORITIES],
+    /// The buffer's measured drain rate, bytes per second (0: not measured; `xoff_time`).
+    pub pfc_drain_rate: [Counter; PRIORITIES],
     /// PFC storms the watchdog detected on this egress port, per priority.
     pub watchdog_storms: [Counter; PRIORITIES],
     /// 1 while the priority is stormed (gauge).
@@ -505,6 +507,9 @@ pub struct PortSnapshot {
     /// XON in force.
     #[serde(default)]
     pub xon_in_force: [u64; PRIORITIES],
+    /// Measured drain rate of the PFC buffer, bytes per second (0: not measured).
+    #[serde(default)]
+    pub pfc_drain_rate: [u64; PRIORITIES],
     /// Credit the port may still send per priority, bytes.
     #[serde(default)]
     pub credit_available: [u64; PRIORITIES],
@@ -658,6 +663,7 @@ pub fn snapshot(
         headroom_changed_ns: arr(|p| &p.headroom_changed_ns),
         xoff_in_force: arr(|p| &p.xoff_in_force),
         xon_in_force: arr(|p| &p.xon_in_force),
+        pfc_drain_rate: arr(|p| &p.pfc_drain_rate),
         kernel_drops: {
             let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
             KernelDrops {

@@ -90,6 +90,9 @@ pub struct HeadroomSettings {
     pub half_life_ns: u64,
     /// Arrivals stopping this long after XOFF mean the pause took effect.
     pub quiet_ns: u64,
+    /// XOFF in force at most what the priority's buffer drains in this many ns, at the rate
+    /// measured ([`crate::fc::drain`]); `None`: XOFF in bytes only.
+    pub xoff_time_ns: Option<u64>,
 }
 
 impl Default for HeadroomSettings {
@@ -100,6 +103,7 @@ impl Default for HeadroomSettings {
             margin: 1.5,
             half_life_ns: 600_000_000_000,
             quiet_ns: 1_000_000,
+            xoff_time_ns: None,
         }
     }
 }

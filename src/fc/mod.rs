@@ -4,6 +4,7 @@
 pub mod adaptive;
 pub mod credit;
 pub mod credit_port;
+pub mod drain;
 pub mod overshoot;
 pub mod pfc;
 pub mod plan;

@@ -621,6 +621,25 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "pfc_drain_rate",
+            "Measured rate at which the PFC buffer of this ingress port and priority drains \
+             while it holds a backlog ([headroom] xoff_time caps XOFF at this rate times \
+             xoff_time; absent until measured).",
+            Some(Unit::Other("bytes_per_second".into())),
+            Gauge,
+            s.iter().flat_map(|p| {
+                (0..PRIORITIES)
+                    .filter(move |&prio| p.pfc_drain_rate[prio] > 0)
+                    .map(move |prio| {
+                        (
+                            device_prio(p, prio),
+                            ConstGauge::new(p.pfc_drain_rate[prio] as i64),
+                        )
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
             "headroom_changes",
             "Changes of the PFC headroom in force since the start (each is also logged, with \
              its terms, as \"PFC headroom changed\").",

@@ -107,6 +107,15 @@ impl ForwardWorker {
     /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     pub(super) fn generate_pfc(&mut self, p: usize, now: u64) {
         let occupancy = self.ports[p].shared.pfc_occupancy();
+        let arrived = self.ports[p].shared.arrived_all();
+        // XOFF in time: the cap follows the drain measured up to now, before this turn's poll.
+        if self.ports[p]
+            .headroom
+            .as_mut()
+            .is_some_and(|h| h.drain(now, &arrived, &occupancy))
+        {
+            self.apply_thresholds(p);
+        }
         // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
         let congested = if self.ports[p].shared.fill_starved() {
             u8::MAX
@@ -119,7 +128,6 @@ impl ForwardWorker {
         let c = &self.stats.ports[p];
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {
-            let arrived = port.shared.arrived_all();
             if h.observe(now, before, after, &arrived, &occupancy, |prio, o| {
                 c.overshoot[prio].record(o.bytes);
                 c.pfc_reaction_ns[prio].record(o.settle_ns);
@@ -148,14 +156,11 @@ impl ForwardWorker {
     /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
     /// says why.
     pub(super) fn retune(&mut self, p: usize, now: u64) {
-        let state = &mut self.ports[p];
+        self.apply_thresholds(p);
+        let state = &self.ports[p];
         let Some(h) = state.headroom.as_ref() else {
             return;
         };
-        let port = &self.setup.ports[p];
-        state
-            .generator
-            .reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
         for prio in 0..PRIORITIES {
             if let Some(r) = h.report(prio, now) {
                 tracing::info!(
@@ -171,6 +176,17 @@ impl ForwardWorker {
                     "PFC headroom changed"
                 );
             }
+        }
+    }
+
+    /// Port `p`'s generator gets the XOFF/XON its headroom leaves.
+    fn apply_thresholds(&mut self, p: usize) {
+        let state = &mut self.ports[p];
+        if let Some(h) = state.headroom.as_ref() {
+            let port = &self.setup.ports[p];
+            state
+                .generator
+                .reconfigure(h.thresholds(), port.pause_quanta, port.speed_bps);
         }
     }
 

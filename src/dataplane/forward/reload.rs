@@ -34,6 +34,7 @@ impl ForwardWorker {
                 c.headroom_changed_ns[prio].set(r.changes.1.unwrap_or(0));
                 c.xoff_in_force[prio].set(r.xoff);
                 c.xon_in_force[prio].set(r.xon);
+                c.pfc_drain_rate[prio].set(r.drain_rate.unwrap_or(0));
             }
         }
         for e in 0..self.ports.len() {
