@@ -8,8 +8,9 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    control_section, json_u64 as u, report_port as port, start_sink, start_sink_with,
-    threads_named, traffic_lock, unique, veth, FrozenThread, Hogs, Netns, Proc, TempFile, Wire,
+    control_section, http_get, json_u64 as u, metric, promtool_check, report_port as port,
+    start_sink, start_sink_with, threads_named, traffic_lock, unique, veth, FrozenThread, Hogs,
+    Netns, Proc, TempFile, Wire,
 };
 use serde_json::Value;
 
@@ -32,17 +33,29 @@ struct Run {
     dut: Value,
 }
 
+/// A `[metrics]` section for the daemon's namespace, which [`run_scraped`] reads.
+const METRICS: &str = "\n[metrics]\nlisten = \"127.0.0.1:9464\"\n";
+
 /// gen (`gen_args`) → daemon (`config`) → sink; the reports of all three.
 fn run(w: &Wire, config: &str, gen_args: &[&str]) -> Run {
+    run_scraped(w, config, gen_args).0
+}
+
+/// [`run`], and `/metrics` after the traffic, before the daemon stopped, where `config` has
+/// [`METRICS`].
+fn run_scraped(w: &Wire, config: &str, gen_args: &[&str]) -> (Run, Option<String>) {
     let sink = start_sink(&w.sink_ns, &w.s);
     let (dut, _cfg) = start_daemon(&w.dut_ns, config);
     let mut args = vec!["gen", "--iface", &w.g, "--json"];
     args.extend_from_slice(gen_args);
     let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
     let sink = sink.json(Duration::from_secs(30));
+    let metrics = config
+        .contains(METRICS)
+        .then(|| http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics").1);
     dut.interrupt();
     let dut = dut.json(Duration::from_secs(10));
-    Run { gen, sink, dut }
+    (Run { gen, sink, dut }, metrics)
 }
 
 /// The value of per-priority counter `field` for priority 3 in a port's report.
@@ -155,7 +168,9 @@ fn daemon_bound_pfc_is_lossless() {
 #[test]
 fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
     let _serial = traffic_lock();
-    let (w, r) = daemon_bound(&format!("{PFC_2MIB}\n[headroom]\nxoff_time = \"500us\""));
+    let w = wire();
+    let plan = format!("{PFC_2MIB}\n[headroom]\nxoff_time = \"500us\"{METRICS}");
+    let (r, metrics) = run_scraped(&w, &daemon_bound_config(&w, &plan), FLOOD);
     assert_lossless(&r);
     let d0 = port(&r.dut, &w.d0);
     assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
@@ -173,6 +188,14 @@ fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
         "XOFF in force {xoff} for a drain of {rate} B/s (expected about {expected}): {d0}"
     );
     println!("drain {rate} B/s, XOFF in force {xoff} B (configured 65,536)");
+    // The exposition shows the drain and the XOFF in force, and promtool accepts it.
+    let m = metrics.as_deref().expect("scraped");
+    let series = |name: &str| format!("{name}{{device=\"{}\",priority=\"3\"}}", w.d0);
+    let scraped = metric(m, &series("lossless_pfc_drain_rate_bytes_per_second"));
+    assert!(scraped > 0.0, "{m}");
+    let xoff_scraped = metric(m, &series("lossless_xoff_threshold_bytes"));
+    assert!(xoff_scraped < 65_536.0 || cap >= 65_536 * 7 / 8, "{m}");
+    promtool_check(m);
 }
 
 #[test]

@@ -183,6 +183,19 @@ fn per_prio<'a>(
         .flat_map(move |s| (0..PRIORITIES).map(move |p| (device_prio(s, p), f(s)[p])))
 }
 
+/// [`per_prio`] for the (port, priority) pairs where `when` is non-zero only.
+fn per_prio_where<'a>(
+    snaps: &'a [PortSnapshot],
+    when: fn(&PortSnapshot) -> &[u64; PRIORITIES],
+    f: fn(&PortSnapshot) -> &[u64; PRIORITIES],
+) -> impl Iterator<Item = (Labels, u64)> + 'a {
+    snaps.iter().flat_map(move |s| {
+        (0..PRIORITIES)
+            .filter(move |&p| when(s)[p] > 0)
+            .map(move |p| (device_prio(s, p), f(s)[p]))
+    })
+}
+
 impl Collector for DaemonCollector {
     fn encode(&self, mut enc: DescriptorEncoder) -> std::fmt::Result {
         use MetricType::{Counter, Gauge};
@@ -627,16 +640,8 @@ impl Collector for DaemonCollector {
              xoff_time; absent until measured).",
             Some(Unit::Other("bytes_per_second".into())),
             Gauge,
-            s.iter().flat_map(|p| {
-                (0..PRIORITIES)
-                    .filter(move |&prio| p.pfc_drain_rate[prio] > 0)
-                    .map(move |prio| {
-                        (
-                            device_prio(p, prio),
-                            ConstGauge::new(p.pfc_drain_rate[prio] as i64),
-                        )
-                    })
-            }),
+            per_prio_where(s, |p| &p.pfc_drain_rate, |p| &p.pfc_drain_rate)
+                .map(|(l, v)| (l, ConstGauge::new(v as i64))),
         )?;
         family(
             &mut enc,
@@ -645,16 +650,8 @@ impl Collector for DaemonCollector {
              its terms, as \"PFC headroom changed\").",
             None,
             Counter,
-            s.iter().flat_map(|p| {
-                (0..PRIORITIES)
-                    .filter(move |&prio| p.headroom_in_force[prio] > 0)
-                    .map(move |prio| {
-                        (
-                            device_prio(p, prio),
-                            ConstCounter::new(p.headroom_changes[prio]),
-                        )
-                    })
-            }),
+            per_prio_where(s, |p| &p.headroom_in_force, |p| &p.headroom_changes)
+                .map(|(l, v)| (l, ConstCounter::new(v))),
         )?;
         // Monotonic stamps become wall-clock ones against one pair of readings.
         let (mono_now, wall_now) = (
