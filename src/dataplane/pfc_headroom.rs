@@ -26,6 +26,10 @@ use crate::fc::{
     PfcThresholds, PRIORITIES,
 };
 
+/// How often the drain meters look, ns: four looks to a [`crate::fc::drain::WINDOW_NS`] window,
+/// enough to see a backlog come and go, and a comparison per worker turn in between.
+pub const DRAIN_LOOK_NS: u64 = crate::fc::drain::WINDOW_NS / 4;
+
 /// Smallest XOFF a priority keeps however large its headroom grows: two of the port's
 /// longest frames (at least two standard ones), so a jumbo port does not pause on every frame.
 pub fn min_xoff(max_frame: u64) -> u64 {
@@ -120,6 +124,9 @@ pub struct PortHeadroom {
     running: u8,
     /// The port's longest frame, bytes.
     max_frame: u64,
+    /// No drain look before this (`xoff_time`): a look every [`DRAIN_LOOK_NS`], not every
+    /// turn of the worker.
+    next_drain_look: u64,
 }
 
 impl PortHeadroom {
@@ -137,6 +144,7 @@ impl PortHeadroom {
             prios: std::array::from_fn(|_| None),
             running: 0,
             max_frame,
+            next_drain_look: 0,
         };
         h.reconfigure(settings, configured, in_force, now);
         h
@@ -251,9 +259,16 @@ impl PortHeadroom {
         changed
     }
 
+    /// Whether [`PortHeadroom::drain`] has a look to take at `now` (`[headroom] xoff_time` is
+    /// set and [`DRAIN_LOOK_NS`] passed since the last).
+    #[inline]
+    pub fn drain_due(&self, now: u64) -> bool {
+        self.settings.xoff_time_ns.is_some() && now >= self.next_drain_look
+    }
+
     /// With `[headroom] xoff_time`: measures each priority's drain from the `arrived` totals
-    /// and `occupancy` at `now` and caps XOFF at what drains in that time. Returns whether the
-    /// thresholds changed.
+    /// and `occupancy` at `now` and caps XOFF at what drains in that time, at most once every
+    /// [`DRAIN_LOOK_NS`]. Returns whether the thresholds changed.
     pub fn drain(
         &mut self,
         now: u64,
@@ -263,6 +278,10 @@ impl PortHeadroom {
         let Some(t) = self.settings.xoff_time_ns else {
             return false;
         };
+        if now < self.next_drain_look {
+            return false;
+        }
+        self.next_drain_look = now + DRAIN_LOOK_NS;
         let mut changed = false;
         for (p, slot) in self.prios.iter_mut().enumerate() {
             let Some(s) = slot.as_mut() else { continue };

@@ -36,6 +36,7 @@ use lossless::{
         stats::{Counter, WorkerStats},
     },
     fc::{
+        adaptive::HeadroomSettings,
         credit_port::{emit_update, CreditPort, CreditTimers, Gate},
         plan::{pfc_mask, PrioPlan, SfcSettings},
         PauseTimers, PRIORITIES,
@@ -72,6 +73,8 @@ pub enum Scenario {
     Lossy,
     /// PFC priority under congestion, the source obeying PFC.
     Pfc,
+    /// The same with `[headroom] xoff_time = "500us"` (the drain measured, XOFF capped).
+    PfcTime,
     /// Credit priority under congestion, credit lanes on both links.
     Credit,
     /// The in-memory ports alone (the simulation's cost), no worker.
@@ -126,8 +129,12 @@ const LINKUP: LinkupSettings = LinkupSettings {
 };
 
 /// A worker over two in-memory ports with `plan` on priority 3 and port 1 at `egress_bps`,
-/// link-up on, a peer-delay measurement asked for on each port.
-fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, Arc<WorkerStats>) {
+/// link-up on, a peer-delay measurement asked for on each port, `headroom` settings.
+fn worker(
+    plan: PrioPlan,
+    egress_bps: u64,
+    headroom: HeadroomSettings,
+) -> (ForwardWorker, MemPeer, MemPeer, Arc<WorkerStats>) {
     let (p0, peer0) = mem_link("m0", MacAddr([2, 0, 0, 0, 0, 10]), BATCH);
     let (p1, peer1) = mem_link("m1", MacAddr([2, 0, 0, 0, 0, 11]), BATCH);
     let mut prios = [PrioPlan::lossy(1 << 20); PRIORITIES];
@@ -169,7 +176,7 @@ fn worker(plan: PrioPlan, egress_bps: u64) -> (ForwardWorker, MemPeer, MemPeer, 
             busy_poll: true,
             live: None,
             credit: credit_timers(),
-            headroom: lossless::fc::adaptive::HeadroomSettings::default(),
+            headroom,
         },
         0,
     )
@@ -288,7 +295,7 @@ pub fn run(scenario: Scenario, size: usize, frames: u64) -> ProfileReport {
         _ => {
             let (plan, egress, source) = match scenario {
                 Scenario::Lossy => (PrioPlan::lossy(1 << 20), INGRESS_BPS, Source::Free),
-                Scenario::Pfc => (
+                Scenario::Pfc | Scenario::PfcTime => (
                     PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024),
                     SLOW_EGRESS_BPS,
                     Source::Pfc(PauseTimers::new(INGRESS_BPS)),
@@ -308,7 +315,11 @@ pub fn run(scenario: Scenario, size: usize, frames: u64) -> ProfileReport {
                     )
                 }
             };
-            let (w, src, dst, stats) = worker(plan, egress);
+            let headroom = HeadroomSettings {
+                xoff_time_ns: (scenario == Scenario::PfcTime).then_some(500_000),
+                ..HeadroomSettings::default()
+            };
+            let (w, src, dst, stats) = worker(plan, egress, headroom);
             let (turns, sent, delivered) = drive(w, &src, &dst, source, &frame, frames);
             let p0 = &stats.ports[0];
             let dropped = p0.drops.iter().map(Counter::get).sum();

@@ -107,14 +107,12 @@ impl ForwardWorker {
     /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     pub(super) fn generate_pfc(&mut self, p: usize, now: u64) {
         let occupancy = self.ports[p].shared.pfc_occupancy();
-        let arrived = self.ports[p].shared.arrived_all();
         // XOFF in time: the cap follows the drain measured up to now, before this turn's poll.
-        if self.ports[p]
-            .headroom
-            .as_mut()
-            .is_some_and(|h| h.drain(now, &arrived, &occupancy))
-        {
-            self.apply_thresholds(p);
+        let port = &mut self.ports[p];
+        if let Some(h) = port.headroom.as_mut().filter(|h| h.drain_due(now)) {
+            if h.drain(now, &port.shared.arrived_all(), &occupancy) {
+                self.apply_thresholds(p);
+            }
         }
         // Short of RX buffers: every PFC priority of the port is congested, whatever its bytes.
         let congested = if self.ports[p].shared.fill_starved() {
@@ -128,6 +126,7 @@ impl ForwardWorker {
         let c = &self.stats.ports[p];
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {
+            let arrived = port.shared.arrived_all();
             if h.observe(now, before, after, &arrived, &occupancy, |prio, o| {
                 c.overshoot[prio].record(o.bytes);
                 c.pfc_reaction_ns[prio].record(o.settle_ns);
