@@ -29,7 +29,7 @@ use crate::{
         settings::ModelTerms,
         stats::{Log2Snapshot, PortSnapshot},
     },
-    fc::PRIORITIES,
+    fc::arrival::UnpausedRate,
     headroom::adaptive::AdaptiveResult,
 };
 
@@ -47,59 +47,24 @@ pub struct SoftwareTerms {
     pub peak_rx_bps: u64,
 }
 
-/// Receive rates are taken over at least this long (the monitor ticks every 50 ms).
-pub const RATE_INTERVAL_NS: u64 = 40_000_000;
-
-/// An interval counts only if the priority was unpaused for at least this part of it (1/n):
-/// a rate over a sliver of time is noise.
-const MIN_UNPAUSED_PART: u64 = 10;
-
-/// What a rate sample remembers of the previous one.
-#[derive(Debug, Clone, Copy)]
-struct RxSample {
-    at: u64,
-    bytes: [u64; PRIORITIES],
-    held_ns: [u64; PRIORITIES],
-}
-
 /// The histograms of one port as of the previous measurement.
 #[derive(Debug, Clone, Default)]
 pub struct SoftwareWindow {
     lag: Log2Snapshot,
     reaction: Log2Snapshot,
-    last_rx: Option<RxSample>,
+    rx: UnpausedRate,
     peak_rx_bps: u64,
 }
 
 impl SoftwareWindow {
     /// The port's counters at `now` (ns): the peak rate rises if a priority arrived faster,
-    /// over the last [`RATE_INTERVAL_NS`] or more less the time it was held paused, than
-    /// ever before in this window.
+    /// over the last [`crate::fc::arrival::RATE_INTERVAL_NS`] or more less the time it was held paused, than
+    /// ever before in this window ([`UnpausedRate`]).
     pub fn sample_rx(&mut self, now: u64, port: &PortSnapshot) {
-        let this = RxSample {
-            at: now,
-            bytes: port.rx_data_bytes,
-            held_ns: port.xoff_held_ns,
-        };
-        let Some(last) = self.last_rx else {
-            self.last_rx = Some(this);
-            return;
-        };
-        let dt = now.saturating_sub(last.at);
-        if dt < RATE_INTERVAL_NS {
-            return;
+        if let Some(rates) = self.rx.sample(now, &port.rx_data_bytes, &port.xoff_held_ns) {
+            let peak = rates.into_iter().flatten().max().unwrap_or(0);
+            self.peak_rx_bps = self.peak_rx_bps.max(peak);
         }
-        for p in 0..PRIORITIES {
-            let held = this.held_ns[p].saturating_sub(last.held_ns[p]).min(dt);
-            let unpaused = dt - held;
-            if unpaused * MIN_UNPAUSED_PART < dt {
-                continue;
-            }
-            let bytes = this.bytes[p].saturating_sub(last.bytes[p]);
-            let bps = u128::from(bytes) * 8_000_000_000 / u128::from(unpaused);
-            self.peak_rx_bps = self.peak_rx_bps.max(bps as u64);
-        }
-        self.last_rx = Some(this);
     }
 
     /// The terms seen since the previous call (or start), with `round_trip_ns` the wire round

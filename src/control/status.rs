@@ -60,6 +60,10 @@ pub struct PrioStatus {
     /// The terms of the headroom in force: floor, measured model, observed evidence, bytes.
     #[serde(default)]
     pub headroom_terms: Option<[u64; 3]>,
+    /// The notice term, part of the observed evidence: what arrives, at the fastest rate seen,
+    /// while a crossing of XOFF may go unnoticed (the stall guard's bound), bytes.
+    #[serde(default)]
+    pub headroom_notice_bytes: u64,
     /// How often the headroom in force changed since the start.
     #[serde(default)]
     pub headroom_changes: u64,
@@ -202,6 +206,7 @@ impl StatusSource {
                                     counters.headroom_evidence[prio],
                                 ]
                             }),
+                            headroom_notice_bytes: counters.headroom_notice[prio],
                             headroom_changes: counters.headroom_changes[prio],
                             headroom_changed_ago_s: (counters.headroom_changed_ns[prio] > 0).then(
                                 || {
@@ -503,8 +508,9 @@ pub fn text(s: &Status) -> String {
                 };
                 let _ = writeln!(
                     out,
-                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed}; {changed}; largest overshoot after XOFF < {}",
+                    "       headroom {} from {src}: floor {floor}, measured {measured}, observed {observed} (notice {}); {changed}; largest overshoot after XOFF < {}",
                     o(q.headroom_bytes),
+                    q.headroom_notice_bytes,
                     q.overshoot_max_bytes
                 );
             }

@@ -7,6 +7,22 @@
 //! hysteresis. Admission still drops only beyond the buffer, so a larger headroom pauses the
 //! source earlier and never drops more.
 //!
+//! **The notice term.** The overshoot meters see what arrives after an XOFF went out; what
+//! arrived between the crossing of XOFF and the moment the worker noticed it is in no
+//! overshoot, and on a busy host it is most of what a headroom holds (bench/RESULTS.md, the
+//! `pfc-8KiB` row: 10-3,047 frames lost per run with the headroom at 1.5 × the overshoot). Since
+//! issue 14's ingress accounting the worker reads the occupancy from the XDP counters at every
+//! turn, so a crossing waits at most for the next turn, and turns are short (p99 131-524 us on
+//! the lab VM) except when the worker does not run at all, which the stall guard covers: it
+//! pauses the source of a worker that made no turn for `stall_guard`, looking every half of
+//! it. So while the guard is on, no crossing goes unnoticed for longer than `stall_guard` × 1.5
+//! (`notice_ns`), and what arrives meanwhile is at most that time at the fastest rate the
+//! priority arrived at while unpaused ([`crate::fc::arrival`], over 40 ms intervals, taken
+//! once per gauge period, not per turn). That is the notice term, added to the observed
+//! overshoot in [`crate::fc::adaptive`]. (The time is a bound, not a percentile: the p99.99
+//! of the turn gaps is the host's millisecond stalls, which would have asked for more than the
+//! whole buffer.) Without the guard there is no bound and no notice term.
+//!
 //! With `[headroom] xoff_time`, XOFF is also at most what the priority's buffer drains in that
 //! time at its measured rate ([`crate::fc::drain`]), and XON shrinks in the same proportion: a
 //! backlog then waits about `xoff_time` however fast this host drains it. A lower XOFF leaves
@@ -20,6 +36,7 @@
 
 use crate::fc::{
     adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},
+    arrival::UnpausedRate,
     drain::DrainMeter,
     overshoot::{Overshoot, OvershootMeter},
     plan::PrioPlan,
@@ -47,8 +64,11 @@ pub struct HeadroomReport {
     pub floor: u64,
     /// Link-up's model (0 until measured).
     pub model: u64,
-    /// Observed overshoot × margin, decayed.
+    /// Observed overshoot × margin plus the notice term, decayed.
     pub evidence: u64,
+    /// The notice term (part of `evidence`): what arrives at the fastest rate seen while a
+    /// crossing of XOFF may go unnoticed.
+    pub notice: u64,
     /// XOFF in force.
     pub xoff: u64,
     /// XON in force.
@@ -127,6 +147,8 @@ pub struct PortHeadroom {
     /// No drain look before this (`xoff_time`): a look every [`DRAIN_LOOK_NS`], not every
     /// turn of the worker.
     next_drain_look: u64,
+    /// Arrival rates while unpaused, for the notice term.
+    arrivals: UnpausedRate,
 }
 
 impl PortHeadroom {
@@ -145,6 +167,7 @@ impl PortHeadroom {
             running: 0,
             max_frame,
             next_drain_look: 0,
+            arrivals: UnpausedRate::default(),
         };
         h.reconfigure(settings, configured, in_force, now);
         h
@@ -293,12 +316,33 @@ impl PortHeadroom {
         changed
     }
 
-    /// Lets the evidence decay to `now`; returns whether the thresholds changed.
-    pub fn advance(&mut self, now: u64) -> bool {
-        self.prios
-            .iter_mut()
-            .flatten()
-            .fold(false, |c, s| s.adaptive.advance(now) | c)
+    /// Lets the evidence decay to `now` and, with the `arrived` totals and the time each
+    /// priority was `held` paused so far, raises each notice term to what arrives in
+    /// `notice_ns` at the rate the priority arrived at while unpaused; returns whether the
+    /// thresholds changed.
+    pub fn advance(
+        &mut self,
+        now: u64,
+        arrived: &[u64; PRIORITIES],
+        held: &[u64; PRIORITIES],
+    ) -> bool {
+        let rates = match (self.settings.notice_ns, self.settings.adaptive) {
+            (Some(_), true) => self.arrivals.sample(now, arrived, held),
+            _ => None,
+        };
+        let notice_ns = u128::from(self.settings.notice_ns.unwrap_or(0));
+        let mut changed = false;
+        for (p, s) in self.prios.iter_mut().enumerate() {
+            let Some(s) = s else { continue };
+            changed |= match rates.and_then(|r| r[p]) {
+                Some(bps) => {
+                    let bytes = (u128::from(bps) * notice_ns / 8_000_000_000) as u64;
+                    s.adaptive.on_notice(now, bytes)
+                }
+                None => s.adaptive.advance(now),
+            };
+        }
+        changed
     }
 
     /// What status and metrics show for priority `p` at `now`.
@@ -311,6 +355,7 @@ impl PortHeadroom {
             floor: s.adaptive.floor(),
             model: s.adaptive.model(),
             evidence: s.adaptive.evidence(now),
+            notice: s.adaptive.notice(now),
             xoff: t.xoff,
             xon: t.xon,
             drain_rate: self.settings.xoff_time_ns.and(s.drain.rate()),
@@ -368,6 +413,35 @@ mod tests {
         let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);
         assert_eq!(min_xoff(9018), 18_036);
         assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
+    }
+
+    #[test]
+    fn the_notice_term_is_what_arrives_at_the_unpaused_rate_within_the_guard_bound() {
+        let c = plans();
+        let settings = HeadroomSettings {
+            notice_ns: Some(375_000),
+            ..HeadroomSettings::default()
+        };
+        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
+        assert!(!h.advance(0, &arrived, &held));
+        // 50 ms: 12.5 MB arrived, 25 ms of it held paused: 4 Gbit/s while free to send.
+        // 375 us of that is 187.5 kB, held 1/8 above: 210,937 B on top of the prior.
+        arrived[3] = 12_500_000;
+        held[3] = 25 * MS;
+        // (The configured 1 MiB floor still holds more: the thresholds stay.)
+        assert!(!h.advance(50 * MS, &arrived, &held));
+        let r = h.report(3, 50 * MS).unwrap();
+        assert_eq!(r.notice, 210_937);
+        // The prior (half the buffer, decayed over 50 ms of a 10-minute half-life) under it.
+        let prior = (64 * 1024 + 1024 * 1024) / 2;
+        assert!(r.evidence.abs_diff(210_937 + prior) < 100, "{}", r.evidence);
+        // Without the stall guard there is no bound and no notice term.
+        let off = HeadroomSettings::default();
+        let mut h = PortHeadroom::new(off, 1518, &c, |p| (c[p], false), 0);
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
+        h.advance(50 * MS, &arrived, &held);
+        assert_eq!(h.report(3, 50 * MS).unwrap().notice, 0);
     }
 
     #[test]

@@ -300,8 +300,10 @@ pub struct PortCounters {
     pub headroom_floor: [Counter; PRIORITIES],
     /// Link-up's model of the headroom (0 until measured).
     pub headroom_model: [Counter; PRIORITIES],
-    /// Observed overshoot × margin, decayed.
+    /// Observed overshoot × margin plus the notice term, decayed.
     pub headroom_evidence: [Counter; PRIORITIES],
+    /// The notice term (part of the evidence).
+    pub headroom_notice: [Counter; PRIORITIES],
     /// Changes of the headroom in force since the start.
     pub headroom_changes: [Counter; PRIORITIES],
     /// When the headroom in force last changed, CLOCK_MONOTONIC ns (0: never).
@@ -495,6 +497,10 @@ pub struct PortSnapshot {
     /// Observed overshoot × margin, decayed.
     #[serde(default)]
     pub headroom_evidence: [u64; PRIORITIES],
+    /// The notice term, part of the evidence: what arrives while a crossing of XOFF may go
+    /// unnoticed.
+    #[serde(default)]
+    pub headroom_notice: [u64; PRIORITIES],
     /// Changes of it since the start.
     #[serde(default)]
     pub headroom_changes: [u64; PRIORITIES],
@@ -659,6 +665,7 @@ pub fn snapshot(
         headroom_floor: arr(|p| &p.headroom_floor),
         headroom_model: arr(|p| &p.headroom_model),
         headroom_evidence: arr(|p| &p.headroom_evidence),
+        headroom_notice: arr(|p| &p.headroom_notice),
         headroom_changes: arr(|p| &p.headroom_changes),
         headroom_changed_ns: arr(|p| &p.headroom_changed_ns),
         xoff_in_force: arr(|p| &p.xoff_in_force),

@@ -9,9 +9,12 @@
 //! - the **model**: the headroom link-up computes from the measured round trip (wire, the
 //!   peer's response, frames in flight), plus the daemon's own lag at a high percentile;
 //! - the **evidence**: the overshoot observed after XOFFs (see [`super::overshoot`]) times a
-//!   margin. It is raised at once by a larger overshoot, so the next episode of the same
-//!   size is covered, and decays slowly (exponentially, with a configurable half-life) so one
-//!   stall long ago does not hold the XOFF point down for ever.
+//!   margin, plus the **notice** term: what arrives while a crossing of XOFF may go unnoticed
+//!   before any XOFF goes out (the caller's bound on that time times the fastest arrival rate
+//!   seen, see `dataplane::pfc_headroom`). The overshoot only counts what arrives *after*
+//!   the XOFF, so the two add up. Both are raised at once by a larger value, so the next
+//!   episode of the same size is covered, and decay slowly (exponentially, with a configurable
+//!   half-life) so one stall long ago does not hold the XOFF point down for ever.
 //!
 //! Before anything has been observed, the evidence starts at a **prior** (the caller's guess
 //! of the worst case, e.g. half the buffer) that decays like any evidence: the first XOFFs
@@ -93,6 +96,9 @@ pub struct HeadroomSettings {
     /// XOFF in force at most what the priority's buffer drains in this many ns, at the rate
     /// measured ([`crate::fc::drain`]); `None`: XOFF in bytes only.
     pub xoff_time_ns: Option<u64>,
+    /// The longest a crossing of XOFF goes unnoticed, ns: the stall guard's detection bound
+    /// (`stall_guard` and half of it again) while it is on; `None`: no notice term.
+    pub notice_ns: Option<u64>,
 }
 
 impl Default for HeadroomSettings {
@@ -104,6 +110,7 @@ impl Default for HeadroomSettings {
             half_life_ns: 600_000_000_000,
             quiet_ns: 1_000_000,
             xoff_time_ns: None,
+            notice_ns: None,
         }
     }
 }
@@ -115,6 +122,8 @@ pub struct AdaptiveHeadroom {
     model: u64,
     /// Observed overshoot × margin, decayed to `evidence_at`.
     evidence: f64,
+    /// The notice term, decayed to `evidence_at`.
+    notice: f64,
     /// The prior, decayed to `evidence_at` (it counts only while [`Self::prior_applies`]).
     prior: f64,
     evidence_at: u64,
@@ -136,6 +145,7 @@ impl AdaptiveHeadroom {
             cfg,
             model: 0,
             evidence: 0.0,
+            notice: 0.0,
             prior: cfg.prior as f64,
             evidence_at: now,
             episodes: 0,
@@ -165,9 +175,14 @@ impl AdaptiveHeadroom {
     }
 
     /// The evidence term at `now` (observed overshoot × margin, or the prior where it
-    /// applies, decayed), bytes.
+    /// applies, plus the notice term, decayed), bytes.
     pub fn evidence(&self, now: u64) -> u64 {
         (self.observed() * self.decay_factor(now)) as u64
+    }
+
+    /// The notice term at `now` (part of [`AdaptiveHeadroom::evidence`]), bytes.
+    pub fn notice(&self, now: u64) -> u64 {
+        (self.notice * self.decay_factor(now)) as u64
     }
 
     /// The floor, bytes.
@@ -206,6 +221,18 @@ impl AdaptiveHeadroom {
         self.settle(now)
     }
 
+    /// Up to `bytes` may arrive before a crossing of XOFF is acted on: if the notice term
+    /// holds less, it rises at once to 1/8 above it, so that a rate that wavers by a few
+    /// percent does not move the thresholds (and write the log line) at every sample. Returns
+    /// whether the headroom changed.
+    pub fn on_notice(&mut self, now: u64, bytes: u64) -> bool {
+        self.decay_to(now);
+        if bytes as f64 > self.notice {
+            self.notice = (bytes + bytes / 8) as f64;
+        }
+        self.settle(now)
+    }
+
     /// Lets the evidence decay to `now`. Returns whether the headroom changed.
     pub fn advance(&mut self, now: u64) -> bool {
         self.decay_to(now);
@@ -215,6 +242,7 @@ impl AdaptiveHeadroom {
     fn decay_to(&mut self, now: u64) {
         let f = self.decay_factor(now);
         self.evidence *= f;
+        self.notice *= f;
         self.prior *= f;
         self.spill *= f;
         self.evidence_at = now;
@@ -233,16 +261,18 @@ impl AdaptiveHeadroom {
     /// The prior counts until [`PRIOR_EPISODES`] episodes were seen, and again while an
     /// episode's occupancy beyond XOFF (decayed) exceeds what the evidence alone holds.
     fn prior_applies(&self) -> bool {
-        self.episodes < PRIOR_EPISODES || self.spill > self.evidence
+        self.episodes < PRIOR_EPISODES || self.spill > self.evidence + self.notice
     }
 
-    /// The observed term at `evidence_at`: the evidence, or the prior where it applies.
+    /// The observed term at `evidence_at`: the evidence, or the prior where it applies, plus
+    /// the notice term.
     fn observed(&self) -> f64 {
-        if self.prior_applies() {
+        let seen = if self.prior_applies() {
             self.evidence.max(self.prior)
         } else {
             self.evidence
-        }
+        };
+        seen + self.notice
     }
 
     /// What evidence held at `evidence_at` is worth at `now`.
@@ -369,6 +399,33 @@ mod tests {
         // A larger episode still raises the evidence at once.
         assert!(h.on_overshoot(3 * MS, 200_000, 0));
         assert_eq!(h.in_force(), 300_032);
+    }
+
+    #[test]
+    fn the_notice_term_adds_to_the_overshoot_and_lets_the_prior_stand_aside() {
+        let mut h = with_prior();
+        // 100 kB may arrive before a crossing is noticed: held as 112.5 kB (1/8 above), on
+        // top of the prior too (the prior stands for what arrives after XOFF).
+        assert!(h.on_notice(0, 100_000));
+        assert_eq!((h.notice(0), h.in_force()), (112_500, 612_608));
+        // Episodes of 80 kB after XOFF whose occupancy rose 200 kB beyond it: the overshoot
+        // alone (120 kB) would keep the prior; with the notice term (232.5 kB) it stands aside.
+        for e in 1..=PRIOR_EPISODES {
+            h.on_overshoot(e, 80_000, 200_000);
+        }
+        assert_eq!(
+            (h.in_force(), h.source()),
+            (232_704, HeadroomSource::Observed)
+        );
+        assert!((232_499..=232_500).contains(&h.evidence(PRIOR_EPISODES)));
+        // A rate a few percent higher moves nothing; a clearly higher one raises it at once.
+        assert!(!h.on_notice(100, 110_000));
+        assert!(h.on_notice(101, 200_000));
+        assert_eq!(h.notice(101), 225_000);
+        assert_eq!(h.in_force(), 345_088);
+        // It decays like the evidence, down to the floor.
+        h.advance(60_000 * MS);
+        assert_eq!(h.in_force(), 65_536);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! monotonic clock chosen by the caller) and returns what to send and when to be called again.
 
 pub mod adaptive;
+pub mod arrival;
 pub mod credit;
 pub mod credit_port;
 pub mod drain;

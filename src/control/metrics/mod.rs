@@ -610,7 +610,9 @@ impl Collector for DaemonCollector {
             &mut enc,
             "headroom_term",
             "Terms of the PFC headroom in force: the floor, link-up's model, the observed \
-             overshoot times the margin (decayed), and the value in force (their maximum).",
+             overshoot times the margin plus the notice term (decayed), the notice term alone \
+             (what arrives while a crossing of XOFF may go unnoticed), and the value in force \
+             (the maximum of floor, measured and observed).",
             bytes(),
             Gauge,
             s.iter().flat_map(|p| {
@@ -621,6 +623,7 @@ impl Collector for DaemonCollector {
                             ("floor", p.headroom_floor[prio]),
                             ("measured", p.headroom_model[prio]),
                             ("observed", p.headroom_evidence[prio]),
+                            ("notice", p.headroom_notice[prio]),
                             ("in_force", p.headroom_in_force[prio]),
                         ]
                         .into_iter()

@@ -10,12 +10,12 @@ impl ForwardWorker {
     /// every port, and lets the observed headroom evidence decay.
     pub(super) fn publish_gauges(&mut self, now: u64) {
         for p in 0..self.ports.len() {
-            if self.ports[p]
-                .headroom
-                .as_mut()
-                .is_some_and(|h| h.advance(now))
-            {
-                self.retune(p, now);
+            let port = &mut self.ports[p];
+            if let Some(h) = port.headroom.as_mut() {
+                let held = port.generator.xoff_held_ns(now);
+                if h.advance(now, &port.shared.arrived_all(), &held) {
+                    self.retune(p, now);
+                }
             }
             let c = &self.stats.ports[p];
             let Some(h) = self.ports[p].headroom.as_ref() else {
@@ -30,6 +30,7 @@ impl ForwardWorker {
                 c.headroom_floor[prio].set(r.floor);
                 c.headroom_model[prio].set(r.model);
                 c.headroom_evidence[prio].set(r.evidence);
+                c.headroom_notice[prio].set(r.notice);
                 c.headroom_changes[prio].set(r.changes.0);
                 c.headroom_changed_ns[prio].set(r.changes.1.unwrap_or(0));
                 c.xoff_in_force[prio].set(r.xoff);
