@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::{
     control_section, http_get, json_u64 as u, metric, promtool_check, report_port as port,
-    start_sink, start_sink_with, threads_named, traffic_lock, unique, veth, FrozenThread, Hogs,
-    Netns, Proc, TempFile, Wire,
+    start_sink_with, threads_named, traffic_lock, unique, veth, FrozenThread, Hogs, Netns, Proc,
+    TempFile, Wire,
 };
 use serde_json::Value;
 
@@ -33,18 +33,23 @@ struct Run {
     dut: Value,
 }
 
-/// A `[metrics]` section for the daemon's namespace, which [`run_scraped`] reads.
+/// A `[metrics]` section for the daemon's namespace, which [`run_with`] reads.
 const METRICS: &str = "\n[metrics]\nlisten = \"127.0.0.1:9464\"\n";
 
 /// gen (`gen_args`) → daemon (`config`) → sink; the reports of all three.
 fn run(w: &Wire, config: &str, gen_args: &[&str]) -> Run {
-    run_scraped(w, config, gen_args).0
+    run_with(w, config, gen_args, &[]).0
 }
 
-/// [`run`], and `/metrics` after the traffic, before the daemon stopped, where `config` has
-/// [`METRICS`].
-fn run_scraped(w: &Wire, config: &str, gen_args: &[&str]) -> (Run, Option<String>) {
-    let sink = start_sink(&w.sink_ns, &w.s);
+/// [`run`] with `sink_args` for the sink, and `/metrics` after the traffic, before the daemon
+/// stopped, where `config` has [`METRICS`].
+fn run_with(
+    w: &Wire,
+    config: &str,
+    gen_args: &[&str],
+    sink_args: &[&str],
+) -> (Run, Option<String>) {
+    let sink = start_sink_with(&w.sink_ns, &w.s, sink_args);
     let (dut, _cfg) = start_daemon(&w.dut_ns, config);
     let mut args = vec!["gen", "--iface", &w.g, "--json"];
     args.extend_from_slice(gen_args);
@@ -170,7 +175,7 @@ fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
     let _serial = traffic_lock();
     let w = wire();
     let plan = format!("{PFC_2MIB}\n[headroom]\nxoff_time = \"500us\"{METRICS}");
-    let (r, metrics) = run_scraped(&w, &daemon_bound_config(&w, &plan), FLOOD);
+    let (r, metrics) = run_with(&w, &daemon_bound_config(&w, &plan), FLOOD, &[]);
     assert_lossless(&r);
     let d0 = port(&r.dut, &w.d0);
     assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
@@ -339,6 +344,58 @@ fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
     assert_lossless(&r);
     assert!(prio3(port(&r.dut, &w.d0), "pfc_tx") > 0, "{}", r.dut);
     assert_no_drops(&r.dut, &w.d0);
+}
+
+/// The headroom left to the daemon: the quick start's 2 Gbit/s into 1 Gbit/s with the same
+/// 320 KiB buffer as the default split as XOFF 312 KiB + an 8 KiB floor, so the headroom in
+/// force is the daemon's choice. The observed overshoot after XOFF (about 32 KiB here) misses
+/// what crosses XOFF before the worker notices; the notice term (the stall guard's bound times
+/// the fastest arrival rate) covers it, and nothing is lost (`bench/reaction`'s `pfc-8KiB`
+/// row lost 0-3,047 frames per run without the term). The sink is `--realtime`: at normal
+/// priority it lost frames at its own socket in about one run in ten here (the daemon none),
+/// which is the sink's test, not this one.
+#[test]
+fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let config = format!(
+        "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n\n\
+         [priority.3]\nmode = \"pfc\"\nxoff = \"312KiB\"\nxon = \"280KiB\"\nheadroom = \"8KiB\"\n",
+        w.d0, w.d1
+    );
+    let gen = "--rate 2Gbit --size 1000 --priority 3 --flows 3 --duration 2s";
+    let gen: Vec<&str> = gen.split(' ').collect();
+    let (r, _) = run_with(&w, &config, &gen, &["--realtime"]);
+    let d0 = port(&r.dut, &w.d0);
+    assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
+    // The longest the worker left a frame waiting (the lower bound of the highest non-empty
+    // power-of-two bucket). A worker held off longer than the whole 320 KiB buffer lasts at
+    // the 2 Gbit/s offered (1.31 ms) overflows whatever part of it is headroom: that is the
+    // host's (the VM stopped a vCPU; one run in ten or so here, with lags of 2.1-4.2 ms) and
+    // is reported, not failed. Below that, every frame must arrive. (Before the notice term
+    // this row lost frames with lags under 2.1 ms.)
+    let lag = d0["rx_lag_ns"]["buckets"]
+        .as_array()
+        .and_then(|b| b.iter().rposition(|n| n.as_u64() > Some(0)))
+        .map_or(0, |b| 1u64 << b.saturating_sub(1));
+    let buffer_ns = 327_680 * 8 * 1_000_000_000 / 2_000_000_000;
+    if lag > buffer_ns {
+        println!(
+            "the worker was held off {lag} ns or more, longer than the buffer lasts: not judged"
+        );
+        return;
+    }
+    assert_no_drops(&r.dut, &w.d0);
+    assert_no_drops(&r.dut, &w.d1);
+    assert_lossless(&r);
+    let (headroom, notice) = (prio3(d0, "headroom_in_force"), prio3(d0, "headroom_notice"));
+    // 375 us at no less than the 1 Gbit/s the egress drains (the generator sends 2).
+    assert!(notice >= 46_875, "notice term {notice}: {d0}");
+    assert!(
+        headroom >= notice,
+        "headroom {headroom}, notice {notice}: {d0}"
+    );
+    println!("headroom in force {headroom} B, of which notice {notice} B");
 }
 
 /// A worker stopped outright three times while the generator sends 2 Gbit/s (ptrace, as a
