@@ -154,8 +154,8 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let linkup = linkup(&c, &raw.linkup)?;
     let credit = credit(&c, &raw.credit, &prios, raw.daemon.workers)?;
     let mut headroom = headroom(&c, &raw.headroom)?;
-    // The stall guard sees a worker that stopped within `stall` and half of it after its last
-    // turn (its close watch), and pauses the source by then: the headroom's notice
+    // The stall guard sees a worker that stopped within `stall` and half of it (its close
+    // watch looks every half `stall`), and pauses the source by then: the headroom's notice
     // term (dataplane::pfc_headroom).
     headroom.notice_ns = stall_guard_ns.map(|s| s + s / 2);
     Ok(Plan {

@@ -14,8 +14,8 @@
 //! issue 14's ingress accounting the worker reads the occupancy from the XDP counters at every
 //! turn, so a crossing waits at most for the next turn, and turns are short (p99 131-524 us on
 //! the lab VM) except when the worker does not run at all, which the stall guard covers: it
-//! pauses the source of a worker that made no turn for `stall_guard`, and looks at the latest
-//! a stall and a half after the worker's last turn. So while the guard is on, no crossing goes unnoticed for longer than `stall_guard` × 1.5
+//! pauses the source of a worker that made no turn for `stall_guard`, looking every half of
+//! it. So while the guard is on, no crossing goes unnoticed for longer than `stall_guard` × 1.5
 //! (`notice_ns`), and what arrives meanwhile is at most that time at the fastest rate the
 //! priority arrived at while unpaused ([`crate::fc::arrival`], over 40 ms intervals, taken
 //! once per gauge period, not per turn). That is the notice term, added to the observed

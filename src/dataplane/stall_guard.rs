@@ -11,15 +11,10 @@
 //!
 //! The guard is a thread on each of (at most) two CPUs, so that whichever CPU a worker is
 //! stopped on, a guard runs on another; `SCHED_FIFO` one below the workers when they are
-//! real-time (above every normal task, never preempting a running worker). While a PFC
-//! priority is half way to its XOFF, holds its source paused or receives frames, or frames
-//! wait for a worker that makes no turn, it looks when a stall could first be called: the
-//! watched workers' latest turn + [`StallWatch::stall_ns`] (each worker publishes when its
-//! turn began), at least half and at most a whole stall after the previous look. A worker that
-//! keeps turning is looked at about once a stall (it was every half stall: a third fewer
-//! wake-ups and of the guard's CPU in `bench/forward`'s PFC row), and a stall is still called
-//! within a stall and a half of the worker's last turn. An idle port backs off to
-//! [`IDLE_LOOK_NS`]:
+//! real-time (above every normal task, never preempting a running worker). Every half
+//! [`StallWatch::stall_ns`] while a PFC priority is half way to its XOFF, holds its source
+//! paused or receives frames, or frames wait for a worker that makes no turn (an idle port
+//! backs off to [`IDLE_LOOK_NS`]:
 //! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM; ports without a PFC priority
 //! are not looked at, and with none anywhere only every [`NO_PFC_LOOK_NS`], for a reload) it
 //! looks, per worker and port, at counters that exist anyway
@@ -27,15 +22,13 @@
 //! XDP `ingress` map, the frames steered to the worker's queue and the frames stamp of the
 //! last one the worker took (which it publishes after each batch).
 //!
-//! A worker is **stalled** on a port when frames waited for it at two looks in a row, it has
-//! made no loop turn between them, at least `stall` has passed since its latest turn began,
-//! and more frames have arrived since the previous look. Each condition removes a false alarm:
-//! a frame waiting is, alone, a worker about to wake (hence two looks: the first frames after
-//! a sleep find its latest turn long past); no turn is, alone, an idle worker (it sleeps up to
-//! 10 ms); and after a kernel drop the count of waiting frames stays too high until the
-//! worker's next turns settle it ([`super::ingress`]), so with nothing new arriving the guard
-//! stays quiet, which also means it can never be what keeps a source paused. Once stalled, the
-//! worker stays so while it makes no turn and frames wait.
+//! A worker is **stalled** on a port when frames waited for it at one look, it has made no
+//! loop turn since, at least `stall` has passed, and more frames have arrived meanwhile. Each
+//! condition removes a false alarm: a frame waiting is, alone, a worker about to wake; no turn
+//! is, alone, an idle worker (it sleeps up to 10 ms); and after a kernel drop the count of
+//! waiting frames stays too high until the worker's next turns settle it
+//! ([`super::ingress`]), so with nothing new arriving the guard stays quiet, which also
+//! means it can never be what keeps a source paused.
 //!
 //! On a stalled port the guard pauses each PFC priority whose occupancy is at its XOFF or
 //! above. The occupancy is what the worker's congestion point would see: the bytes charged to
@@ -98,8 +91,6 @@ pub struct Look {
     pub steered: u64,
     /// Frames stamp of the last frame the worker took, as it published it.
     pub taken: u64,
-    /// When the worker's latest turn began, ns.
-    pub last_turn_ns: u64,
 }
 
 /// What a look found.
@@ -120,10 +111,8 @@ pub struct StallWatch {
     stall_ns: u64,
     /// The worker's turns at the previous look.
     turns: Option<u64>,
-    /// Frames steered to the worker as of the previous look.
-    steered: Option<u64>,
-    /// Frames waited for the worker at the latest look.
-    waiting: bool,
+    /// Since when frames have waited with no turn, and the steered count then.
+    waiting: Option<(u64, u64)>,
     stalled: bool,
 }
 
@@ -133,8 +122,7 @@ impl StallWatch {
         StallWatch {
             stall_ns,
             turns: None,
-            steered: None,
-            waiting: false,
+            waiting: None,
             stalled: false,
         }
     }
@@ -147,21 +135,13 @@ impl StallWatch {
     /// Takes the look `l` made at `now`.
     pub fn look(&mut self, now: u64, l: Look) -> Verdict {
         let turned = self.turns.replace(l.turns) != Some(l.turns);
-        let arrived = self
-            .steered
-            .replace(l.steered)
-            .is_some_and(|s| l.steered > s);
-        let waited = std::mem::replace(&mut self.waiting, l.steered > l.taken);
-        if turned || !self.waiting {
+        if turned || l.steered <= l.taken {
+            self.waiting = None;
             self.stalled = false;
             return Verdict::Running;
         }
-        // Stalled once `stall` has passed since the worker's latest turn, if frames waited at
-        // the previous look too and more arrived since (a worker just woken by the first
-        // frames, or one whose count a kernel drop left high with nothing arriving, is not);
-        // a stall lasts while the worker makes no turn and frames wait.
-        let late = now.saturating_sub(l.last_turn_ns) >= self.stall_ns;
-        if !late || !(self.stalled || (waited && arrived)) {
+        let (since, steered) = *self.waiting.get_or_insert((now, l.steered));
+        if now.saturating_sub(since) < self.stall_ns || l.steered == steered {
             return Verdict::Running;
         }
         if std::mem::replace(&mut self.stalled, true) {
@@ -173,7 +153,7 @@ impl StallWatch {
 
     /// Frames wait for the worker (as of the last look).
     pub fn waiting(&self) -> bool {
-        self.waiting
+        self.waiting.is_some()
     }
 }
 
@@ -425,8 +405,6 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         plan.refresh(&s.live);
         let mut busy = false;
         let mut watching = false;
-        // The earliest moment a watched worker can be stalled: its latest turn + `stall`.
-        let mut due = u64::MAX;
         for (i, port) in s.ports.iter().enumerate() {
             let xoff = plan.xoff(&s.workers[0].stats, i);
             if xoff.iter().all(Option::is_none) {
@@ -443,9 +421,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                     turns: worker.stats.heartbeat.get(),
                     steered: q.steered_frames(),
                     taken: q.taken_frames(),
-                    last_turn_ns: worker.stats.last_turn_ns.get(),
                 };
-                due = due.min(look.last_turn_ns.saturating_add(s.stall_ns));
                 match watch.look(now, look) {
                     Verdict::Running => {}
                     Verdict::Stalled | Verdict::StillStalled => {
@@ -502,21 +478,14 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                 port.shared.sent_pause(&m, now, port.speed_bps);
             }
         }
-        let next = if busy {
-            // Close watch: the next look when a stall could first be called, at least half
-            // a stall from now (a worker that turned long ago and has not stalled is looked
-            // at every half stall) and at most a whole one.
-            period = s.stall_ns / 2;
-            due.clamp(now + s.stall_ns / 2, now + s.stall_ns)
+        period = if busy {
+            s.stall_ns / 2
+        } else if watching {
+            (period * 2).min(IDLE_LOOK_NS)
         } else {
-            period = if watching {
-                (period * 2).min(IDLE_LOOK_NS)
-            } else {
-                NO_PFC_LOOK_NS
-            };
-            now + period
+            NO_PFC_LOOK_NS
         };
-        sleep_until(next);
+        sleep_until(now + period);
     }
 }
 
@@ -562,13 +531,11 @@ mod tests {
 
     const STALL: u64 = 250_000;
 
-    /// A look at a worker whose latest turn began at 0.
     fn look(turns: u64, steered: u64, taken: u64) -> Look {
         Look {
             turns,
             steered,
             taken,
-            last_turn_ns: 0,
         }
     }
 
@@ -577,11 +544,10 @@ mod tests {
         let mut w = StallWatch::new(STALL);
         for t in 0..100 {
             // Frames always waiting and arriving, but a turn between every two looks.
-            let l = Look {
-                last_turn_ns: t * STALL,
-                ..look(t, 10 * t + 5, 10 * t)
-            };
-            assert_eq!(w.look(t * STALL + STALL / 2, l), Verdict::Running);
+            assert_eq!(
+                w.look(t * STALL, look(t, 10 * t + 5, 10 * t)),
+                Verdict::Running
+            );
         }
     }
 
@@ -589,32 +555,17 @@ mod tests {
     fn frames_waiting_and_arriving_with_no_turn_for_the_stall_time_is_a_stall() {
         let mut w = StallWatch::new(STALL);
         assert_eq!(w.look(0, look(7, 100, 100)), Verdict::Running);
-        // Frames arrive; the worker makes no turn after the one that began at 0.
+        // Frames arrive; the worker makes no turn from here on.
         assert_eq!(w.look(100_000, look(7, 110, 100)), Verdict::Running);
         assert_eq!(
-            w.look(200_000, look(7, 150, 100)),
+            w.look(300_000, look(7, 150, 100)),
             Verdict::Running,
-            "200 us since its latest turn only"
+            "waiting for 200 us only"
         );
-        assert_eq!(w.look(250_000, look(7, 160, 100)), Verdict::Stalled);
-        // A stall lasts while frames wait, whether or not more arrive (its source paused).
-        assert_eq!(w.look(300_000, look(7, 160, 100)), Verdict::StillStalled);
+        assert_eq!(w.look(350_000, look(7, 160, 100)), Verdict::Stalled);
+        assert_eq!(w.look(400_000, look(7, 160, 100)), Verdict::StillStalled);
         // The worker is back.
-        let back = Look {
-            last_turn_ns: 340_000,
-            ..look(8, 170, 165)
-        };
-        assert_eq!(w.look(350_000, back), Verdict::Running);
-    }
-
-    #[test]
-    fn a_worker_just_woken_by_the_first_frames_is_not_stalled() {
-        let mut w = StallWatch::new(STALL);
-        // Asleep for 10 ms with nothing to do; frames have just arrived and wait.
-        assert_eq!(w.look(10_000_000, look(3, 100, 100)), Verdict::Running);
-        assert_eq!(w.look(10_125_000, look(3, 110, 100)), Verdict::Running);
-        // Still no turn half a stall later, with more arriving: that is a stall.
-        assert_eq!(w.look(10_250_000, look(3, 130, 100)), Verdict::Stalled);
+        assert_eq!(w.look(450_000, look(8, 170, 165)), Verdict::Running);
     }
 
     #[test]

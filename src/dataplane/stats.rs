@@ -385,9 +385,6 @@ pub struct WorkerStats {
     pub ports: Vec<PortCounters>,
     /// Incremented every loop turn (for the watchdog).
     pub heartbeat: Counter,
-    /// When the latest loop turn began, CLOCK_MONOTONIC ns (the stall guard times its looks
-    /// from it).
-    pub last_turn_ns: Counter,
 }
 
 impl WorkerStats {
@@ -396,7 +393,6 @@ impl WorkerStats {
         WorkerStats {
             ports: (0..ports).map(|_| PortCounters::default()).collect(),
             heartbeat: Counter::default(),
-            last_turn_ns: Counter::default(),
         }
     }
 }

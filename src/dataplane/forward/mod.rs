@@ -430,7 +430,6 @@ impl ForwardWorker {
     /// transmit a batch on every port. Returns the frames handled (0 = idle).
     pub fn step(&mut self, now: u64) -> Result<usize, WorkerError> {
         self.stats.heartbeat.add(1);
-        self.stats.last_turn_ns.set(now);
         if let Some(live) = &self.setup.live {
             if live.generation() != self.settings_seen {
                 self.settings_seen = live.generation();
