@@ -735,10 +735,12 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
         "{model}"
     );
     // Charged at the fastest the port received: about the generator's 200 Mbit/s, not the
-    // 10 Gbit/s the port is configured at.
+    // 10 Gbit/s the port is configured at. (Up to 1 Gbit/s: a generator held off by the host
+    // catches up at more than its rate, and one 40 ms interval read 458 Mbit/s in a full run
+    // on 2026-11-27 whose own lag reached 4 ms.)
     let rate = n(&model["rate_bps"]);
     assert!(
-        (150_000_000..=400_000_000).contains(&rate),
+        (150_000_000..=1_000_000_000).contains(&rate),
         "rate {rate}: {model}\n{log}"
     );
     let at_rate = |ns: u64| (u128::from(ns) * u128::from(rate)).div_ceil(8_000_000_000) as u64;
