@@ -57,9 +57,9 @@ pub struct SoftwareWindow {
 }
 
 impl SoftwareWindow {
-    /// The port's counters at `now` (ns): the peak rate rises if a priority arrived faster,
-    /// over the last [`crate::fc::arrival::RATE_INTERVAL_NS`] or more less the time it was held paused, than
-    /// ever before in this window ([`UnpausedRate`]).
+    /// The port's counters at `now` (ns): the peak rate rises if a priority arrived faster
+    /// while unpaused, over [`crate::fc::arrival::RATE_INTERVAL_NS`] or more, than ever
+    /// before in this window ([`UnpausedRate`]).
     pub fn sample_rx(&mut self, now: u64, port: &PortSnapshot) {
         if let Some(rates) = self.rx.sample(now, &port.rx_data_bytes, &port.xoff_held_ns) {
             let peak = rates.into_iter().flatten().max().unwrap_or(0);

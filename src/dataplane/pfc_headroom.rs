@@ -326,20 +326,17 @@ impl PortHeadroom {
         arrived: &[u64; PRIORITIES],
         held: &[u64; PRIORITIES],
     ) -> bool {
-        let rates = match (self.settings.notice_ns, self.settings.adaptive) {
-            (Some(_), true) => self.arrivals.sample(now, arrived, held),
-            _ => None,
-        };
-        let notice_ns = u128::from(self.settings.notice_ns.unwrap_or(0));
+        let notice_ns = self.settings.notice_ns.filter(|_| self.settings.adaptive);
+        let rates = notice_ns.and_then(|_| self.arrivals.sample(now, arrived, held));
         let mut changed = false;
         for (p, s) in self.prios.iter_mut().enumerate() {
             let Some(s) = s else { continue };
-            changed |= match rates.and_then(|r| r[p]) {
-                Some(bps) => {
-                    let bytes = (u128::from(bps) * notice_ns / 8_000_000_000) as u64;
-                    s.adaptive.on_notice(now, bytes)
+            changed |= match (rates.and_then(|r| r[p]), notice_ns) {
+                (Some(bps), Some(ns)) => {
+                    let bytes = u128::from(bps) * u128::from(ns) / 8_000_000_000;
+                    s.adaptive.on_notice(now, bytes as u64)
                 }
-                None => s.adaptive.advance(now),
+                _ => s.adaptive.advance(now),
             };
         }
         changed
