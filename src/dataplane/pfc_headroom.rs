@@ -200,18 +200,22 @@ impl PortHeadroom {
                 // Until an overshoot is seen, assume up to half the buffer may be needed.
                 prior: if settings.adaptive { plan.limit / 2 } else { 0 },
             };
-            let mut adaptive = match slot.take() {
+            // The evidence, the drain meter and its cap outlive a reload; without xoff_time
+            // there is no cap.
+            let (mut adaptive, drain, cap) = match slot.take() {
                 Some(old) => {
                     let mut a = old.adaptive;
                     a.set_config(now, cfg);
-                    a
+                    match settings.xoff_time_ns {
+                        Some(_) => (a, old.drain, old.cap),
+                        None => (a, DrainMeter::new(min_xoff(self.max_frame)), None),
+                    }
                 }
-                None => AdaptiveHeadroom::new(cfg, now),
-            };
-            // The drain meter and its cap outlive a reload; without xoff_time there is no cap.
-            let (drain, cap) = match slot.as_ref() {
-                Some(old) if settings.xoff_time_ns.is_some() => (old.drain.clone(), old.cap),
-                _ => (DrainMeter::new(min_xoff(self.max_frame)), None),
+                None => (
+                    AdaptiveHeadroom::new(cfg, now),
+                    DrainMeter::new(min_xoff(self.max_frame)),
+                    None,
+                ),
             };
             let model = if measured {
                 plan.pfc.map_or(0, |m| m.headroom)
@@ -486,6 +490,10 @@ mod tests {
             h.drain(2 * MS + w * MS / 5, &arrived, &occ);
         }
         assert_eq!(t(&h).0, min_xoff(1518));
+        // A reload that keeps xoff_time keeps the measured drain and its cap.
+        h.reconfigure(settings, &c, |p| (c[p], false), 9 * MS);
+        assert_eq!(t(&h).0, min_xoff(1518));
+        assert!(h.report(3, 9 * MS).unwrap().drain_rate.is_some());
         // Without xoff_time, nothing is measured and the configured thresholds hold.
         h.reconfigure(HeadroomSettings::default(), &c, |p| (c[p], false), 10 * MS);
         assert_eq!(t(&h), (65_536, 32_768));
