@@ -725,6 +725,74 @@ pub fn report_port<'a>(dut: &'a serde_json::Value, iface: &str) -> &'a serde_jso
         .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
 }
 
+/// The longest a frame waited for the worker on `port` (a port of a daemon's JSON report):
+/// the lower bound of the highest non-empty power-of-two bucket of its RX lag, ns.
+pub fn longest_rx_lag_ns(port: &serde_json::Value) -> u64 {
+    port["rx_lag_ns"]["buckets"]
+        .as_array()
+        .and_then(|b| b.iter().rposition(|n| n.as_u64() > Some(0)))
+        .map_or(0, |b| 1u64 << b.saturating_sub(1))
+}
+
+/// Whether the worker on `port` (a port of a daemon's JSON report) left a frame waiting
+/// longer than a `buffer_bytes` buffer lasts at `offered_bps`. A worker the host held off
+/// that long overflows whatever part of the buffer is headroom: such a run is the host's (the
+/// VM stopping a vCPU), and is reported (printed here) rather than judged lossless.
+pub fn held_off_beyond_the_buffer(
+    port: &serde_json::Value,
+    buffer_bytes: u64,
+    offered_bps: u64,
+) -> bool {
+    let lag = longest_rx_lag_ns(port);
+    let buffer_ns = buffer_bytes * 8 * 1_000_000_000 / offered_bps;
+    let beyond = lag > buffer_ns;
+    if beyond {
+        println!(
+            "the worker was held off {lag} ns or more, longer than the buffer lasts ({buffer_ns} ns): not judged"
+        );
+    }
+    beyond
+}
+
+/// Where a daemon's frames went, a line per port, for the head of a failure message (CI
+/// keeps the start and the end of a long message, not its middle): drops and kernel drops
+/// that are not zero, PFC frames sent by the worker and by the stall guard, stalls met, and
+/// the longest a frame waited for the worker.
+pub fn where_frames_went(dut: &serde_json::Value) -> String {
+    let nonzero = |v: &serde_json::Value| -> String {
+        v.as_object()
+            .map(|o| {
+                o.iter()
+                    .filter(|(_, n)| n.as_u64().is_some_and(|n| n > 0))
+                    .map(|(k, n)| format!("{k}={n}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            })
+            .unwrap_or_default()
+    };
+    let total = |v: &serde_json::Value| -> u64 {
+        v.as_array()
+            .map_or(0, |a| a.iter().filter_map(|n| n.as_u64()).sum())
+    };
+    let ports = dut["ports"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    ports
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: drops [{}] kernel [{}] pfc_tx {} stall_pfc_tx {} stalls {} longest rx lag >= {} us",
+                p["iface"].as_str().unwrap_or("?"),
+                nonzero(&p["drops"]),
+                nonzero(&p["kernel_drops"]),
+                total(&p["pfc_tx"]),
+                total(&p["stall_pfc_tx"]),
+                p["stalls"],
+                longest_rx_lag_ns(p) / 1000
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Runs `cmd`, asserts that it succeeded (showing its stderr if not) and returns its stdout.
 pub fn stdout_of(cmd: &mut Command) -> Vec<u8> {
     let out = cmd.output().expect("run command");
