@@ -10,7 +10,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{ptp4l, status_of, traffic_lock, unique, veth, Guard, Netns, Proc};
+use common::{ptp4l, status_of, traffic_lock, unique, veth, where_frames_went, Guard, Netns, Proc};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(20);
@@ -755,7 +755,12 @@ fn measuring_the_link_never_makes_a_safe_headroom_lossy() {
     );
     let sent = n(&gen["frames_sent"]);
     assert!(n(&gen["pfc_rx"]) > 0, "the daemon sent PFC: {gen}");
-    assert_eq!(n(&sink["unique"]), sent, "{sink}");
+    assert_eq!(
+        n(&sink["unique"]),
+        sent,
+        "{}\n{sink}",
+        where_frames_went(&dut)
+    );
     assert_eq!(n(&sink["lost"]), 0, "{sink}");
     let d0 = &dut["ports"][0];
     for (reason, count) in d0["drops"].as_object().unwrap() {

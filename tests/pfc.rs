@@ -119,7 +119,8 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     assert_eq!(
         u(&r.sink, &["received"]),
         sent,
-        "sink: {}\ndaemon: {}",
+        "{}\nsink: {}\ndaemon: {}",
+        where_frames_went(&r.dut),
         r.sink,
         r.dut
     );
