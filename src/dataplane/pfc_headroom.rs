@@ -23,6 +23,17 @@
 //! of the turn gaps is the host's millisecond stalls, which would have asked for more than the
 //! whole buffer.) Without the guard there is no bound and no notice term.
 //!
+//! **The guard's wait.** Each look of the guard costs a timer wake-up, about 60 us of CPU on
+//! the lab VM whatever it finds, and under close watch it looks every half stall: at the
+//! default 250 us that was 30 % of the CPU beside the worker in `bench/forward`'s PFC row. A
+//! headroom whose floor holds more than every term claims (`slack`) can pay for a later look:
+//! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
+//! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
+//! [`GUARD_STALL_MAX_NS`]). What arrives while a crossing goes unnoticed then grows from the
+//! notice term by at most the slack at the same rate, so the headroom in force still holds
+//! it: the bound moves, the headroom does not. With no slack (the floor is what the evidence
+//! asks, or less) the guard waits `stall_guard`, as before.
+//!
 //! With `[headroom] xoff_time`, XOFF is also at most what the priority's buffer drains in that
 //! time at its measured rate ([`crate::fc::drain`]), and XON shrinks in the same proportion: a
 //! backlog then waits about `xoff_time` however fast this host drains it. A lower XOFF leaves
@@ -42,6 +53,10 @@ use crate::fc::{
     plan::PrioPlan,
     PfcThresholds, PRIORITIES,
 };
+
+/// The longest the stall guard waits before calling a stall, however much slack the headroom
+/// has: it then looks every millisecond, as it does on an idle port.
+pub const GUARD_STALL_MAX_NS: u64 = 2_000_000;
 
 /// How often the drain meters look, ns: four looks to a [`crate::fc::drain::WINDOW_NS`] window,
 /// enough to see a backlog come and go, and a comparison per worker turn in between.
@@ -346,6 +361,27 @@ impl PortHeadroom {
         changed
     }
 
+    /// How long the stall guard may let frames wait for a worker on this port at `now`
+    /// before it calls a stall, ns (the module doc, "The guard's wait"); `None` while no
+    /// notice term bounds it (the guard off, the headroom not adaptive, or no rate seen yet).
+    pub fn guard_stall_ns(&self, now: u64) -> Option<u64> {
+        let notice_ns = self.settings.notice_ns.filter(|_| self.settings.adaptive)?;
+        let stall = notice_ns * 2 / 3;
+        self.prios
+            .iter()
+            .flatten()
+            .filter_map(|s| {
+                let notice = s.adaptive.notice(now);
+                (notice > 0).then(|| {
+                    let slack = s.adaptive.slack(now);
+                    let wait = u128::from(stall) * u128::from(notice + slack) / u128::from(notice);
+                    wait.min(u128::from(GUARD_STALL_MAX_NS)) as u64
+                })
+            })
+            .min()
+            .map(|wait| wait.max(stall))
+    }
+
     /// What status and metrics show for priority `p` at `now`.
     pub fn report(&self, p: usize, now: u64) -> Option<HeadroomReport> {
         let s = self.prios[p].as_ref()?;
@@ -443,6 +479,65 @@ mod tests {
         h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
         h.advance(50 * MS, &arrived, &held);
         assert_eq!(h.report(3, 50 * MS).unwrap().notice, 0);
+    }
+
+    #[test]
+    fn the_guard_waits_longer_only_by_what_the_floor_holds_beyond_every_term() {
+        let c = plans();
+        let settings = HeadroomSettings {
+            notice_ns: Some(375_000),
+            ..HeadroomSettings::default()
+        };
+        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
+        h.advance(0, &arrived, &held);
+        // No rate seen yet: nothing bounds a longer wait.
+        assert_eq!(h.guard_stall_ns(0), None);
+        // 4 Gbit/s unpaused: notice 210,937 B over the prior (557,056 B); the 1 MiB floor
+        // holds 280,583 B more, which buys 1.33 more notice times at that rate.
+        arrived[3] = 12_500_000;
+        held[3] = 25 * MS;
+        h.advance(50 * MS, &arrived, &held);
+        let r = h.report(3, 50 * MS).unwrap();
+        let slack = r.in_force - r.evidence;
+        let wait = h.guard_stall_ns(50 * MS).unwrap();
+        assert_eq!(wait, 250_000 * (r.notice + slack) / r.notice);
+        assert!((582_000..583_000).contains(&wait), "{wait}");
+        // What arrives at that rate over the longer bound (1.5 × the wait) is still within
+        // the headroom in force beyond the prior.
+        let unnoticed = wait as f64 * 1.5 * 4e9 / 8e9;
+        assert!(
+            unnoticed <= (r.in_force - (r.evidence - r.notice)) as f64,
+            "{unnoticed}"
+        );
+        // An 8 KiB floor: the evidence decides, no slack, the configured stall.
+        let mut h = PortHeadroom::new(
+            HeadroomSettings {
+                notice_ns: Some(375_000),
+                min_headroom: Some(8 * 1024),
+                ..HeadroomSettings::default()
+            },
+            1518,
+            &c,
+            |p| (c[p], false),
+            0,
+        );
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
+        h.advance(50 * MS, &arrived, &held);
+        let wait = h.guard_stall_ns(50 * MS).unwrap();
+        assert!((250_000..=250_002).contains(&wait), "{wait}");
+        // A floor far above every term: at most GUARD_STALL_MAX_NS.
+        let mut big = plans();
+        big[3] = PrioPlan::pfc(64 * 1024, 32 * 1024, 64 * 1024 * 1024);
+        let mut h = PortHeadroom::new(settings, 1518, &big, |p| (big[p], false), 0);
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
+        h.advance(50 * MS, &arrived, &held);
+        assert_eq!(h.guard_stall_ns(50 * MS), Some(GUARD_STALL_MAX_NS));
+        // Without the stall guard nothing is afforded.
+        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
+        h.advance(50 * MS, &arrived, &held);
+        assert_eq!(h.guard_stall_ns(50 * MS), None);
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub struct SharedPort {
     stalls: AtomicU64,
     /// PFC frames the stall guard sent on this port, per priority they paused.
     stall_pfc_tx: [AtomicU64; PRIORITIES],
+    /// How long the stall guard may let frames wait before calling a stall, ns, as the
+    /// leader worker's headroom affords it (0: the configured `stall_guard`).
+    guard_stall_ns: AtomicU64,
 }
 
 impl SharedPort {
@@ -140,6 +143,17 @@ impl SharedPort {
                 n.fetch_add(1, Relaxed);
             }
         }
+    }
+
+    /// The stall guard may wait `ns` before calling a stall on this port (`None`: the
+    /// configured `stall_guard`); see [`super::pfc_headroom::PortHeadroom::guard_stall_ns`].
+    pub fn set_guard_stall(&self, ns: Option<u64>) {
+        self.guard_stall_ns.store(ns.unwrap_or(0), Relaxed);
+    }
+
+    /// How long the stall guard may wait on this port, ns (`None`: the configured stall).
+    pub fn guard_stall(&self) -> Option<u64> {
+        Some(self.guard_stall_ns.load(Relaxed)).filter(|&ns| ns > 0)
     }
 
     /// Stalls met on this port, and the PFC frames sent for them per priority.

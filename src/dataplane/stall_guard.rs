@@ -12,7 +12,9 @@
 //! The guard is a thread on each of (at most) two CPUs, so that whichever CPU a worker is
 //! stopped on, a guard runs on another; `SCHED_FIFO` one below the workers when they are
 //! real-time (above every normal task, never preempting a running worker). Every half
-//! [`StallWatch::stall_ns`] while a PFC priority is half way to its XOFF, holds its source
+//! [`StallWatch::stall_ns`] (`stall_guard`, or longer where the port's headroom holds more
+//! than every term claims: [`super::pfc_headroom`], "The guard's wait"; back to half
+//! `stall_guard` while a stall lasts) while a PFC priority is half way to its XOFF, holds its source
 //! paused or receives frames, or frames wait for a worker that makes no turn (an idle port
 //! backs off to [`IDLE_LOOK_NS`]:
 //! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM; ports without a PFC priority
@@ -130,6 +132,11 @@ impl StallWatch {
     /// How long a worker must make no turn, with frames waiting and arriving, to be stalled.
     pub fn stall_ns(&self) -> u64 {
         self.stall_ns
+    }
+
+    /// Calls a stall after `stall_ns` from now on (the headroom's slack moved it).
+    pub fn set_stall_ns(&mut self, stall_ns: u64) {
+        self.stall_ns = stall_ns;
     }
 
     /// Takes the look `l` made at `now`.
@@ -405,6 +412,9 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         plan.refresh(&s.live);
         let mut busy = false;
         let mut watching = false;
+        let mut any_stalled = false;
+        // The shortest wait before a stall is called on a port under close watch.
+        let mut wait = u64::MAX;
         for (i, port) in s.ports.iter().enumerate() {
             let xoff = plan.xoff(&s.workers[0].stats, i);
             if xoff.iter().all(Option::is_none) {
@@ -412,7 +422,11 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
             }
             watching = true;
             let mut stalled = false;
+            // What the port's headroom affords (pfc_headroom's "The guard's wait").
+            let stall = port.shared.guard_stall().unwrap_or(0).max(s.stall_ns);
+            let mut port_busy = false;
             for (w, watch) in &mut watches[i] {
+                watch.set_stall_ns(stall);
                 let worker = &s.workers[*w];
                 let Some(q) = port.ingress.queue(worker.queue) else {
                     continue;
@@ -432,7 +446,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                         }
                     }
                 }
-                busy |= watch.waiting();
+                port_busy |= watch.waiting();
             }
             let live = std::array::from_fn(|p| {
                 s.workers
@@ -443,7 +457,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
             let paused_until = std::array::from_fn(|p| port.shared.upstream_pause_until(p));
-            busy |= close_watch(
+            port_busy |= close_watch(
                 &xoff,
                 &occupancy,
                 &accounted,
@@ -452,9 +466,14 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                 now,
             );
             last_live[i] = live;
+            if port_busy {
+                busy = true;
+                wait = wait.min(stall);
+            }
             if !stalled {
                 continue;
             }
+            any_stalled = true;
             // A pause the port already sent that lasts beyond the next look covers the stall.
             let covered = (0..PRIORITIES)
                 .filter(|&p| port.shared.upstream_pause_until(p) > now + s.stall_ns)
@@ -478,8 +497,12 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                 port.shared.sent_pause(&m, now, port.speed_bps);
             }
         }
-        period = if busy {
+        // While a stall lasts, every half `stall_guard` (the guard's pause is refreshed every
+        // two); under close watch every half of the shortest wait the headroom affords.
+        period = if any_stalled {
             s.stall_ns / 2
+        } else if busy {
+            wait / 2
         } else if watching {
             (period * 2).min(IDLE_LOOK_NS)
         } else {

@@ -185,6 +185,13 @@ impl AdaptiveHeadroom {
         (self.notice * self.decay_factor(now)) as u64
     }
 
+    /// The part of the headroom in force at `now` that no term claims (the floor, or a
+    /// headroom not yet decayed, above the model and the evidence), bytes.
+    pub fn slack(&self, now: u64) -> u64 {
+        self.in_force
+            .saturating_sub(self.evidence(now).max(self.model))
+    }
+
     /// The floor, bytes.
     pub fn floor(&self) -> u64 {
         self.cfg.floor
