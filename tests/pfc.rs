@@ -152,6 +152,14 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
         r.gen
     );
     assert!(d0["xoff_transitions"][3].as_u64() > Some(0), "{d0}");
+    // The 2 MiB headroom holds far more than its terms claim (the prior of half the buffer
+    // and about 105 kB of notice at 2 Gbit/s): the stall guard waits longer than its
+    // 250 us before calling a stall, up to its 2 ms ceiling.
+    let wait = u(d0, &["stall_guard_wait_ns"]);
+    assert!(
+        (250_001..=2_000_000).contains(&wait),
+        "guard waits {wait} ns: {d0}"
+    );
     // Congestion was real: the egress queue went past XOFF, and nothing was dropped.
     assert!(d1["queue_peak_bytes"][3].as_u64() > Some(64 * 1024), "{d1}");
     for (reason, n) in d0["drops"].as_object().unwrap() {

@@ -396,11 +396,18 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
         let (headroom, notice) = (prio3(d0, "headroom_in_force"), prio3(d0, "headroom_notice"));
         // 375 us at no less than the 1 Gbit/s the egress drains (the generator sends 2).
         assert!(notice >= 46_875, "notice term {notice}: {d0}");
+        // The headroom is the evidence itself, with no slack beyond it (but for the 1/16 it
+        // may lag behind a decaying evidence): the stall guard waits its 250 us.
+        let wait = u(d0, &["stall_guard_wait_ns"]);
+        assert!(
+            (250_000..=270_000).contains(&wait),
+            "guard waits {wait} ns: {d0}"
+        );
         assert!(
             headroom >= notice,
             "headroom {headroom}, notice {notice}: {d0}"
         );
-        println!("headroom in force {headroom} B, of which notice {notice} B");
+        println!("headroom in force {headroom} B, of which notice {notice} B; guard waits {wait} ns");
         return;
     }
 }

@@ -459,13 +459,17 @@ pub fn text(s: &Status) -> String {
         let _ = writeln!(
             out,
             "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring starved {} times, \
-             worker stalls {} ({} guard PFC)",
+             worker stalls {} ({} guard PFC){}",
             c.rx_frames,
             c.tx_frames,
             c.rx_backlog_frames_peak,
             c.fill_starved_events,
             c.stalls,
             c.stall_pfc_tx.iter().sum::<u64>(),
+            match c.stall_guard_wait_ns {
+                0 => String::new(),
+                ns => format!(", guard waits {} us", ns / 1000),
+            },
         );
         let _ = writeln!(
             out,

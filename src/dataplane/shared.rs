@@ -40,6 +40,9 @@ pub struct SharedPort {
     /// How long the stall guard may let frames wait before calling a stall, ns, as the
     /// leader worker's headroom affords it (0: the configured `stall_guard`).
     guard_stall_ns: AtomicU64,
+    /// How long the stall guard lets frames wait before it calls a stall on this port, ns,
+    /// as it last looked (0: no guard watches the port).
+    guard_wait_ns: AtomicU64,
 }
 
 impl SharedPort {
@@ -154,6 +157,16 @@ impl SharedPort {
     /// How long the stall guard may wait on this port, ns (`None`: the configured stall).
     pub fn guard_stall(&self) -> Option<u64> {
         Some(self.guard_stall_ns.load(Relaxed)).filter(|&ns| ns > 0)
+    }
+
+    /// The stall guard now lets frames wait `ns` before calling a stall on this port.
+    pub fn set_guard_wait(&self, ns: u64) {
+        self.guard_wait_ns.store(ns, Relaxed);
+    }
+
+    /// How long the stall guard lets frames wait on this port, ns (0: no guard watches it).
+    pub fn guard_wait(&self) -> u64 {
+        self.guard_wait_ns.load(Relaxed)
     }
 
     /// Stalls met on this port, and the PFC frames sent for them per priority.

@@ -423,6 +423,11 @@ pub struct PortSnapshot {
     /// PFC frames the stall guard sent on this port per priority (also in `pfc_tx`).
     #[serde(default)]
     pub stall_pfc_tx: [u64; PRIORITIES],
+    /// How long the stall guard lets frames wait for a worker on this port before it calls a
+    /// stall, ns: `daemon.stall_guard`, or longer where the headroom holds more than every
+    /// term claims (0: no guard watches the port).
+    #[serde(default)]
+    pub stall_guard_wait_ns: u64,
     /// SFC messages sent per priority.
     pub sfcm_tx: [u64; PRIORITIES],
     /// SFC messages received per priority.
@@ -599,6 +604,7 @@ pub fn snapshot(
         },
         stalls,
         stall_pfc_tx,
+        stall_guard_wait_ns: shared.guard_wait(),
         sfcm_tx: arr(|p| &p.sfcm_tx),
         sfcm_rx: arr(|p| &p.sfcm_rx),
         sfc_paused_ns: shared.sfc_paused_ns(now),

@@ -295,6 +295,21 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "stall_guard_wait",
+            "How long the stall guard lets frames wait for a worker on the port before it calls \
+             a stall: daemon.stall_guard, or longer where the PFC headroom holds more than every \
+             term claims (0: no guard watches the port).",
+            Some(Unit::Seconds),
+            MetricType::Gauge,
+            s.iter().map(|p| {
+                (
+                    device(p),
+                    ConstGauge::new(p.stall_guard_wait_ns as f64 / 1e9),
+                )
+            }),
+        )?;
+        family(
+            &mut enc,
             "pause_rx_frames",
             "802.3x PAUSE frames received.",
             None,
