@@ -452,21 +452,31 @@ mod tests {
         assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
     }
 
+    /// The stall guard's default bound: 250 us and half of it again.
+    fn guarded() -> HeadroomSettings {
+        HeadroomSettings {
+            notice_ns: Some(375_000),
+            ..HeadroomSettings::default()
+        }
+    }
+
+    /// Priority 3's arrival totals and paused time after 50 ms at 4 Gbit/s while free to
+    /// send: 12.5 MB arrived, 25 ms of it held paused.
+    fn four_gbit_for_50ms() -> ([u64; PRIORITIES], [u64; PRIORITIES]) {
+        let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
+        arrived[3] = 12_500_000;
+        held[3] = 25 * MS;
+        (arrived, held)
+    }
+
     #[test]
     fn the_notice_term_is_what_arrives_at_the_unpaused_rate_within_the_guard_bound() {
         let c = plans();
-        let settings = HeadroomSettings {
-            notice_ns: Some(375_000),
-            ..HeadroomSettings::default()
-        };
-        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
-        let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
-        assert!(!h.advance(0, &arrived, &held));
-        // 50 ms: 12.5 MB arrived, 25 ms of it held paused: 4 Gbit/s while free to send.
-        // 375 us of that is 187.5 kB, held 1/8 above: 210,937 B on top of the prior.
-        arrived[3] = 12_500_000;
-        held[3] = 25 * MS;
-        // (The configured 1 MiB floor still holds more: the thresholds stay.)
+        let mut h = PortHeadroom::new(guarded(), 1518, &c, |p| (c[p], false), 0);
+        assert!(!h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]));
+        // 4 Gbit/s while free to send: 375 us of it is 187.5 kB, held 1/8 above: 210,937 B on
+        // top of the prior. (The configured 1 MiB floor still holds more: the thresholds stay.)
+        let (arrived, held) = four_gbit_for_50ms();
         assert!(!h.advance(50 * MS, &arrived, &held));
         let r = h.report(3, 50 * MS).unwrap();
         assert_eq!(r.notice, 210_937);
@@ -484,19 +494,14 @@ mod tests {
     #[test]
     fn the_guard_waits_longer_only_by_what_the_floor_holds_beyond_every_term() {
         let c = plans();
-        let settings = HeadroomSettings {
-            notice_ns: Some(375_000),
-            ..HeadroomSettings::default()
-        };
+        let settings = guarded();
         let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
-        let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
-        h.advance(0, &arrived, &held);
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
         // No rate seen yet: nothing bounds a longer wait.
         assert_eq!(h.guard_stall_ns(0), None);
         // 4 Gbit/s unpaused: notice 210,937 B over the prior (557,056 B); the 1 MiB floor
         // holds 280,583 B more, which buys 1.33 more notice times at that rate.
-        arrived[3] = 12_500_000;
-        held[3] = 25 * MS;
+        let (arrived, held) = four_gbit_for_50ms();
         h.advance(50 * MS, &arrived, &held);
         let r = h.report(3, 50 * MS).unwrap();
         let slack = r.in_force - r.evidence;
@@ -513,9 +518,8 @@ mod tests {
         // An 8 KiB floor: the evidence decides, no slack, the configured stall.
         let mut h = PortHeadroom::new(
             HeadroomSettings {
-                notice_ns: Some(375_000),
                 min_headroom: Some(8 * 1024),
-                ..HeadroomSettings::default()
+                ..guarded()
             },
             1518,
             &c,
