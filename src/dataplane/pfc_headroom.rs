@@ -32,7 +32,9 @@
 //! [`GUARD_STALL_MAX_NS`]). What arrives while a crossing goes unnoticed then grows from the
 //! notice term by at most the slack at the same rate, so the headroom in force still holds
 //! it: the bound moves, the headroom does not. With no slack (the floor is what the evidence
-//! asks, or less) the guard waits `stall_guard`, as before.
+//! asks, or less) the guard waits `stall_guard`, as before. The leader publishes the wait once
+//! per gauge period, so for up to a period after the evidence rises (an overshoot larger than
+//! any before) the guard may still wait by the slack that rise took.
 //!
 //! With `[headroom] xoff_time`, XOFF is also at most what the priority's buffer drains in that
 //! time at its measured rate ([`crate::fc::drain`]), and XON shrinks in the same proportion: a
