@@ -14,10 +14,10 @@
 //! real-time (above every normal task, never preempting a running worker). Every half
 //! [`StallWatch::stall_ns`] (`stall_guard`, or longer where the port's headroom holds more
 //! than every term claims: [`super::pfc_headroom`], "The guard's wait"; back to half
-//! `stall_guard` while a stall lasts) while a PFC priority is half way to its XOFF, holds its source
-//! paused or receives frames, or frames wait for a worker that makes no turn (an idle port
-//! backs off to [`IDLE_LOOK_NS`]:
-//! a look costs a timer wake-up, 20–45 µs of CPU on the lab VM; ports without a PFC priority
+//! `stall_guard` while a stall lasts) while a PFC priority is half way to its XOFF, holds its
+//! source paused or receives frames, or frames wait for a worker that makes no turn (an idle
+//! port backs off to [`IDLE_LOOK_NS`]:
+//! a look costs a timer wake-up, 20–65 µs of CPU on the lab VM; ports without a PFC priority
 //! are not looked at, and with none anywhere only every [`NO_PFC_LOOK_NS`], for a reload) it
 //! looks, per worker and port, at counters that exist anyway
 //! and cost the worker nothing more: the worker's loop turns (`heartbeat`) and, in the port's
