@@ -39,10 +39,10 @@
 //! XOFF is the one in force (the leader's, measured headroom included), else the plan's. A
 //! priority whose last PFC from the port (the worker's or the guard's) still pauses it beyond
 //! the next look is left alone: the worker's XOFF, refreshed at half its pause time, usually
-//! covers a stall by itself. Each PFC frame pauses for 4 × `stall` at the port's speed, leaves through the guard's own
-//! AF_PACKET socket, and is refreshed every 2 × `stall` while the stall lasts. The guard
-//! never sends XON: its pause runs out by itself within a millisecond, and the worker, back,
-//! sends its own XOFF if the occupancy still calls for one.
+//! covers a stall by itself. Each PFC frame pauses for 4 × `stall` at the port's speed,
+//! leaves through the guard's own AF_PACKET socket, and is refreshed every 2 × `stall` while
+//! the stall lasts. The guard never sends XON: its pause runs out by itself within a
+//! millisecond, and the worker, back, sends its own XOFF if the occupancy still calls for one.
 
 use std::{
     io,
