@@ -498,18 +498,44 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                 port.shared.sent_pause(&m, now, port.speed_bps);
             }
         }
-        // While a stall lasts, every half `stall_guard` (the guard's pause is refreshed every
-        // two); under close watch every half of the shortest wait the headroom affords.
-        period = if any_stalled {
-            s.stall_ns / 2
+        let found = if any_stalled {
+            Found::Stall
         } else if busy {
-            wait / 2
+            Found::CloseWatch { wait }
         } else if watching {
-            (period * 2).min(IDLE_LOOK_NS)
+            Found::Idle
         } else {
-            NO_PFC_LOOK_NS
+            Found::NoPfc
         };
+        period = next_period(found, period, s.stall_ns);
         sleep_until(now + period);
+    }
+}
+
+/// What a guard's look found, for the time to its next look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Found {
+    /// A worker is stalled on some port.
+    Stall,
+    /// A port calls for close watch ([`close_watch`], or frames waiting); `wait` is the
+    /// shortest wait before a stall is called on such a port.
+    CloseWatch { wait: u64 },
+    /// PFC ports, all idle.
+    Idle,
+    /// No port has a PFC priority.
+    NoPfc,
+}
+
+/// The time from one look to the next after the look found `found`, `period` being the time
+/// since the previous one: while a stall lasts every half `stall_ns` (the guard's pause is
+/// refreshed every two); under close watch every half of the shortest wait the headroom
+/// affords; idle, backing off towards [`IDLE_LOOK_NS`].
+fn next_period(found: Found, period: u64, stall_ns: u64) -> u64 {
+    match found {
+        Found::Stall => stall_ns / 2,
+        Found::CloseWatch { wait } => wait / 2,
+        Found::Idle => (period * 2).min(IDLE_LOOK_NS),
+        Found::NoPfc => NO_PFC_LOOK_NS,
     }
 }
 
@@ -561,6 +587,19 @@ mod tests {
             steered,
             taken,
         }
+    }
+
+    #[test]
+    fn looks_come_at_half_the_wait_under_close_watch_and_half_the_stall_while_one_lasts() {
+        // The headroom affords 2 ms: a look every millisecond while traffic flows.
+        let close = Found::CloseWatch { wait: 2_000_000 };
+        assert_eq!(next_period(close, STALL / 2, STALL), 1_000_000);
+        // A stall met: back to every half stall, so the guard's pause is refreshed in time.
+        assert_eq!(next_period(Found::Stall, 1_000_000, STALL), STALL / 2);
+        // Idle ports back off by doubling, to at most IDLE_LOOK_NS.
+        assert_eq!(next_period(Found::Idle, STALL / 2, STALL), STALL);
+        assert_eq!(next_period(Found::Idle, IDLE_LOOK_NS, STALL), IDLE_LOOK_NS);
+        assert_eq!(next_period(Found::NoPfc, STALL, STALL), NO_PFC_LOOK_NS);
     }
 
     #[test]
