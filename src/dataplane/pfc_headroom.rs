@@ -347,7 +347,7 @@ impl PortHeadroom {
         arrived: &[u64; PRIORITIES],
         held: &[u64; PRIORITIES],
     ) -> bool {
-        let notice_ns = self.settings.notice_ns.filter(|_| self.settings.adaptive);
+        let notice_ns = self.notice_ns();
         let rates = notice_ns.and_then(|_| self.arrivals.sample(now, arrived, held));
         let mut changed = false;
         for (p, s) in self.prios.iter_mut().enumerate() {
@@ -363,11 +363,17 @@ impl PortHeadroom {
         changed
     }
 
+    /// The longest a crossing of XOFF goes unnoticed, while the notice term counts (the guard
+    /// on and the headroom adaptive).
+    fn notice_ns(&self) -> Option<u64> {
+        self.settings.notice_ns.filter(|_| self.settings.adaptive)
+    }
+
     /// How long the stall guard may let frames wait for a worker on this port at `now`
     /// before it calls a stall, ns (the module doc, "The guard's wait"); `None` while no
     /// notice term bounds it (the guard off, the headroom not adaptive, or no rate seen yet).
     pub fn guard_stall_ns(&self, now: u64) -> Option<u64> {
-        let notice_ns = self.settings.notice_ns.filter(|_| self.settings.adaptive)?;
+        let notice_ns = self.notice_ns()?;
         let stall = notice_ns * 2 / 3;
         self.prios
             .iter()

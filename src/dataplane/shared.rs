@@ -154,14 +154,18 @@ impl SharedPort {
         self.guard_stall_ns.store(ns.unwrap_or(0), Relaxed);
     }
 
-    /// How long the stall guard may wait on this port, ns (`None`: the configured stall).
-    pub fn guard_stall(&self) -> Option<u64> {
-        Some(self.guard_stall_ns.load(Relaxed)).filter(|&ns| ns > 0)
+    /// How long the stall guard may wait on this port, ns (0: the configured stall).
+    pub fn guard_stall(&self) -> u64 {
+        self.guard_stall_ns.load(Relaxed)
     }
 
-    /// The stall guard now lets frames wait `ns` before calling a stall on this port.
+    /// The stall guard now lets frames wait `ns` before calling a stall on this port. Stored
+    /// only when it changed: the guard looks thousands of times a second, and the line is
+    /// one the workers read.
     pub fn set_guard_wait(&self, ns: u64) {
-        self.guard_wait_ns.store(ns, Relaxed);
+        if self.guard_wait_ns.load(Relaxed) != ns {
+            self.guard_wait_ns.store(ns, Relaxed);
+        }
     }
 
     /// How long the stall guard lets frames wait on this port, ns (0: no guard watches it).

@@ -423,7 +423,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
             watching = true;
             let mut stalled = false;
             // What the port's headroom affords (pfc_headroom's "The guard's wait").
-            let stall = port.shared.guard_stall().unwrap_or(0).max(s.stall_ns);
+            let stall = port.shared.guard_stall().max(s.stall_ns);
             port.shared.set_guard_wait(stall);
             let mut port_busy = false;
             for (w, watch) in &mut watches[i] {

@@ -17,13 +17,11 @@ impl ForwardWorker {
                     self.retune(p, now);
                 }
             }
-            if let Some(h) = self.ports[p].headroom.as_ref() {
-                self.ports[p].shared.set_guard_stall(h.guard_stall_ns(now));
-            }
             let c = &self.stats.ports[p];
             let Some(h) = self.ports[p].headroom.as_ref() else {
                 continue;
             };
+            self.ports[p].shared.set_guard_stall(h.guard_stall_ns(now));
             for prio in 0..PRIORITIES {
                 let Some(r) = h.report(prio, now) else {
                     continue;
