@@ -10,7 +10,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{ptp4l, status_of, traffic_lock, unique, veth, where_frames_went, Guard, Netns, Proc};
+use common::{
+    histogram_top, ptp4l, status_of, traffic_lock, unique, veth, where_frames_went, Guard, Netns,
+    Proc,
+};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(20);
@@ -564,9 +567,7 @@ fn long_link_run(linkup: &str) -> (Value, Value, Value, Value) {
 /// The largest overshoot after an XOFF of priority 3 in a port's report: the lower bound of
 /// the highest non-empty power-of-two bucket (`None`: no episode was measured).
 fn peak_overshoot(port: &Value) -> Option<u64> {
-    let buckets = port["overshoot"][3]["buckets"].as_array()?;
-    let top = buckets.iter().rposition(|c| c.as_u64() > Some(0))?;
-    Some(if top == 0 { 0 } else { 1 << (top - 1) })
+    histogram_top(&port["overshoot"][3])
 }
 
 /// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link when it is held

@@ -725,13 +725,21 @@ pub fn report_port<'a>(dut: &'a serde_json::Value, iface: &str) -> &'a serde_jso
         .unwrap_or_else(|| panic!("no port {iface} in {dut}"))
 }
 
-/// The longest a frame waited for the worker on `port` (a port of a daemon's JSON report):
-/// the lower bound of the highest non-empty power-of-two bucket of its RX lag, ns.
+/// The largest value a power-of-two histogram of a daemon's JSON report holds, as the lower
+/// bound of its highest non-empty bucket (`buckets[b]` counts 2^(b−1) to below 2^b, `buckets[0]`
+/// zeros); `None` when it is empty.
+pub fn histogram_top(hist: &serde_json::Value) -> Option<u64> {
+    let top = hist["buckets"]
+        .as_array()?
+        .iter()
+        .rposition(|n| n.as_u64() > Some(0))?;
+    Some(if top == 0 { 0 } else { 1 << (top - 1) })
+}
+
+/// The longest a frame waited for the worker on `port` (a port of a daemon's JSON report),
+/// ns ([`histogram_top`] of its RX lag).
 pub fn longest_rx_lag_ns(port: &serde_json::Value) -> u64 {
-    port["rx_lag_ns"]["buckets"]
-        .as_array()
-        .and_then(|b| b.iter().rposition(|n| n.as_u64() > Some(0)))
-        .map_or(0, |b| 1u64 << b.saturating_sub(1))
+    histogram_top(&port["rx_lag_ns"]).unwrap_or(0)
 }
 
 /// Whether `lost` frames are the host's: frames were lost and the worker on `port` (a port
