@@ -352,7 +352,8 @@ pub struct HeadroomSection {
     #[serde(default = "default_quiet")]
     pub quiet: String,
     /// XOFF in force at most what each PFC priority's buffer drains in this long at the
-    /// measured rate ("800us"); default: XOFF in bytes only.
+    /// measured rate, less recent peaks' excess over XOFF, and the stall guard's wait at most
+    /// this ("800us"); default: XOFF in bytes only.
     #[serde(default)]
     pub xoff_time: Option<String>,
 }

@@ -74,9 +74,12 @@ pub struct PrioStatus {
     #[serde(default)]
     pub overshoot_max_bytes: u64,
     /// The PFC buffer's measured drain rate, bytes per second (`[headroom] xoff_time` set
-    /// and a backlog seen); XOFF is at most this × xoff_time.
+    /// and a backlog seen); XOFF is at most this × xoff_time less `peak_excess_bytes`.
     #[serde(default)]
     pub drain_rate_bytes_per_s: Option<u64>,
+    /// How far recent backlog peaks went beyond XOFF, bytes (with `drain_rate_bytes_per_s`).
+    #[serde(default)]
+    pub peak_excess_bytes: Option<u64>,
     /// Bytes charged to this port as ingress now (queued for egress).
     pub ingress_bytes: u64,
     /// Bytes of this priority still waiting in the port's RX rings (steered by XDP, not yet
@@ -220,6 +223,8 @@ impl StatusSource {
                                 .map_or(0, |h| h.quantile_bound(1.0)),
                             drain_rate_bytes_per_s: (counters.pfc_drain_rate[prio] > 0)
                                 .then_some(counters.pfc_drain_rate[prio]),
+                            peak_excess_bytes: (counters.pfc_drain_rate[prio] > 0)
+                                .then_some(counters.pfc_peak_excess[prio]),
                             ingress_bytes: self.shared[i].occupancy(prio),
                             rx_backlog_bytes: counters.rx_backlog_bytes[prio],
                             paused: paused & (1 << prio) != 0,
@@ -521,9 +526,10 @@ pub fn text(s: &Status) -> String {
             if let Some(rate) = q.drain_rate_bytes_per_s {
                 let _ = writeln!(
                     out,
-                    "       drains {:.1} MB/s while backlogged (xoff_time); XOFF in force {}",
+                    "       drains {:.1} MB/s while backlogged (xoff_time); XOFF in force {}, peaks {} beyond it",
                     rate as f64 / 1e6,
-                    o(q.xoff_bytes)
+                    o(q.xoff_bytes),
+                    o(q.peak_excess_bytes)
                 );
             }
         }

@@ -29,7 +29,10 @@
 //! headroom whose floor holds more than every term claims (`slack`) can pay for a later look:
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
-//! [`GUARD_STALL_MAX_NS`]). What arrives while a crossing goes unnoticed then grows from the
+//! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall
+//! holds up wait as long as it lasts, and the guard's wait decides how many there are; at
+//! 2 ms instead of 500 us, `bench/forward`'s `xoff_time` row had a p99 of 1.3–1.8 ms instead
+//! of 0.85–1.35 ms). What arrives while a crossing goes unnoticed then grows from the
 //! notice term by at most the slack at the same rate, so the headroom in force still holds
 //! it: the bound moves, the headroom does not. With no slack (the floor is what the evidence
 //! asks, or less) the guard waits `stall_guard`, as before. The leader publishes the wait once
@@ -37,11 +40,17 @@
 //! any before) the guard may still wait by the slack that rise took.
 //!
 //! With `[headroom] xoff_time`, XOFF is also at most what the priority's buffer drains in that
-//! time at its measured rate ([`crate::fc::drain`]), and XON shrinks in the same proportion: a
-//! backlog then waits about `xoff_time` however fast this host drains it. A lower XOFF leaves
-//! more of the same buffer as headroom, so this too only pauses earlier. The cap moves in steps
-//! of at least 1/8 and is not logged as a headroom change (it changes with the drain, often);
-//! `status` and `lossless_pfc_drain_rate_bytes_per_second` show the rate and the XOFF in force.
+//! time at its measured rate ([`crate::fc::drain`]) less how far recent episodes' peaks went
+//! beyond XOFF, and XON shrinks in the same proportion: the peak of a backlog, not only its
+//! XOFF, then waits about `xoff_time` however fast this host drains it and however late the
+//! source stops. (With the cap at the budget alone, `bench/forward`'s PFC row at 500 us had a
+//! p99 of 1.4–1.5 ms: the generator, a normal process, kept sending for 0.13–1 ms after each
+//! XOFF, and its 8–16 kB beyond an 11–13 kB XOFF waited too.) The room kept for the peak is the
+//! largest seen, less a quarter for each episode since, so one stall's spike passes within a
+//! few dozen milliseconds of episodes. A lower XOFF leaves more of the same buffer as headroom,
+//! so this too only pauses earlier. The cap moves in steps of at least 1/8 and is not logged
+//! as a headroom change (it changes with the drain, often); `status` and
+//! `lossless_pfc_drain_rate_bytes_per_second` show the rate and the XOFF in force.
 //!
 //! The leader worker owns one per port: it sees every XOFF/XON of the port's generator and the
 //! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters
@@ -93,6 +102,9 @@ pub struct HeadroomReport {
     /// The measured drain rate, bytes per second, while `[headroom] xoff_time` is set and a
     /// backlog has been seen.
     pub drain_rate: Option<u64>,
+    /// How far recent episodes' peaks went beyond XOFF, bytes, which `xoff_time`'s cap keeps
+    /// below its budget (`None` without `xoff_time`).
+    pub peak_excess: Option<u64>,
     /// Changes of the value in force since the start, and when the last was (ns).
     pub changes: (u64, Option<u64>),
 }
@@ -109,10 +121,65 @@ struct Prio {
     min_xoff: u64,
     /// Highest occupancy seen while the running episode lasted.
     peak: u64,
+    /// XOFF in time (`xoff_time`).
+    time: TimeCap,
+}
+
+/// What `[headroom] xoff_time` makes of one priority's XOFF: at most what the buffer drains in
+/// that time less what recent episodes reached beyond XOFF, so that the peak, not only XOFF,
+/// drains in about `xoff_time`.
+#[derive(Debug, Clone)]
+struct TimeCap {
     /// The buffer's drain rate (measured only with `xoff_time`).
     drain: DrainMeter,
-    /// XOFF at most this, from the drain rate × `xoff_time`.
+    /// What drains in `xoff_time` at the measured rate, bytes (`None`: not measured).
+    budget: Option<u64>,
+    /// How far the peaks of recent episodes went beyond XOFF, bytes: the largest, less a
+    /// quarter for each episode since.
+    beyond: u64,
+    /// XOFF at most this: `budget` − `beyond`, moved only in steps of more than 1/8.
     cap: Option<u64>,
+}
+
+impl TimeCap {
+    fn new(max_frame: u64) -> Self {
+        TimeCap {
+            drain: DrainMeter::new(min_xoff(max_frame)),
+            budget: None,
+            beyond: 0,
+            cap: None,
+        }
+    }
+
+    /// A new drain `rate` measured, for `xoff_time_ns`; returns whether the cap moved.
+    fn on_rate(&mut self, rate: u64, xoff_time_ns: u64) -> bool {
+        let budget = u128::from(rate) * u128::from(xoff_time_ns) / 1_000_000_000;
+        self.budget = Some(budget.min(u64::MAX.into()) as u64);
+        self.retarget()
+    }
+
+    /// An episode ended with its peak `beyond` bytes over XOFF; returns whether the cap moved.
+    fn on_episode(&mut self, beyond: u64) -> bool {
+        self.beyond = beyond.max(self.beyond - self.beyond / 4);
+        self.retarget()
+    }
+
+    /// Moves the cap to `budget` − `beyond` if that is more than 1/8 away from the cap in force
+    /// (returns whether it moved).
+    fn retarget(&mut self) -> bool {
+        let Some(budget) = self.budget else {
+            return false;
+        };
+        let cap = budget.saturating_sub(self.beyond);
+        let moved = match self.cap {
+            None => true,
+            Some(old) => cap.abs_diff(old) > old / 8,
+        };
+        if moved {
+            self.cap = Some(cap);
+        }
+        moved
+    }
 }
 
 impl Prio {
@@ -123,7 +190,7 @@ impl Prio {
             .saturating_sub(self.adaptive.in_force())
             .max(floor);
         let xon = xoff.saturating_sub(self.gap);
-        match self.cap {
+        match self.time.cap {
             Some(cap) if cap.max(floor) < xoff => {
                 let capped = cap.max(floor);
                 PfcThresholds {
@@ -134,21 +201,6 @@ impl Prio {
             }
             _ => PfcThresholds { xoff, xon },
         }
-    }
-
-    /// A new drain `rate` measured: the cap it implies for `xoff_time_ns`, if it moved by more
-    /// than 1/8 of the cap in force (returns whether it did).
-    fn recap(&mut self, rate: u64, xoff_time_ns: u64) -> bool {
-        let cap = (u128::from(rate) * u128::from(xoff_time_ns) / 1_000_000_000).min(u64::MAX.into())
-            as u64;
-        let moved = match self.cap {
-            None => true,
-            Some(old) => cap.abs_diff(old) > old / 8,
-        };
-        if moved {
-            self.cap = Some(cap);
-        }
-        moved
     }
 }
 
@@ -219,19 +271,18 @@ impl PortHeadroom {
             };
             // The evidence, the drain meter and its cap outlive a reload; without xoff_time
             // there is no cap.
-            let (mut adaptive, drain, cap) = match slot.take() {
+            let (mut adaptive, time) = match slot.take() {
                 Some(old) => {
                     let mut a = old.adaptive;
                     a.set_config(now, cfg);
                     match settings.xoff_time_ns {
-                        Some(_) => (a, old.drain, old.cap),
-                        None => (a, DrainMeter::new(min_xoff(self.max_frame)), None),
+                        Some(_) => (a, old.time),
+                        None => (a, TimeCap::new(self.max_frame)),
                     }
                 }
                 None => (
                     AdaptiveHeadroom::new(cfg, now),
-                    DrainMeter::new(min_xoff(self.max_frame)),
-                    None,
+                    TimeCap::new(self.max_frame),
                 ),
             };
             let model = if measured {
@@ -247,8 +298,7 @@ impl PortHeadroom {
                 gap: c.xoff - c.xon,
                 min_xoff: min_xoff(self.max_frame),
                 peak: 0,
-                drain,
-                cap,
+                time,
             });
         }
     }
@@ -294,9 +344,13 @@ impl PortHeadroom {
             }
             if let Some(o) = ended {
                 seen(p, o);
+                let before = s.thresholds();
+                let beyond = s.peak.saturating_sub(before.xoff);
                 if self.settings.adaptive {
-                    let beyond = s.peak.saturating_sub(s.thresholds().xoff);
                     changed |= s.adaptive.on_overshoot(now, o.bytes, beyond);
+                }
+                if self.settings.xoff_time_ns.is_some() {
+                    changed |= s.time.on_episode(beyond) && s.thresholds() != before;
                 }
             }
         }
@@ -329,9 +383,9 @@ impl PortHeadroom {
         let mut changed = false;
         for (p, slot) in self.prios.iter_mut().enumerate() {
             let Some(s) = slot.as_mut() else { continue };
-            if let Some(rate) = s.drain.observe(now, arrived[p], occupancy[p]) {
+            if let Some(rate) = s.time.drain.observe(now, arrived[p], occupancy[p]) {
                 let before = s.thresholds();
-                changed |= s.recap(rate, t) && s.thresholds() != before;
+                changed |= s.time.on_rate(rate, t) && s.thresholds() != before;
             }
         }
         changed
@@ -383,7 +437,11 @@ impl PortHeadroom {
                 (notice > 0).then(|| {
                     let slack = s.adaptive.slack(now);
                     let wait = u128::from(stall) * u128::from(notice + slack) / u128::from(notice);
-                    wait.min(u128::from(GUARD_STALL_MAX_NS)) as u64
+                    let most = self
+                        .settings
+                        .xoff_time_ns
+                        .map_or(GUARD_STALL_MAX_NS, |t| t.min(GUARD_STALL_MAX_NS));
+                    wait.min(u128::from(most)) as u64
                 })
             })
             .min()
@@ -403,7 +461,8 @@ impl PortHeadroom {
             notice: s.adaptive.notice(now),
             xoff: t.xoff,
             xon: t.xon,
-            drain_rate: self.settings.xoff_time_ns.and(s.drain.rate()),
+            drain_rate: self.settings.xoff_time_ns.and(s.time.drain.rate()),
+            peak_excess: self.settings.xoff_time_ns.map(|_| s.time.beyond),
             changes: s.adaptive.changes(),
         })
     }
@@ -545,6 +604,16 @@ mod tests {
         h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
         h.advance(50 * MS, &arrived, &held);
         assert_eq!(h.guard_stall_ns(50 * MS), Some(GUARD_STALL_MAX_NS));
+        // With `xoff_time` the guard never waits longer than that: frames a stall holds up
+        // would wait longer than the operator asked of every backlog.
+        let timed = HeadroomSettings {
+            xoff_time_ns: Some(MS / 2),
+            ..settings
+        };
+        let mut h = PortHeadroom::new(timed, 1518, &big, |p| (big[p], false), 0);
+        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
+        h.advance(50 * MS, &arrived, &held);
+        assert_eq!(h.guard_stall_ns(50 * MS), Some(MS / 2));
         // Without the stall guard nothing is afforded.
         let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
         h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
@@ -606,6 +675,60 @@ mod tests {
         assert_eq!(t(&h), (65_536, 32_768));
         assert!(!h.drain(11 * MS, &arrived, &occ));
         assert_eq!(h.report(3, 11 * MS).unwrap().drain_rate, None);
+    }
+
+    #[test]
+    fn xoff_time_leaves_room_below_the_budget_for_what_episodes_reach_beyond_xoff() {
+        let c = plans();
+        let settings = HeadroomSettings {
+            xoff_time_ns: Some(MS / 2),
+            adaptive: false,
+            ..HeadroomSettings::default()
+        };
+        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let xoff = |h: &PortHeadroom| h.thresholds()[3].unwrap().xoff;
+        let mut arrived = [0u64; PRIORITIES];
+        let mut occ = [0u64; PRIORITIES];
+        // A backlog drains at 40 MB/s: the budget of half a millisecond is 20,000 bytes.
+        occ[3] = 50_000;
+        h.drain(0, &arrived, &occ);
+        arrived[3] = 16_000;
+        occ[3] = 58_000;
+        assert!(h.drain(MS / 5, &arrived, &occ));
+        assert_eq!(xoff(&h), 20_000);
+        // An episode: XOFF at 20,000, its peak 8,000 beyond before the source stopped.
+        let mut t = MS;
+        let mut episode = |h: &mut PortHeadroom, beyond: u64| {
+            let x = xoff(h);
+            occ[3] = x;
+            h.observe(t, 0, 1 << 3, &arrived, &occ, |_, _| {});
+            arrived[3] += beyond;
+            occ[3] = x + beyond;
+            h.observe(t + 10_000, 1 << 3, 1 << 3, &arrived, &occ, |_, _| {});
+            occ[3] = 0;
+            let changed = h.observe(t + 20_000, 1 << 3, 0, &arrived, &occ, |_, _| {});
+            t += MS;
+            changed
+        };
+        assert!(episode(&mut h, 8_000));
+        assert_eq!(
+            xoff(&h),
+            12_000,
+            "the peak now drains in half a millisecond"
+        );
+        assert_eq!(h.report(3, 0).unwrap().peak_excess, Some(8_000));
+        // Episodes that stop right at XOFF give the room back a quarter at a time, in steps
+        // of more than 1/8.
+        let mut seen = vec![xoff(&h)];
+        for _ in 0..12 {
+            episode(&mut h, 0);
+            seen.push(xoff(&h));
+        }
+        seen.dedup();
+        assert_eq!(seen, [12_000, 14_000, 16_625, 18_931]);
+        // A large one takes XOFF down to its floor of two frames, never below.
+        assert!(episode(&mut h, 100_000));
+        assert_eq!(xoff(&h), min_xoff(1518));
     }
 
     #[test]

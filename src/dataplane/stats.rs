@@ -314,6 +314,8 @@ pub struct PortCounters {
     pub xon_in_force: [Counter; PRIORITIES],
     /// The buffer's measured drain rate, bytes per second (0: not measured; `xoff_time`).
     pub pfc_drain_rate: [Counter; PRIORITIES],
+    /// How far recent backlog peaks went beyond XOFF, bytes, kept below `xoff_time`'s budget.
+    pub pfc_peak_excess: [Counter; PRIORITIES],
     /// PFC storms the watchdog detected on this egress port, per priority.
     pub watchdog_storms: [Counter; PRIORITIES],
     /// 1 while the priority is stormed (gauge).
@@ -521,6 +523,9 @@ pub struct PortSnapshot {
     /// Measured drain rate of the PFC buffer, bytes per second (0: not measured).
     #[serde(default)]
     pub pfc_drain_rate: [u64; PRIORITIES],
+    /// How far recent backlog peaks went beyond XOFF, bytes (`xoff_time`; 0 without).
+    #[serde(default)]
+    pub pfc_peak_excess: [u64; PRIORITIES],
     /// Credit the port may still send per priority, bytes.
     #[serde(default)]
     pub credit_available: [u64; PRIORITIES],
@@ -677,6 +682,7 @@ pub fn snapshot(
         xoff_in_force: arr(|p| &p.xoff_in_force),
         xon_in_force: arr(|p| &p.xon_in_force),
         pfc_drain_rate: arr(|p| &p.pfc_drain_rate),
+        pfc_peak_excess: arr(|p| &p.pfc_peak_excess),
         kernel_drops: {
             let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
             KernelDrops {

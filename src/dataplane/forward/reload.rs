@@ -37,6 +37,7 @@ impl ForwardWorker {
                 c.xoff_in_force[prio].set(r.xoff);
                 c.xon_in_force[prio].set(r.xon);
                 c.pfc_drain_rate[prio].set(r.drain_rate.unwrap_or(0));
+                c.pfc_peak_excess[prio].set(r.peak_excess.unwrap_or(0));
             }
         }
         for e in 0..self.ports.len() {
