@@ -11,8 +11,8 @@ use std::{
 };
 
 use common::{
-    histogram_top, ptp4l, status_of, traffic_lock, unique, veth, where_frames_went, Guard, Netns,
-    Proc,
+    histogram_top, once_more_after_a_loss, ptp4l, status_of, traffic_lock, unique, veth,
+    where_frames_went, Guard, Netns, Proc,
 };
 use serde_json::Value;
 
@@ -594,20 +594,17 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
     // `headroom_overflow`, each with the worker held off 2-8 ms once (longer than a stall
     // plus the 2 ms round trip of the cable, which the headroom covers) by the host, which
     // stops the VM's vCPUs; the guard met one stall or none. Two losses in a row still fail.
-    let measured_run = || {
-        long_link_run(
-            "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"",
-        )
-    };
-    let (mut gen, mut sink, mut dut, mut st) = measured_run();
-    let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
-    if overflow > 0 {
-        println!(
-            "lost {overflow} frames to headroom_overflow: once more\n{}",
-            where_frames_went(&dut)
-        );
-        (gen, sink, dut, st) = measured_run();
-    }
+    let (gen, sink, dut, st) = once_more_after_a_loss(
+        || {
+            long_link_run(
+                "[linkup]\nenabled = true\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"",
+            )
+        },
+        |(_, _, dut, _)| {
+            let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
+            (overflow, where_frames_went(dut))
+        },
+    );
     let p3 = &st["ports"][0]["priorities"][3];
     assert_eq!(p3["source"], "measured", "{st}");
     // Link-up's model (the wire) is one term; the headroom in force is never below it.
