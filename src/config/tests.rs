@@ -59,7 +59,7 @@ fn good_config() {
         "XOFF in bytes only unless asked"
     );
     assert_eq!(
-        p.headroom.notice_ns,
+        p.headroom.notice_ns(),
         Some(375_000),
         "the stall guard's bound: 250 us and half of it"
     );
@@ -68,7 +68,7 @@ fn good_config() {
         "x",
     )
     .unwrap();
-    assert_eq!(off.headroom.notice_ns, None);
+    assert_eq!(off.headroom.notice_ns(), None);
     let p = Plan::parse(&format!("{GOOD}\n[headroom]\nxoff_time = \"800us\"\n"), "x").unwrap();
     assert_eq!(p.headroom.xoff_time_ns, Some(800_000));
 }

@@ -154,10 +154,8 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let linkup = linkup(&c, &raw.linkup)?;
     let credit = credit(&c, &raw.credit, &prios, raw.daemon.workers)?;
     let mut headroom = headroom(&c, &raw.headroom)?;
-    // The stall guard sees a worker that stopped within `stall` and half of it (its close
-    // watch looks every half `stall`), and pauses the source by then: the headroom's notice
-    // term (dataplane::pfc_headroom).
-    headroom.notice_ns = stall_guard_ns.map(|s| s + s / 2);
+    // The guard's bound is the headroom's notice term (dataplane::pfc_headroom).
+    headroom.stall_guard_ns = stall_guard_ns;
     Ok(Plan {
         daemon: raw.daemon,
         ports,
@@ -647,7 +645,7 @@ fn headroom(c: &Check, h: &HeadroomSection) -> Result<HeadroomSettings, ConfigEr
             .max(1),
         quiet_ns: c.duration_ns("headroom.quiet".into(), &h.quiet)?.max(1),
         // Set from `daemon.stall_guard` by the caller.
-        notice_ns: None,
+        stall_guard_ns: None,
         xoff_time_ns: match &h.xoff_time {
             None => None,
             Some(t) => match c.duration_ns("headroom.xoff_time".into(), t)? {

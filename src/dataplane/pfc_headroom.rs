@@ -420,15 +420,18 @@ impl PortHeadroom {
     /// The longest a crossing of XOFF goes unnoticed, while the notice term counts (the guard
     /// on and the headroom adaptive).
     fn notice_ns(&self) -> Option<u64> {
-        self.settings.notice_ns.filter(|_| self.settings.adaptive)
+        self.settings.notice_ns().filter(|_| self.settings.adaptive)
     }
 
     /// How long the stall guard may let frames wait for a worker on this port at `now`
     /// before it calls a stall, ns (the module doc, "The guard's wait"); `None` while no
     /// notice term bounds it (the guard off, the headroom not adaptive, or no rate seen yet).
     pub fn guard_stall_ns(&self, now: u64) -> Option<u64> {
-        let notice_ns = self.notice_ns()?;
-        let stall = notice_ns * 2 / 3;
+        // Only while the notice term counts: the guard on and the headroom adaptive.
+        let stall = self
+            .settings
+            .stall_guard_ns
+            .filter(|_| self.notice_ns().is_some())?;
         self.prios
             .iter()
             .flatten()
@@ -522,7 +525,7 @@ mod tests {
     /// The stall guard's default bound: 250 us and half of it again.
     fn guarded() -> HeadroomSettings {
         HeadroomSettings {
-            notice_ns: Some(375_000),
+            stall_guard_ns: Some(250_000),
             ..HeadroomSettings::default()
         }
     }

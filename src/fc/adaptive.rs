@@ -96,9 +96,18 @@ pub struct HeadroomSettings {
     /// XOFF in force at most what the priority's buffer drains in this many ns, at the rate
     /// measured ([`crate::fc::drain`]); `None`: XOFF in bytes only.
     pub xoff_time_ns: Option<u64>,
-    /// The longest a crossing of XOFF goes unnoticed, ns: the stall guard's detection bound
-    /// (`stall_guard` and half of it again) while it is on; `None`: no notice term.
-    pub notice_ns: Option<u64>,
+    /// The stall guard's `stall_guard`, ns (`None`: the guard is off, and there is no notice
+    /// term).
+    pub stall_guard_ns: Option<u64>,
+}
+
+impl HeadroomSettings {
+    /// The longest a crossing of XOFF goes unnoticed, ns: the stall guard sees a worker that
+    /// stopped within `stall_guard` and half of it again (its close watch looks every half
+    /// `stall_guard`), and pauses the source by then; `None` while the guard is off.
+    pub fn notice_ns(&self) -> Option<u64> {
+        self.stall_guard_ns.map(|s| s + s / 2)
+    }
 }
 
 impl Default for HeadroomSettings {
@@ -110,7 +119,7 @@ impl Default for HeadroomSettings {
             half_life_ns: 600_000_000_000,
             quiet_ns: 1_000_000,
             xoff_time_ns: None,
-            notice_ns: None,
+            stall_guard_ns: None,
         }
     }
 }
