@@ -30,9 +30,9 @@
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
 //! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall
-//! holds up wait as long as it lasts, and the guard's wait decides how many there are; at
-//! 2 ms instead of 500 us, `bench/forward`'s `xoff_time` row had a p99 of 1.3–1.8 ms instead
-//! of 0.85–1.35 ms). What arrives while a crossing goes unnoticed then grows from the
+//! holds up wait as long as it lasts, and the guard's wait decides how many there are: with
+//! the guard at 2 ms, `bench/forward`'s `xoff_time` row at 500 us had a p99 of 1.16–1.49 ms in
+//! four runs by hand, at most 500 us 0.71–1.50 ms, median about 0.95 ms, in thirteen). What arrives while a crossing goes unnoticed then grows from the
 //! notice term by at most the slack at the same rate, so the headroom in force still holds
 //! it: the bound moves, the headroom does not. With no slack (the floor is what the evidence
 //! asks, or less) the guard waits `stall_guard`, as before. The leader publishes the wait once
@@ -43,9 +43,9 @@
 //! time at its measured rate ([`crate::fc::drain`]) less how far recent episodes' peaks went
 //! beyond XOFF, and XON shrinks in the same proportion: the peak of a backlog, not only its
 //! XOFF, then waits about `xoff_time` however fast this host drains it and however late the
-//! source stops. (With the cap at the budget alone, `bench/forward`'s PFC row at 500 us had a
-//! p99 of 1.4–1.5 ms: the generator, a normal process, kept sending for 0.13–1 ms after each
-//! XOFF, and its 8–16 kB beyond an 11–13 kB XOFF waited too.) The room kept for the peak is the
+//! source stops. (With the cap at the budget alone, `bench/forward`'s `xoff_time` row at 500 us
+//! had a p99 of 1.1–3.1 ms, median about 1.5 ms: the generator, a normal process, kept sending
+//! for 0.13–1 ms after each XOFF, and its 8–16 kB beyond an 11–16 kB XOFF waited too.) The room kept for the peak is the
 //! largest seen, less a quarter for each episode since, so one stall's spike passes within a
 //! few dozen milliseconds of episodes. A lower XOFF leaves more of the same buffer as headroom,
 //! so this too only pauses earlier. The cap moves in steps of at least 1/8 and is not logged
@@ -432,6 +432,10 @@ impl PortHeadroom {
             .settings
             .stall_guard_ns
             .filter(|_| self.notice_ns().is_some())?;
+        let most = self
+            .settings
+            .xoff_time_ns
+            .map_or(GUARD_STALL_MAX_NS, |t| t.min(GUARD_STALL_MAX_NS));
         self.prios
             .iter()
             .flatten()
@@ -440,10 +444,6 @@ impl PortHeadroom {
                 (notice > 0).then(|| {
                     let slack = s.adaptive.slack(now);
                     let wait = u128::from(stall) * u128::from(notice + slack) / u128::from(notice);
-                    let most = self
-                        .settings
-                        .xoff_time_ns
-                        .map_or(GUARD_STALL_MAX_NS, |t| t.min(GUARD_STALL_MAX_NS));
                     wait.min(u128::from(most)) as u64
                 })
             })

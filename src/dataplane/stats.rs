@@ -427,7 +427,8 @@ pub struct PortSnapshot {
     pub stall_pfc_tx: [u64; PRIORITIES],
     /// How long the stall guard lets frames wait for a worker on this port before it calls a
     /// stall, ns: `daemon.stall_guard`, or longer where the headroom holds more than every
-    /// term claims (0: no guard watches the port).
+    /// term claims, up to 2 ms and to `[headroom] xoff_time` where set (0: no guard watches
+    /// the port).
     #[serde(default)]
     pub stall_guard_wait_ns: u64,
     /// SFC messages sent per priority.

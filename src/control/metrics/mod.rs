@@ -298,7 +298,8 @@ impl Collector for DaemonCollector {
             "stall_guard_wait",
             "How long the stall guard lets frames wait for a worker on the port before it calls \
              a stall: daemon.stall_guard, or longer where the PFC headroom holds more than every \
-             term claims (0: no guard watches the port).",
+             term claims, up to 2 ms and to [headroom] xoff_time where set (0: no guard watches \
+             the port).",
             Some(Unit::Seconds),
             MetricType::Gauge,
             s.iter().map(|p| {
