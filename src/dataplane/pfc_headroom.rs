@@ -26,7 +26,8 @@
 //! **The guard's wait.** Each look of the guard costs a timer wake-up, about 60 us of CPU on
 //! the lab VM whatever it finds, and under close watch it looks every half stall: at the
 //! default 250 us that was 30 % of the CPU beside the worker in `bench/forward`'s PFC row. A
-//! headroom whose floor holds more than every term claims (`slack`) can pay for a later look:
+//! headroom whose floor holds more than every term claims (`slack`; the prior counts as a
+//! term here even after it stood aside, [`AdaptiveHeadroom::slack`]) can pay for a later look:
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
 //! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall
@@ -530,35 +531,39 @@ mod tests {
         }
     }
 
-    /// Priority 3's arrival totals and paused time after 50 ms at 4 Gbit/s while free to
-    /// send: 12.5 MB arrived, 25 ms of it held paused.
-    fn four_gbit_for_50ms() -> ([u64; PRIORITIES], [u64; PRIORITIES]) {
+    /// Runs `h` through traffic on priority 3 that starts within one 50 ms interval (which
+    /// does not count, [`crate::fc::arrival`]) and goes on at 4 Gbit/s while free to send
+    /// through the next: 12.5 MB arrive in it, 25 ms of it held paused. Returns when that
+    /// interval ended and whether the thresholds changed on the way.
+    fn four_gbit(h: &mut PortHeadroom) -> (u64, bool) {
         let (mut arrived, mut held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
-        arrived[3] = 12_500_000;
+        let mut changed = h.advance(0, &arrived, &held);
+        arrived[3] = 100_000;
+        changed |= h.advance(50 * MS, &arrived, &held);
+        arrived[3] += 12_500_000;
         held[3] = 25 * MS;
-        (arrived, held)
+        changed |= h.advance(100 * MS, &arrived, &held);
+        (100 * MS, changed)
     }
 
     #[test]
     fn the_notice_term_is_what_arrives_at_the_unpaused_rate_within_the_guard_bound() {
         let c = plans();
         let mut h = PortHeadroom::new(guarded(), 1518, &c, |p| (c[p], false), 0);
-        assert!(!h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]));
         // 4 Gbit/s while free to send: 375 us of it is 187.5 kB, held 1/8 above: 210,937 B on
         // top of the prior. (The configured 1 MiB floor still holds more: the thresholds stay.)
-        let (arrived, held) = four_gbit_for_50ms();
-        assert!(!h.advance(50 * MS, &arrived, &held));
-        let r = h.report(3, 50 * MS).unwrap();
+        let (now, changed) = four_gbit(&mut h);
+        assert!(!changed);
+        let r = h.report(3, now).unwrap();
         assert_eq!(r.notice, 210_937);
-        // The prior (half the buffer, decayed over 50 ms of a 10-minute half-life) under it.
+        // The prior (half the buffer, decayed over 100 ms of a 10-minute half-life) under it.
         let prior = (64 * 1024 + 1024 * 1024) / 2;
         assert!(r.evidence.abs_diff(210_937 + prior) < 100, "{}", r.evidence);
         // Without the stall guard there is no bound and no notice term.
         let off = HeadroomSettings::default();
         let mut h = PortHeadroom::new(off, 1518, &c, |p| (c[p], false), 0);
-        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
-        h.advance(50 * MS, &arrived, &held);
-        assert_eq!(h.report(3, 50 * MS).unwrap().notice, 0);
+        let (now, _) = four_gbit(&mut h);
+        assert_eq!(h.report(3, now).unwrap().notice, 0);
     }
 
     #[test]
@@ -571,11 +576,10 @@ mod tests {
         assert_eq!(h.guard_stall_ns(0), None);
         // 4 Gbit/s unpaused: notice 210,937 B over the prior (557,056 B); the 1 MiB floor
         // holds 280,583 B more, which buys 1.33 more notice times at that rate.
-        let (arrived, held) = four_gbit_for_50ms();
-        h.advance(50 * MS, &arrived, &held);
-        let r = h.report(3, 50 * MS).unwrap();
+        let (now, _) = four_gbit(&mut h);
+        let r = h.report(3, now).unwrap();
         let slack = r.in_force - r.evidence;
-        let wait = h.guard_stall_ns(50 * MS).unwrap();
+        let wait = h.guard_stall_ns(now).unwrap();
         assert_eq!(wait, 250_000 * (r.notice + slack) / r.notice);
         assert!((582_000..583_000).contains(&wait), "{wait}");
         // What arrives at that rate over the longer bound (1.5 × the wait) is still within
@@ -596,17 +600,15 @@ mod tests {
             |p| (c[p], false),
             0,
         );
-        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
-        h.advance(50 * MS, &arrived, &held);
-        let wait = h.guard_stall_ns(50 * MS).unwrap();
+        let (now, _) = four_gbit(&mut h);
+        let wait = h.guard_stall_ns(now).unwrap();
         assert!((250_000..=250_002).contains(&wait), "{wait}");
         // A floor far above every term: at most GUARD_STALL_MAX_NS.
         let mut big = plans();
         big[3] = PrioPlan::pfc(64 * 1024, 32 * 1024, 64 * 1024 * 1024);
         let mut h = PortHeadroom::new(settings, 1518, &big, |p| (big[p], false), 0);
-        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
-        h.advance(50 * MS, &arrived, &held);
-        assert_eq!(h.guard_stall_ns(50 * MS), Some(GUARD_STALL_MAX_NS));
+        let (now, _) = four_gbit(&mut h);
+        assert_eq!(h.guard_stall_ns(now), Some(GUARD_STALL_MAX_NS));
         // With `xoff_time` the guard never waits longer than that: frames a stall holds up
         // would wait longer than the operator asked of every backlog.
         let timed = HeadroomSettings {
@@ -614,14 +616,12 @@ mod tests {
             ..settings
         };
         let mut h = PortHeadroom::new(timed, 1518, &big, |p| (big[p], false), 0);
-        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
-        h.advance(50 * MS, &arrived, &held);
-        assert_eq!(h.guard_stall_ns(50 * MS), Some(MS / 2));
+        let (now, _) = four_gbit(&mut h);
+        assert_eq!(h.guard_stall_ns(now), Some(MS / 2));
         // Without the stall guard nothing is afforded.
         let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
-        h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
-        h.advance(50 * MS, &arrived, &held);
-        assert_eq!(h.guard_stall_ns(50 * MS), None);
+        let (now, _) = four_gbit(&mut h);
+        assert_eq!(h.guard_stall_ns(now), None);
     }
 
     #[test]

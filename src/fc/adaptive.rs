@@ -194,11 +194,17 @@ impl AdaptiveHeadroom {
         (self.notice * self.decay_factor(now)) as u64
     }
 
-    /// The part of the headroom in force at `now` that no term claims (the floor, or a
-    /// headroom not yet decayed, above the model and the evidence), bytes.
+    /// The part of the headroom in force at `now` that no term claims, the prior included
+    /// even where it stood aside (the floor, or a headroom not yet decayed, above the model
+    /// and the evidence), bytes. The prior counts here because it is the room kept for what
+    /// has not been seen yet: the stall guard spends this slack on a later look
+    /// (`dataplane::pfc_headroom`), and with the prior retired after quiet episodes the
+    /// quick start's slack grew to 130-190 kB, the guard waited 0.6-1.2 ms instead of 0.29,
+    /// and the next stall let 250-560 kB in before its first PFC (the buffer holds 320 KiB).
     pub fn slack(&self, now: u64) -> u64 {
+        let claimed = (self.evidence.max(self.prior) + self.notice) * self.decay_factor(now);
         self.in_force
-            .saturating_sub(self.evidence(now).max(self.model))
+            .saturating_sub((claimed as u64).max(self.model))
     }
 
     /// The floor, bytes.
@@ -415,6 +421,44 @@ mod tests {
         // A larger episode still raises the evidence at once.
         assert!(h.on_overshoot(3 * MS, 200_000, 0));
         assert_eq!(h.in_force(), 300_032);
+    }
+
+    #[test]
+    fn the_slack_counts_the_prior_even_where_it_stood_aside() {
+        // A floor of 600 kB over a 500 kB prior and a 112.5 kB notice term: no slack.
+        let mut h = AdaptiveHeadroom::new(
+            AdaptiveConfig {
+                floor: 600_000,
+                ..with_prior().cfg
+            },
+            0,
+        );
+        h.on_notice(0, 100_000);
+        assert_eq!(h.in_force(), 612_608, "the prior and the notice term");
+        assert!(h.slack(0) < 256, "a cell's rounding at most");
+        // Quiet episodes retire the prior: the headroom in force falls to the floor, and the
+        // slack is still what the floor holds beyond the prior and the notice term, not
+        // beyond the 120 kB the episodes asked.
+        for e in 1..=PRIOR_EPISODES {
+            h.on_overshoot(e, 80_000, 100_000);
+        }
+        assert_eq!(h.in_force(), 600_064);
+        assert!(h.evidence(PRIOR_EPISODES) < 233_000);
+        assert_eq!(h.slack(PRIOR_EPISODES), 0);
+        // A floor above all of them leaves the difference (1,000,192 B in cells, less 612.5 kB).
+        let mut h = AdaptiveHeadroom::new(
+            AdaptiveConfig {
+                floor: 1_000_000,
+                ..with_prior().cfg
+            },
+            0,
+        );
+        h.on_notice(0, 100_000);
+        for e in 1..=PRIOR_EPISODES {
+            h.on_overshoot(e, 80_000, 100_000);
+        }
+        let slack = h.slack(PRIOR_EPISODES);
+        assert!((387_600..387_800).contains(&slack), "{slack}");
     }
 
     #[test]
