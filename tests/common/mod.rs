@@ -790,8 +790,9 @@ pub fn once_more_after_a_loss<T>(
 
 /// Where a daemon's frames went, a line per port, for the head of a failure message (CI
 /// keeps the start and the end of a long message, not its middle): drops and kernel drops
-/// that are not zero, PFC frames sent by the worker and by the stall guard, stalls met, and
-/// the longest a frame waited for the worker.
+/// that are not zero, PFC frames sent by the worker and by the stall guard, stalls met, the
+/// guard's wait before calling one (as it was at the end), and the longest a frame waited for
+/// the worker.
 pub fn where_frames_went(dut: &serde_json::Value) -> String {
     let ports = dut["ports"].as_array().map(Vec::as_slice).unwrap_or(&[]);
     ports
@@ -819,13 +820,15 @@ pub fn where_frames_went_port(port: &serde_json::Value) -> String {
             .map_or(0, |a| a.iter().filter_map(|n| n.as_u64()).sum())
     };
     format!(
-        "{}: drops [{}] kernel [{}] pfc_tx {} stall_pfc_tx {} stalls {} longest rx lag >= {} us",
+        "{}: drops [{}] kernel [{}] pfc_tx {} stall_pfc_tx {} stalls {} guard waits {} us \
+         longest rx lag >= {} us",
         port["iface"].as_str().unwrap_or("?"),
         nonzero(&port["drops"]),
         nonzero(&port["kernel_drops"]),
         total(&port["pfc_tx"]),
         total(&port["stall_pfc_tx"]),
         port["stalls"],
+        port["stall_guard_wait_ns"].as_u64().unwrap_or(0) / 1000,
         longest_rx_lag_ns(port) / 1000
     )
 }
