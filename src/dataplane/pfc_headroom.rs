@@ -31,12 +31,13 @@
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
 //! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall
-//! holds up wait as long as it lasts, and the guard's wait decides how many there are: with
+//! holds up wait as long as it lasts, and the guard's wait decides how many there are; with
 //! the guard at 2 ms, `bench/forward`'s `xoff_time` row at 500 us had a p99 of 1.16–1.49 ms in
-//! four runs by hand, at most 500 us 0.71–1.50 ms, median about 0.95 ms, in thirteen). What arrives while a crossing goes unnoticed then grows from the
-//! notice term by at most the slack at the same rate, so the headroom in force still holds
-//! it: the bound moves, the headroom does not. With no slack (the floor is what the evidence
-//! asks, or less) the guard waits `stall_guard`, as before. The leader publishes the wait once
+//! four runs by hand, with it at most 500 us 0.71–1.50 ms, median about 0.95 ms, in
+//! thirteen). What arrives while a crossing goes unnoticed then grows from the notice term by
+//! at most the slack at the same rate, so the headroom in force still holds it: the bound
+//! moves, the headroom does not. With no slack (the floor is what the evidence asks, or
+//! less) the guard waits `stall_guard`, as before. The leader publishes the wait once
 //! per gauge period, so for up to a period after the evidence rises (an overshoot larger than
 //! any before) the guard may still wait by the slack that rise took.
 //!
@@ -46,12 +47,13 @@
 //! XOFF, then waits about `xoff_time` however fast this host drains it and however late the
 //! source stops. (With the cap at the budget alone, `bench/forward`'s `xoff_time` row at 500 us
 //! had a p99 of 1.1–3.1 ms, median about 1.5 ms: the generator, a normal process, kept sending
-//! for 0.13–1 ms after each XOFF, and its 8–16 kB beyond an 11–16 kB XOFF waited too.) The room kept for the peak is the
-//! largest seen, less a quarter for each episode since, so one stall's spike passes within a
-//! few dozen milliseconds of episodes. A lower XOFF leaves more of the same buffer as headroom,
-//! so this too only pauses earlier. The cap moves in steps of at least 1/8 and is not logged
-//! as a headroom change (it changes with the drain, often); `status` and
-//! `lossless_pfc_drain_rate_bytes_per_second` show the rate and the XOFF in force.
+//! for 0.13–1 ms after each XOFF, and its 8–16 kB beyond an 11–16 kB XOFF waited too.) The
+//! room kept for the peak is the largest seen, less a quarter for each episode since, so one
+//! stall's spike passes within a few dozen milliseconds of episodes. A lower XOFF leaves more
+//! of the same buffer as headroom, so this too only pauses earlier. The cap moves in steps of
+//! at least 1/8 and is not logged as a headroom change (it changes with the drain, often);
+//! `status` and `lossless_pfc_drain_rate_bytes_per_second` show the rate and the XOFF in
+//! force.
 //!
 //! The leader worker owns one per port: it sees every XOFF/XON of the port's generator and the
 //! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters

@@ -54,35 +54,32 @@ impl UnpausedRate {
         bytes: &[u64; PRIORITIES],
         held_ns: &[u64; PRIORITIES],
     ) -> Option<[Option<u64>; PRIORITIES]> {
+        let mut this = Sample {
+            at: now,
+            bytes: *bytes,
+            held_ns: *held_ns,
+            flowing: [false; PRIORITIES],
+        };
         let Some(last) = self.last else {
-            self.last = Some(Sample {
-                at: now,
-                bytes: *bytes,
-                held_ns: *held_ns,
-                flowing: [false; PRIORITIES],
-            });
+            self.last = Some(this);
             return None;
         };
         let dt = now.saturating_sub(last.at);
         if dt < RATE_INTERVAL_NS {
             return None;
         }
-        self.last = Some(Sample {
-            at: now,
-            bytes: *bytes,
-            held_ns: *held_ns,
-            flowing: std::array::from_fn(|p| bytes[p] > last.bytes[p]),
-        });
+        this.flowing = std::array::from_fn(|p| this.bytes[p] > last.bytes[p]);
+        self.last = Some(this);
         Some(std::array::from_fn(|p| {
             if !last.flowing[p] {
                 return None;
             }
-            let held = held_ns[p].saturating_sub(last.held_ns[p]).min(dt);
+            let held = this.held_ns[p].saturating_sub(last.held_ns[p]).min(dt);
             let unpaused = dt - held;
             if unpaused * MIN_UNPAUSED_PART < dt {
                 return None;
             }
-            let bytes = bytes[p].saturating_sub(last.bytes[p]);
+            let bytes = this.bytes[p].saturating_sub(last.bytes[p]);
             let bps = u128::from(bytes) * 8_000_000_000 / u128::from(unpaused);
             Some(bps.min(u64::MAX.into()) as u64)
         }))
