@@ -178,7 +178,10 @@ fn on_without_permission_fails_at_start() {
 }
 
 /// `--realtime` on gen, sink and cable: each tool's frame loop (its main thread) runs
-/// SCHED_FIFO at the priority asked for, and the traffic still arrives whole.
+/// SCHED_FIFO at the priority asked for (gen at its default, 40, below the others), and the
+/// traffic still arrives whole. The order matters: a paced generator spins between frames on a
+/// VM, and at a priority above the cable's it starved the cable into dropping at its RX ring
+/// whenever the other CPU was busy (`chrt -f 50` on a spinner there: 20,115 of 41,113 frames).
 #[test]
 fn tools_run_sched_fifo_with_realtime() {
     let _serial = traffic_lock();
@@ -189,7 +192,7 @@ fn tools_run_sched_fifo_with_realtime() {
     let rt = |p: &'static str| ["--realtime", "--realtime-priority", p];
     let mut cable = Proc::spawn(
         &nc,
-        &[&["cable", "--a", &c0, "--b", &c1][..], &rt("21")].concat(),
+        &[&["cable", "--a", &c0, "--b", &c1][..], &rt("46")].concat(),
     );
     cable.wait_ready(Duration::from_secs(20));
     let sink_args = [
@@ -202,7 +205,7 @@ fn tools_run_sched_fifo_with_realtime() {
         "30s",
         "--json",
     ];
-    let mut sink = Proc::spawn(&ns, &[&sink_args[..], &rt("22")].concat());
+    let mut sink = Proc::spawn(&ns, &[&sink_args[..], &rt("45")].concat());
     sink.wait_ready(Duration::from_secs(10));
     let gen_args = [
         "gen",
@@ -216,12 +219,12 @@ fn tools_run_sched_fifo_with_realtime() {
         "1s",
         "--json",
     ];
-    let mut gen = Proc::spawn(&ng, &[&gen_args[..], &rt("23")].concat());
+    let mut gen = Proc::spawn(&ng, &[&gen_args[..], &["--realtime"]].concat());
     gen.wait_ready(Duration::from_secs(10));
     for (tool, p, priority) in [
-        ("gen", &gen, 23),
-        ("sink", &sink, 22),
-        ("cable", &cable, 21),
+        ("gen", &gen, 40),
+        ("sink", &sink, 45),
+        ("cable", &cable, 46),
     ] {
         assert_eq!(
             chrt(p.pid()),

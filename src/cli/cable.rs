@@ -11,7 +11,7 @@ use crate::{
         report, rules::parse_probability, run_cable, CableSetup, LaneSettings, Matcher, RuleSpec,
     },
     control::signals,
-    dataplane::{open::Backend, xdp_prog::XdpMode},
+    dataplane::{open::Backend, sched, xdp_prog::XdpMode},
 };
 
 fn matcher(s: &str) -> Result<Matcher, String> {
@@ -183,7 +183,7 @@ impl CableArgs {
             xdp_mode: self.xdp_mode,
             frames: self.frames,
             busy_poll: self.busy_poll,
-            realtime: self.realtime.request(),
+            realtime: self.realtime.request(sched::DEFAULT_PRIORITY),
         }
     }
 }

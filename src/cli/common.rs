@@ -58,26 +58,34 @@ pub struct RealtimeArgs {
     /// starve it (needs CAP_SYS_NICE or RLIMIT_RTPRIO; an error if not permitted).
     #[arg(long)]
     pub realtime: bool,
-    /// SCHED_FIFO priority of --realtime (1..=99).
-    #[arg(long, requires = "realtime", default_value_t = sched::DEFAULT_PRIORITY,
+    /// SCHED_FIFO priority of --realtime (1..=99) [default: 50; gen: 40, below the daemon, sink
+    /// and cable it feeds, since a paced generator spins between frames].
+    #[arg(long, requires = "realtime",
           value_parser = clap::value_parser!(u8).range(1..=i64::from(sched::MAX_PRIORITY)))]
-    pub realtime_priority: u8,
+    pub realtime_priority: Option<u8>,
 }
 
+/// `--realtime-priority` of `gen` when not given. A generator paced on a host whose timed
+/// wake-ups come 50-120 µs late spins between its frames, so at `SCHED_FIFO` it keeps its CPU
+/// from every thread of its priority or below except in the duty cycle's slices; below the
+/// tools and daemon that carry its frames, it can never starve them (a generator at 23 starved
+/// a cable at 21 into losing 805 frames at its RX ring in CI).
+pub const GEN_REALTIME_PRIORITY: u8 = sched::DEFAULT_PRIORITY - 10;
+
 impl RealtimeArgs {
-    /// The request these flags make, if any.
-    pub fn request(&self) -> Option<Request> {
+    /// The request these flags make, if any, at `default` priority unless one is given.
+    pub fn request(&self, default: u8) -> Option<Request> {
         self.realtime.then_some(Request {
             mode: RealtimeMode::On,
-            priority: self.realtime_priority,
+            priority: self.realtime_priority.unwrap_or(default),
             setting: "--realtime",
         })
     }
 
-    /// Makes the calling thread (the tool's frame loop) real-time if asked: call it once the
-    /// interface is open.
-    pub fn apply(&self) -> Result<(), RealtimeError> {
-        self.request()
+    /// Makes the calling thread (the tool's frame loop) real-time if asked, at `default`
+    /// priority unless one is given: call it once the interface is open.
+    pub fn apply(&self, default: u8) -> Result<(), RealtimeError> {
+        self.request(default)
             .map_or(Ok(()), |r| sched::apply_to_this_thread(&r))
     }
 }

@@ -124,7 +124,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
             args.size - 18
         )));
     }
-    args.realtime.apply()?;
+    args.realtime.apply(common::GEN_REALTIME_PRIORITY)?;
     let setup = GenSetup {
         rate_bps: args.rate,
         link_speed_bps: args.link_speed,

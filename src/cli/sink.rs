@@ -8,7 +8,7 @@ use super::{
 };
 use crate::{
     control::signals,
-    dataplane::xdp_prog::Steering,
+    dataplane::{sched, xdp_prog::Steering},
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
         open_iface,
@@ -111,7 +111,7 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         sfc_udp_port: 0,
     };
     let (ports, _attached) = open_iface(&args.iface.setup(), steering)?;
-    args.realtime.apply()?;
+    args.realtime.apply(sched::DEFAULT_PRIORITY)?;
     let setup = SinkSetup {
         duration: args.duration,
         idle_timeout: args.idle_timeout,
