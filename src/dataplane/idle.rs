@@ -5,10 +5,11 @@
 //! Timed wake-ups come late on a VM (35-85 µs on average on the lab's, with outliers of
 //! milliseconds), so the idler learns how late and ends each sleep that much early, spinning
 //! the rest. Two rules keep that estimate honest. A sample counts for at most twice the
-//! average plus [`SPIN_NS`]: one outlier of a millisecond once raised the average to 248 µs.
-//! And where the average forbids a sleep, one is still taken without the allowance once per
-//! [`PROBE_NS`]: an average that forbids sleeping is otherwise never sampled again, and a
-//! generator paced at 20 Mbit/s spun a whole CPU for its whole run on that one outlier.
+//! average plus `SPIN_NS` (30 µs): one outlier of a millisecond once raised the average to
+//! 248 µs. And where the average forbids a sleep, one is still taken without the allowance
+//! once per `PROBE_NS` (50 ms): an average that forbids sleeping is otherwise never sampled
+//! again, and a generator paced at 20 Mbit/s spun a whole CPU for its whole run on that one
+//! outlier.
 
 use std::os::fd::RawFd;
 
