@@ -162,7 +162,12 @@ fn sfc_over_udp_makes_incast_lossless() {
 fn assert_lossless(gens: &[Value], sink: &Value, dut: &Value) {
     let sent: u64 = gens.iter().map(|g| n(&g["frames_sent"])).sum();
     // Every sequence number of every source delivered once.
-    assert_eq!(n(&sink["unique"]), sent, "sink {sink}");
+    assert_eq!(
+        n(&sink["unique"]),
+        sent,
+        "{}\nsink {sink}\ndaemon {dut}",
+        common::where_frames_went(dut)
+    );
     assert_eq!(n(&sink["received"]), sent);
     assert_eq!(n(&sink["lost"]), 0);
     assert_eq!(n(&sink["per_priority"][3]), sent);
