@@ -30,8 +30,14 @@ const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom =
 const LOSSY: &str = "mode = \"lossy\"\nlimit = \"1MiB\"";
 
 /// Starts the sink and the daemon (with config file `cfg`) and waits until both are ready.
+///
+/// The tools run `--realtime` (gen at its default 40, below the sink and the daemon's workers
+/// at 50): these tests need the generator's 2 Gbit/s to happen. At normal priority, with one
+/// CPU-bound loop beside them, it offered 0.89 Gbit/s, so PFC had barely anything to pause
+/// ("gen barely paused") and the lossy control lost 46 frames instead of a tenth (1 run of 2
+/// failed); real-time, 0 of 3 with the loop and 0 of 3 without.
 fn start(w: &Wire, cfg: &TempFile) -> (Proc, Proc) {
-    let sink = common::start_sink(&w.sink_ns, &w.s);
+    let sink = common::start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
     let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
     (sink, dut)
@@ -57,6 +63,7 @@ fn start_gen(w: &Wire, rate: &str, backend: &str) -> Proc {
             "10Gbit",
             "--backend",
             backend,
+            "--realtime",
             "--json",
         ],
     )
