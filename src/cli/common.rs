@@ -66,7 +66,7 @@ pub struct RealtimeArgs {
 }
 
 /// `--realtime-priority` of `gen` when not given. A generator paced on a host whose timed
-/// wake-ups come 50-120 µs late spins between its frames, so at `SCHED_FIFO` it keeps its CPU
+/// wake-ups come late (35-85 µs on average on the lab VM) spins between its frames, so at `SCHED_FIFO` it keeps its CPU
 /// from every thread of its priority or below except in the duty cycle's slices; below the
 /// tools and daemon that carry its frames, it can never starve them (a generator at 23 starved
 /// a cable at 21 into losing 805 frames at its RX ring in CI).

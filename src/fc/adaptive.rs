@@ -202,9 +202,8 @@ impl AdaptiveHeadroom {
     /// quick start's slack grew to 130-190 kB, the guard waited 0.6-1.2 ms instead of 0.29,
     /// and the next stall let 250-560 kB in before its first PFC (the buffer holds 320 KiB).
     pub fn slack(&self, now: u64) -> u64 {
-        let claimed = (self.evidence.max(self.prior) + self.notice) * self.decay_factor(now);
-        self.in_force
-            .saturating_sub((claimed as u64).max(self.model))
+        let claimed = (self.seen(true) * self.decay_factor(now)) as u64;
+        self.in_force.saturating_sub(claimed.max(self.model))
     }
 
     /// The floor, bytes.
@@ -289,7 +288,13 @@ impl AdaptiveHeadroom {
     /// The observed term at `evidence_at`: the evidence, or the prior where it applies, plus
     /// the notice term.
     fn observed(&self) -> f64 {
-        let seen = if self.prior_applies() {
+        self.seen(self.prior_applies())
+    }
+
+    /// The overshoot seen, or the prior where `with_prior` and it is larger, plus the notice
+    /// term, undecayed.
+    fn seen(&self, with_prior: bool) -> f64 {
+        let seen = if with_prior {
             self.evidence.max(self.prior)
         } else {
             self.evidence
