@@ -1,6 +1,6 @@
-# Shared by bench/rx and bench/scale (sourced, not run): binaries, the 64-byte trafgen sender,
-# counters, the daemon's config and memory. Every bench creates its own namespaces with unique
-# names and removes them on exit.
+# Shared by bench/rx, bench/scale and bench/gen-cpu (sourced, not run): binaries, the 64-byte
+# trafgen sender, counters, the daemon's config and memory. Every bench creates its own
+# namespaces with unique names and removes them on exit.
 
 T=${CARGO_TARGET_DIR:-$PWD/target}
 B=$T/release/lossless
