@@ -39,13 +39,22 @@
  *   of its EtherType (bpf_xdp_adjust_head): the worker classifies the frame
  *   by the same tag with the same rule, and forwards it with its tag.
  *
- * Size budget of `lossless_xdp_dev`: 422 instructions submitted, 498 after
- * the verifier's rewrites, of the 503 one page holds. A device-bound program
- * the verifier grows past the pages it was loaded in trips a 6.18 kernel bug
- * (a stale pointer in its offload record: an oops with RTNL held when the
- * interface is removed), so the loader refuses it and falls back to
- * `lossless_xdp` (`dataplane::xdp_prog`). Adding to this file means finding
- * the instructions elsewhere, or dropping device-bound loading.
+ * Size budget of `lossless_xdp_dev`: 435 instructions submitted, 463 after
+ * the verifier's rewrites (bpftool's xlated size / 8), of the 503 one page
+ * holds. A device-bound program the verifier grows past the pages it was
+ * loaded in trips a 6.18 kernel bug (a stale pointer in its offload record: an
+ * oops with RTNL held when the interface is removed), so the loader refuses it
+ * and falls back to `lossless_xdp` (`dataplane::xdp_prog`). Adding to this file
+ * means finding the instructions elsewhere (the stall guard's doorbell, 42
+ * instructions, was paid for by looking the counters up once per frame instead
+ * of once per counter), submitting more than a page's worth, or dropping
+ * device-bound loading.
+ *
+ * The stall guard's doorbell (`bell`, below): the worker counts its receive
+ * turns per queue into `turns`; the program notes when it last saw them move
+ * (or the queue empty), and when frames keep arriving `bell_ns` after that it
+ * writes a record into the guards' ring buffers, which wakes them
+ * (`dataplane::stall_guard`).
  *
  * A worker taking a frame from the RX ring knows from its stamps that every
  * frame steered before it has been taken or dropped by the kernel, so
@@ -110,12 +119,34 @@ struct {
 struct ingress_queue {
 	__u64 bytes[8];       /* steered per priority, ever (this program) */
 	__u64 frames;         /* steered, ever (this program) */
-	__u64 reserved1[7];
+	__u64 bell_turns;     /* the doorbell's: `turns` as last seen moving (this program) */
+	__u64 bell_since;     /* when it was seen moving, or the queue empty (this program) */
+	__u64 bell_frames;    /* `frames` then (this program) */
+	__u64 bell_rung;      /* when the bell last rang (this program) */
+	__u64 reserved1[3];
 	__u64 lossy_drops[8]; /* lossy frames dropped for a deep backlog (this program) */
 	__u64 seen_frames;    /* frames stamp of the last frame the worker took (the worker) */
-	__u64 reserved2[7];
+	__u64 turns;          /* the worker's receive turns on this queue (the worker) */
+	__u64 bell_ns;        /* ring after this long without a turn; 0 = never (the guard) */
+	__u64 reserved2[5];
 	__u64 oversize[8];    /* frames over max_frame dropped, per priority (this program) */
 };
+
+/*
+ * The stall guard's doorbells (`dataplane::stall_guard`), one per guard thread: a record in
+ * each wakes the guards when frames keep arriving for a queue whose worker has made no receive
+ * turn for `bell_ns` while frames waited. The record's content is nothing; the guard reads the
+ * queue's bell_* fields.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} bell0 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096);
+} bell1 SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -126,10 +157,12 @@ struct {
 } ingress SEC(".maps");
 
 /*
- * Per-CPU counters (mirrored by `XdpCounters` in the daemon): 0 redirected, 1 passed,
- * 2 redirect failed (no socket); of the redirected frames (device-bound variant only):
- * 3 stamped in hardware, 4 stamp kfunc returned an error, 5 stamp kfunc returned 0 as the
- * stamp, 6 VLAN tag taken from the metadata and put back into the frame.
+ * Per-CPU counters (mirrored by `XdpCounters` in the daemon), one entry: 0 redirected,
+ * 1 passed, 2 redirect failed (no socket); of the redirected frames (device-bound variant
+ * only): 3 stamped in hardware, 4 stamp kfunc returned an error, 5 stamp kfunc returned 0 as
+ * the stamp, 6 VLAN tag taken from the metadata and put back into the frame. One entry, looked
+ * up once per frame: a lookup per counter cost the device-bound program 40 instructions of
+ * its one-page budget (see the top of this file).
  */
 #define CNT_REDIRECTED 0
 #define CNT_PASSED 1
@@ -138,11 +171,12 @@ struct {
 #define CNT_STAMP_ERROR 4
 #define CNT_STAMP_ZERO 5
 #define CNT_META_VLAN 6
+#define CNT_LEN 7
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 7);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, __u64[CNT_LEN]);
 } counters SEC(".maps");
 
 /* The XDP RX metadata kfuncs (weak: a kernel without them still loads the program). */
@@ -153,11 +187,35 @@ extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_p
 /* A plain load the compiler may not merge or repeat (the worker writes seen_frames). */
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
-static __always_inline void count(__u32 idx)
+/*
+ * The doorbell, for a frame steered to `q` at `now`, `frames` its frames stamp. The worker's
+ * receive turns count as movement, and so does an empty queue before this frame (an idle
+ * worker asleep is woken by this very frame). Once they have not moved for `bell_ns` and a
+ * frame still arrives, the bell rings, at most once per `bell_ns` per queue.
+ */
+static __always_inline void bell(struct ingress_queue *q, __u64 frames, __u64 now)
 {
-	__u64 *c = bpf_map_lookup_elem(&counters, &idx);
-	if (c)
-		*c += 1;
+	__u64 ns = READ_ONCE_U64(q->bell_ns);
+	if (!ns)
+		return;
+	__u64 turns = READ_ONCE_U64(q->turns);
+	if (turns != q->bell_turns || frames - 1 <= READ_ONCE_U64(q->seen_frames)) {
+		q->bell_turns = turns;
+		q->bell_since = now;
+		q->bell_frames = frames;
+		return;
+	}
+	if (now - q->bell_since < ns || now - q->bell_rung < ns)
+		return;
+	q->bell_rung = now;
+	bpf_ringbuf_output(&bell0, &now, sizeof(now), BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_output(&bell1, &now, sizeof(now), BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline void count(__u64 *counters, __u32 idx)
+{
+	if (counters)
+		counters[idx] += 1;
 }
 
 /* What the program needs to know of a frame, from one pass over its headers. */
@@ -268,6 +326,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	struct port_settings *s = bpf_map_lookup_elem(&settings, &zero);
 	if (!s)
 		return XDP_PASS;
+	__u64 *cnt = bpf_map_lookup_elem(&counters, &zero);
 	void *data = (void *)(long)ctx->data;
 	void *data_end = (void *)(long)ctx->data_end;
 	int meta_tci = -1;
@@ -283,7 +342,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	struct parsed f;
 	parse(data, data_end, s, meta_tci, &f);
 	if (!s->forward_all && !f.owned) {
-		count(CNT_PASSED);
+		count(cnt, CNT_PASSED);
 		return XDP_PASS;
 	}
 	__u32 queue = ctx->rx_queue_index;
@@ -293,7 +352,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	 * goes as it is, classified as it is, so the worker sees what the program counted. */
 	if (meta_tci >= 0 && bpf_map_lookup_elem(&xsks, &queue)) {
 		if (push_vlan(ctx, vlan_proto, meta_tci) == 0) {
-			count(CNT_META_VLAN);
+			count(cnt, CNT_META_VLAN);
 		} else {
 			meta_tci = -1;
 			parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, s, -1, &f);
@@ -322,26 +381,27 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
 	int rc = bpf_redirect_map(&xsks, queue, XDP_PASS);
 	if (rc != XDP_REDIRECT) {
-		count(CNT_REDIRECT_FAILED);
+		count(cnt, CNT_REDIRECT_FAILED);
 		return rc;
 	}
-	count(CNT_REDIRECTED);
+	count(cnt, CNT_REDIRECTED);
 	__u64 frames = 0, bytes = 0;
 	if (q) {
 		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |
 			((__sync_fetch_and_add(&q->bytes[prio], len) + len) & STAMP_BYTES_MASK);
 		frames = __sync_fetch_and_add(&q->frames, 1) + 1;
+		bell(q, frames, arrival);
 	}
 	__u64 stamp = 0;
 	if (dev_bound && bpf_ksym_exists(bpf_xdp_metadata_rx_timestamp)) {
 		if (bpf_xdp_metadata_rx_timestamp(ctx, &stamp) != 0) {
 			stamp = 0;
-			count(CNT_STAMP_ERROR);
+			count(cnt, CNT_STAMP_ERROR);
 		} else if (stamp == 0) {
-			count(CNT_STAMP_ZERO);
+			count(cnt, CNT_STAMP_ZERO);
 		} else {
 			stamp |= STAMP_HARDWARE; /* a PHC time is far below 2^63 ns */
-			count(CNT_HW_STAMP);
+			count(cnt, CNT_HW_STAMP);
 		}
 	}
 	if (!stamp)

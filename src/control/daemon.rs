@@ -176,6 +176,10 @@ fn start_stall_guard(
                 speed_bps: p.speed_bps,
                 ingress: prog.ingress().clone(),
                 shared: shared.clone(),
+                bells: prog.bells().unwrap_or_else(|e| {
+                    tracing::warn!(iface = %p.iface, error = %e, "stall guard: no doorbell");
+                    Vec::new()
+                }),
             })
             .collect(),
         workers: workers

@@ -269,6 +269,9 @@ impl Port for AfXdpPort {
         now: u64,
     ) -> Result<usize, PortError> {
         let max = max.min(MAX_BATCH);
+        if let Some(t) = &mut self.ingress {
+            t.turn();
+        }
         // SAFETY: the descriptors are written by the kernel for frames of this UMEM.
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
         if let Some(c) = &mut self.hw_clock {

@@ -30,6 +30,9 @@
 //! The worker also writes the frames stamp of the last frame it took into the map, so the
 //! program sees the ring's depth and can drop lossy frames once it is deep (counted per
 //! priority in `lossy_drops`) before they take the buffers the lossless priorities need.
+//! And it counts its receive turns into the map (`turns`), from which the program rings the
+//! stall guard's doorbell when a worker stops taking turns while frames keep arriving
+//! (`bell_*`, written by the program; `bell_ns` by the guard; [`super::stall_guard`]).
 //!
 //! A frame longer than the port's maximum (never more than a UMEM frame holds) the program
 //! drops and counts per priority in `oversize`, instead of redirecting it for the kernel to
@@ -61,12 +64,23 @@ pub struct IngressQueue {
     bytes: [AtomicU64; PRIORITIES],
     /// Frames steered, ever (written by the program).
     frames: AtomicU64,
-    _reserved1: [u64; 7],
+    /// The stall guard's doorbell (written by the program): `turns` as it last saw them
+    /// move (or the queue empty), when, and `frames` then; when the bell last rang.
+    bell_turns: AtomicU64,
+    bell_since: AtomicU64,
+    bell_frames: AtomicU64,
+    bell_rung: AtomicU64,
+    _reserved1: [u64; 3],
     /// Lossy frames the program dropped because the backlog was deep, per priority.
     lossy_drops: [AtomicU64; PRIORITIES],
     /// Frames stamp of the last frame the worker took (written by the worker).
     seen_frames: AtomicU64,
-    _reserved2: [u64; 7],
+    /// The worker's receive turns on this queue (written by the worker).
+    turns: AtomicU64,
+    /// The doorbell rings after this long without a turn while frames wait, ns; 0: never
+    /// (written by the stall guard).
+    bell_ns: AtomicU64,
+    _reserved2: [u64; 5],
     /// Frames over the port's maximum frame the program dropped, per priority.
     oversize: [AtomicU64; PRIORITIES],
 }
@@ -90,6 +104,27 @@ impl IngressQueue {
     #[inline]
     pub fn steered_bytes(&self, prio: usize) -> u64 {
         self.bytes[prio].load(Relaxed)
+    }
+
+    /// Since when, by the program's doorbell, the worker has made no receive turn on this
+    /// queue with frames waiting, and the frames steered by then: the program notes the time
+    /// at each frame that finds the turns moved (or the queue empty before it), so if the
+    /// turns it noted are still the worker's, none came since.
+    pub fn quiet(&self) -> Option<(u64, u64)> {
+        let turns = self.turns.load(Relaxed);
+        let (since, frames) = (
+            self.bell_since.load(Relaxed),
+            self.bell_frames.load(Relaxed),
+        );
+        (frames > 0 && self.bell_turns.load(Relaxed) == turns).then_some((since, frames))
+    }
+
+    /// Has the program ring the doorbell when frames arrive after `ns` without a receive turn
+    /// while frames waited (0: never).
+    pub fn set_bell_ns(&self, ns: u64) {
+        if self.bell_ns.load(Relaxed) != ns {
+            self.bell_ns.store(ns, Relaxed);
+        }
     }
 }
 
@@ -279,6 +314,8 @@ pub struct IngressTracker {
     seen_frames: u64,
     /// Steered totals (frames, bytes) noted when the ring was found empty, and when.
     empty_note: Option<(u64, [u64; PRIORITIES], u64)>,
+    /// Receive turns on this queue (published for the doorbell).
+    turns: u64,
 }
 
 impl IngressTracker {
@@ -289,12 +326,14 @@ impl IngressTracker {
         let seen_bytes = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
         let seen_frames = e.frames.load(Relaxed);
         e.seen_frames.store(seen_frames, Relaxed);
+        let turns = e.turns.load(Relaxed);
         Some(IngressTracker {
             map,
             queue,
             seen_bytes,
             seen_frames,
             empty_note: None,
+            turns,
         })
     }
 
@@ -328,6 +367,14 @@ impl IngressTracker {
         // Frames of several CPUs may land out of stamp order (generic XDP): keep the highest.
         self.seen_frames = self.seen_frames.max(s.frames);
         self.seen_bytes[s.prio] = self.seen_bytes[s.prio].max(s.bytes);
+    }
+
+    /// A receive turn on this queue begins (before the ring is read): the program's doorbell
+    /// sees the worker move.
+    #[inline]
+    pub fn turn(&mut self) {
+        self.turns = self.turns.wrapping_add(1);
+        self.entry().turns.store(self.turns, Relaxed);
     }
 
     /// Tells the program how far the worker got (after each batch).

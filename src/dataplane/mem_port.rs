@@ -105,6 +105,7 @@ impl Port for MemPort {
         _now: u64,
     ) -> Result<usize, PortError> {
         let mut q = self.q.lock().expect("test queue");
+        self.ingress.turn();
         let mut n = 0;
         while n < max {
             let Some(mut frame) = pool.alloc() else { break };

@@ -14,8 +14,9 @@
 //! issue 14's ingress accounting the worker reads the occupancy from the XDP counters at every
 //! turn, so a crossing waits at most for the next turn, and turns are short (p99 131-524 us on
 //! the lab VM) except when the worker does not run at all, which the stall guard covers: it
-//! pauses the source of a worker that made no turn for `stall_guard`, looking every half of
-//! it. So while the guard is on, no crossing goes unnoticed for longer than `stall_guard` × 1.5
+//! pauses the source of a worker that made no turn for `stall_guard`, woken by the XDP
+//! program's doorbell (half of it again allows for the wake-up). So while the guard is on, no
+//! crossing goes unnoticed for longer than `stall_guard` × 1.5
 //! (`notice_ns`), and what arrives meanwhile is at most that time at the fastest rate the
 //! priority arrived at while unpaused ([`crate::fc::arrival`], over 40 ms intervals, taken
 //! once per gauge period, not per turn). That is the notice term, added to the observed
@@ -23,11 +24,13 @@
 //! of the turn gaps is the host's millisecond stalls, which would have asked for more than the
 //! whole buffer.) Without the guard there is no bound and no notice term.
 //!
-//! **The guard's wait.** Each look of the guard costs a timer wake-up, about 60 us of CPU on
-//! the lab VM whatever it finds, and under close watch it looks every half stall: at the
-//! default 250 us that was 30 % of the CPU beside the worker in `bench/forward`'s PFC row. A
-//! headroom whose floor holds more than every term claims (`slack`; the prior counts as a
-//! term here even after it stood aside, [`AdaptiveHeadroom::slack`]) can pay for a later look:
+//! **The guard's wait.** Each look of the guard costs a wake-up, about 60 us of CPU on the
+//! lab VM whatever it finds, and before its doorbell it looked every half stall while traffic
+//! flowed: at the default 250 us that was 30 % of the CPU beside the worker in
+//! `bench/forward`'s PFC row. A headroom whose floor holds more than every term claims
+//! (`slack`; the prior counts as a term here even after it stood aside,
+//! [`AdaptiveHeadroom::slack`]) can pay for a later stall call (and, while frames wait for a
+//! worker, fewer looks):
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
 //! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall

@@ -11,21 +11,41 @@
 //!
 //! The guard is a thread on each of (at most) two CPUs, so that whichever CPU a worker is
 //! stopped on, a guard runs on another; `SCHED_FIFO` one below the workers when they are
-//! real-time (above every normal task, never preempting a running worker). Every half
-//! [`StallWatch::stall_ns`] (`stall_guard`, or longer where the port's headroom holds more
-//! than every term claims: [`super::pfc_headroom`], "The guard's wait"; back to half
-//! `stall_guard` while a stall lasts) while a PFC priority is half way to its XOFF, holds its
-//! source paused or receives frames, or frames wait for a worker that makes no turn (an idle
-//! port backs off to [`IDLE_LOOK_NS`]:
-//! a look costs a timer wake-up, 20–65 µs of CPU on the lab VM; ports without a PFC priority
-//! are not looked at, and with none anywhere only every [`NO_PFC_LOOK_NS`], for a reload) it
-//! looks, per worker and port, at counters that exist anyway
-//! and cost the worker nothing more: the worker's loop turns (`heartbeat`) and, in the port's
-//! XDP `ingress` map, the frames steered to the worker's queue and the frames stamp of the
-//! last one the worker took (which it publishes after each batch).
+//! real-time (above every normal task, never preempting a running worker). It looks, per
+//! worker and port, at the worker's loop turns (`heartbeat`) and, in the port's XDP `ingress`
+//! map, the frames steered to the worker's queue and the frames stamp of the last one the
+//! worker took (which it publishes after each batch).
 //!
-//! A worker is **stalled** on a port when frames waited for it at one look, it has made no
-//! loop turn since, at least `stall` has passed, and more frames have arrived meanwhile. Each
+//! **The doorbell: looks when a stall begins, not on a timer.** A look costs a timer wake-up,
+//! 20-65 us of CPU on the lab VM whatever it finds, and a guard that looked often enough to
+//! catch a stall as it began (every half `stall_guard` while traffic flowed) took 5-30 % of a
+//! CPU, 10 % of the delivered rate in `bench/forward`'s `xoff_time` row. So the XDP program
+//! says when one begins. Each worker counts its receive turns on each queue into the map
+//! (`turns`, one store per turn); at each frame it steers, the program notes the time when it
+//! finds those turns moved, or the queue empty before the frame (an idle worker, which this
+//! frame wakes). A frame that arrives `stall_guard` after that note, the turns unmoved, rings:
+//! a record in each guard thread's ring buffer (`bell0`, `bell1`), at most once per
+//! `stall_guard` per queue, and the kernel wakes the guards. The look counts the wait from the
+//! program's note, not from itself ([`StallWatch::look`]), so a look the doorbell woke calls
+//! the stall at once unless the headroom affords a longer wait. Between stalls a guard sleeps
+//! on its doorbell (looking every [`BELL_LOOK_NS`] anyway, for a reload); while frames wait for
+//! a worker with no turn, or a stall lasts, it looks every half wait and every half
+//! `stall_guard`, as before. In the README's quick start with two CPU hogs and the worker
+//! frozen 4 ms every 150-450 ms (`bench/stall-guard --freeze 4`) each guard thread used
+//! 0.0-0.3 % of a CPU, against 5.7-8.0 % looking on its timer, and every run was lossless.
+//!
+//! The wait is [`StallWatch::stall_ns`]: `stall_guard`, or longer where the port's headroom
+//! holds more than every term claims ([`super::pfc_headroom`], "The guard's wait"). Without a
+//! doorbell (its ring buffers could not be set up) a guard looks every half wait. Ports
+//! without a PFC priority are not looked at, and with none anywhere only every
+//! [`NO_PFC_LOOK_NS`], for a reload. (Before the doorbell, the guard looked every half wait
+//! only while a port could see a stall soon, traffic flowing or a source paused, and backed
+//! off to 1 ms on an idle port: 3 % of a CPU per guard thread with nothing to do,
+//! bench/RESULTS.md.)
+//!
+//! A worker is **stalled** on a port when frames waited for it at one look (or at the
+//! doorbell's note), it has made no loop turn since, at least `stall` has passed, and more
+//! frames have arrived meanwhile. Each
 //! condition removes a false alarm: a frame waiting is, alone, a worker about to wake; no turn
 //! is, alone, an idle worker (it sleeps up to 10 ms); and after a kernel drop the count of
 //! waiting frames stays too high until the worker's next turns settle it
@@ -51,7 +71,10 @@ use std::{
         Arc, Mutex,
     },
     thread::JoinHandle,
+    time::Duration,
 };
+
+use libbpf_rs::{MapHandle, RingBuffer, RingBufferBuilder};
 
 use super::{
     af_packet::RawSender,
@@ -68,18 +91,14 @@ use crate::{
     wire::{MacAddr, MacControl},
 };
 
-/// Longest a guard waits between looks while no worker it watches is near XOFF or behind.
-/// A stall often begins just as traffic does (a woken worker that does not get its CPU), and
-/// is only caught at the next look: 1 ms at 2 Gbit/s is 250 kB, what the default headroom
-/// holds. At 4 ms the README's quick start with two CPU hogs still lost frames in one run of
-/// six (bench/RESULTS.md); each idle look costs a timer wake-up (about 3 % of a CPU per guard
-/// thread on the lab VM, a fraction of that where timers are cheap).
-pub const IDLE_LOOK_NS: u64 = 1_000_000;
-
 /// How often a guard looks whether a reload gave a port a PFC priority, while none has one:
 /// it has nothing to send for other priorities, and its looks would only take CPU (a
 /// daemon-bound lossy run has frames waiting for the worker all the time).
 pub const NO_PFC_LOOK_NS: u64 = 100_000_000;
+
+/// Longest a guard with a doorbell waits for it to ring before it looks anyway: to see a
+/// reload give a port a PFC priority, and to publish the wait in use.
+pub const BELL_LOOK_NS: u64 = 100_000_000;
 
 /// The shortest and longest stall the guard may be set to wait for.
 pub const STALL_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
@@ -93,6 +112,9 @@ pub struct Look {
     pub steered: u64,
     /// Frames stamp of the last frame the worker took, as it published it.
     pub taken: u64,
+    /// Since when, by the program's doorbell, the worker has made no receive turn on the
+    /// queue, and the frames steered then ([`super::ingress::IngressQueue::quiet`]).
+    pub quiet: Option<(u64, u64)>,
 }
 
 /// What a look found.
@@ -139,15 +161,22 @@ impl StallWatch {
         self.stall_ns = stall_ns;
     }
 
-    /// Takes the look `l` made at `now`.
+    /// Takes the look `l` made at `now`. Where the program's doorbell says since when the
+    /// worker has made no turn (`l.quiet`), the wait counts from then, not from this look: a
+    /// look woken by the doorbell calls the stall at once.
     pub fn look(&mut self, now: u64, l: Look) -> Verdict {
         let turned = self.turns.replace(l.turns) != Some(l.turns);
         if turned || l.steered <= l.taken {
-            self.waiting = None;
             self.stalled = false;
-            return Verdict::Running;
+            // Turns before the doorbell's time are no turns since it.
+            self.waiting = l.quiet.filter(|_| l.steered > l.taken);
+            if self.waiting.is_none() {
+                return Verdict::Running;
+            }
         }
-        let (since, steered) = *self.waiting.get_or_insert((now, l.steered));
+        let (since, steered) = *self
+            .waiting
+            .get_or_insert(l.quiet.unwrap_or((now, l.steered)));
         if now.saturating_sub(since) < self.stall_ns || l.steered == steered {
             return Verdict::Running;
         }
@@ -233,29 +262,6 @@ pub fn congested(
     })
 }
 
-/// Whether a port calls for looks every half stall rather than backing off towards
-/// [`IDLE_LOOK_NS`]: a PFC priority half way to its XOFF (a stall there overflows soonest,
-/// elsewhere the backlog it leaves is taken and forwarded), one whose source the port holds
-/// paused until after `now` (the source goes at full rate the moment the pause ends, by XON or
-/// by running out), or one that received frames since the previous look (`live`: the
-/// steered totals then and now; traffic flows, so a stall can begin at any turn). Only an idle
-/// port backs off. (Backing off while a pause held the source let a stall that began at its
-/// XON go unseen for up to a millisecond: 250 kB at 2 Gbit/s, and `bench/reaction`'s default
-/// headroom overflowed by 9-10 frames in 2 runs of 13.)
-fn close_watch(
-    xoff: &[Option<u64>; PRIORITIES],
-    occupancy: &[u64; PRIORITIES],
-    accounted: &[u64; PRIORITIES],
-    (last, live): (&[u64; PRIORITIES], &[u64; PRIORITIES]),
-    paused_until: &[u64; PRIORITIES],
-    now: u64,
-) -> bool {
-    let half = xoff.map(|x| x.map(|x| x / 2));
-    congested(occupancy, live, accounted, &half) != 0
-        || (0..PRIORITIES)
-            .any(|p| xoff[p].is_some() && (paused_until[p] > now || live[p] != last[p]))
-}
-
 /// One port as the guard sees it.
 pub struct GuardedPort {
     /// Interface the PFC leaves on.
@@ -266,6 +272,9 @@ pub struct GuardedPort {
     pub ingress: Arc<IngressMap>,
     /// Occupancy, RX backlog and arrivals as the workers publish them; the guard's counters.
     pub shared: Arc<SharedPort>,
+    /// The program's doorbells, one per guard thread (`XdpProgram::bells`); none: the guard
+    /// looks on a timer alone.
+    pub bells: Vec<MapHandle>,
 }
 
 /// One worker as the guard sees it.
@@ -347,7 +356,7 @@ impl StallGuard {
             setup,
         });
         let mut threads = Vec::new();
-        for cpu in cpus {
+        for (k, cpu) in cpus.into_iter().enumerate() {
             let watched: Vec<usize> = (0..shared.setup.workers.len())
                 .filter(|&w| shared.setup.workers[w].core != Some(cpu))
                 .collect();
@@ -358,7 +367,7 @@ impl StallGuard {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("lossless-guard{cpu}"))
-                    .spawn(move || guard_thread(&shared, cpu, &watched))?,
+                    .spawn(move || guard_thread(&shared, cpu, k, &watched))?,
             );
         }
         Ok(StallGuard { shared, threads })
@@ -379,7 +388,17 @@ impl Drop for StallGuard {
     }
 }
 
-fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
+/// The doorbell `k` of every port, as one ring buffer to wait on; `None` where a port has
+/// none (the guard then looks on its timer alone).
+fn doorbells(ports: &[GuardedPort], k: usize) -> Option<RingBuffer<'static>> {
+    let mut b = RingBufferBuilder::new();
+    for port in ports {
+        b.add(port.bells.get(k)?, |_: &[u8]| 0).ok()?;
+    }
+    b.build().ok()
+}
+
+fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
     let s = &shared.setup;
     if let Err(e) = sched::pin_this_thread(cpu) {
         tracing::warn!(cpu, error = %e, "stall guard: pinning failed");
@@ -402,22 +421,36 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                 .collect()
         })
         .collect();
+    let bells = doorbells(&s.ports, k);
+    if bells.is_none() {
+        tracing::info!(cpu, "stall guard: no doorbell, looks on its timer alone");
+    }
     let mut plan = Planned::read(&s.live);
-    // Each port's steered bytes per priority at the previous look.
-    let mut last_live = vec![[0u64; PRIORITIES]; s.ports.len()];
-    let mut period = s.stall_ns / 2;
     let mut frame = [0u8; 64];
     while !shared.stop.load(Relaxed) {
         let now = now_ns();
         plan.refresh(&s.live);
-        let mut busy = false;
+        let mut waiting = false;
         let mut watching = false;
         let mut any_stalled = false;
-        // The shortest wait before a stall is called on a port under close watch.
+        // The shortest wait before a stall is called on a PFC port.
         let mut wait = u64::MAX;
         for (i, port) in s.ports.iter().enumerate() {
             let xoff = plan.xoff(&s.workers[0].stats, i);
-            if xoff.iter().all(Option::is_none) {
+            let pfc = xoff.iter().any(Option::is_some);
+            // The doorbell rings for a port with a PFC priority, after `stall_guard`: sooner
+            // than the headroom's wait, which the look then applies from the doorbell's time.
+            let bell_ns = if pfc && bells.is_some() {
+                s.stall_ns
+            } else {
+                0
+            };
+            for (w, _) in &watches[i] {
+                if let Some(q) = port.ingress.queue(s.workers[*w].queue) {
+                    q.set_bell_ns(bell_ns);
+                }
+            }
+            if !pfc {
                 continue;
             }
             watching = true;
@@ -425,7 +458,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
             // What the port's headroom affords (pfc_headroom's "The guard's wait").
             let stall = port.shared.guard_stall().max(s.stall_ns);
             port.shared.set_guard_wait(stall);
-            let mut port_busy = false;
+            wait = wait.min(stall);
             for (w, watch) in &mut watches[i] {
                 watch.set_stall_ns(stall);
                 let worker = &s.workers[*w];
@@ -436,6 +469,7 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                     turns: worker.stats.heartbeat.get(),
                     steered: q.steered_frames(),
                     taken: q.taken_frames(),
+                    quiet: q.quiet(),
                 };
                 match watch.look(now, look) {
                     Verdict::Running => {}
@@ -447,8 +481,12 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                         }
                     }
                 }
-                port_busy |= watch.waiting();
+                waiting |= watch.waiting();
             }
+            if !stalled {
+                continue;
+            }
+            any_stalled = true;
             let live = std::array::from_fn(|p| {
                 s.workers
                     .iter()
@@ -457,24 +495,6 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
                     .sum::<u64>()
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
-            let paused_until = std::array::from_fn(|p| port.shared.upstream_pause_until(p));
-            port_busy |= close_watch(
-                &xoff,
-                &occupancy,
-                &accounted,
-                (&last_live[i], &live),
-                &paused_until,
-                now,
-            );
-            last_live[i] = live;
-            if port_busy {
-                busy = true;
-                wait = wait.min(stall);
-            }
-            if !stalled {
-                continue;
-            }
-            any_stalled = true;
             // A pause the port already sent that lasts beyond the next look covers the stall.
             let covered = (0..PRIORITIES)
                 .filter(|&p| port.shared.upstream_pause_until(p) > now + s.stall_ns)
@@ -500,15 +520,25 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
         }
         let found = if any_stalled {
             Found::Stall
-        } else if busy {
-            Found::CloseWatch { wait }
+        } else if waiting {
+            Found::Waiting
         } else if watching {
-            Found::Idle
+            Found::Quiet
         } else {
             Found::NoPfc
         };
-        period = next_period(found, period, s.stall_ns);
-        sleep_until(now + period);
+        match (next_look(found, wait, s.stall_ns, bells.is_some()), &bells) {
+            (NextLook::AtBellOr(ns), Some(b)) => {
+                let _ = b.poll(Duration::from_nanos(ns));
+            }
+            (NextLook::After(ns) | NextLook::AtBellOr(ns), _) => {
+                sleep_until(now + ns);
+                if let Some(b) = &bells {
+                    // Rung while this look was due anyway.
+                    let _ = b.consume();
+                }
+            }
+        }
     }
 }
 
@@ -517,25 +547,34 @@ fn guard_thread(shared: &Shared, cpu: usize, watched: &[usize]) {
 enum Found {
     /// A worker is stalled on some port.
     Stall,
-    /// A port calls for close watch ([`close_watch`], or frames waiting); `wait` is the
-    /// shortest wait before a stall is called on such a port.
-    CloseWatch { wait: u64 },
-    /// PFC ports, all idle.
-    Idle,
+    /// Frames wait for a worker that has made no turn, not for long enough to be a stall.
+    Waiting,
+    /// PFC ports, every worker keeping up.
+    Quiet,
     /// No port has a PFC priority.
     NoPfc,
 }
 
-/// The time from one look to the next after the look found `found`, `period` being the time
-/// since the previous one: while a stall lasts every half `stall_ns` (the guard's pause is
-/// refreshed every two); under close watch every half of the shortest wait the headroom
-/// affords; idle, backing off towards [`IDLE_LOOK_NS`].
-fn next_period(found: Found, period: u64, stall_ns: u64) -> u64 {
-    match found {
-        Found::Stall => stall_ns / 2,
-        Found::CloseWatch { wait } => wait / 2,
-        Found::Idle => (period * 2).min(IDLE_LOOK_NS),
-        Found::NoPfc => NO_PFC_LOOK_NS,
+/// When a guard looks next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NextLook {
+    /// This long after the look.
+    After(u64),
+    /// When a doorbell rings, at most this long after the look.
+    AtBellOr(u64),
+}
+
+/// The next look after one that found `found`, `wait` being the shortest wait before a stall
+/// is called on a PFC port: while a stall lasts, in half `stall_ns` (the guard's pause is
+/// refreshed every two); while frames wait for a worker with no turn, in half `wait`, when
+/// the stall would be due; with every worker keeping up, when a doorbell rings, or without
+/// one in half `wait`, so that a stall is seen at most half a wait late.
+fn next_look(found: Found, wait: u64, stall_ns: u64, doorbell: bool) -> NextLook {
+    match (found, doorbell) {
+        (Found::Stall, _) => NextLook::After(stall_ns / 2),
+        (Found::Waiting, _) | (Found::Quiet, false) => NextLook::After(wait / 2),
+        (Found::Quiet, true) => NextLook::AtBellOr(BELL_LOOK_NS),
+        (Found::NoPfc, _) => NextLook::After(NO_PFC_LOOK_NS),
     }
 }
 
@@ -586,20 +625,37 @@ mod tests {
             turns,
             steered,
             taken,
+            quiet: None,
         }
     }
 
     #[test]
-    fn looks_come_at_half_the_wait_under_close_watch_and_half_the_stall_while_one_lasts() {
-        // The headroom affords 2 ms: a look every millisecond while traffic flows.
-        let close = Found::CloseWatch { wait: 2_000_000 };
-        assert_eq!(next_period(close, STALL / 2, STALL), 1_000_000);
-        // A stall met: back to every half stall, so the guard's pause is refreshed in time.
-        assert_eq!(next_period(Found::Stall, 1_000_000, STALL), STALL / 2);
-        // Idle ports back off by doubling, to at most IDLE_LOOK_NS.
-        assert_eq!(next_period(Found::Idle, STALL / 2, STALL), STALL);
-        assert_eq!(next_period(Found::Idle, IDLE_LOOK_NS, STALL), IDLE_LOOK_NS);
-        assert_eq!(next_period(Found::NoPfc, STALL, STALL), NO_PFC_LOOK_NS);
+    fn looks_come_at_the_doorbell_between_stalls_and_at_half_the_wait_while_frames_wait() {
+        const WAIT: u64 = 2_000_000;
+        // Every worker keeps up: the doorbell says when that ends.
+        assert_eq!(
+            next_look(Found::Quiet, WAIT, STALL, true),
+            NextLook::AtBellOr(BELL_LOOK_NS)
+        );
+        // Without one, a look every half wait.
+        assert_eq!(
+            next_look(Found::Quiet, WAIT, STALL, false),
+            NextLook::After(WAIT / 2)
+        );
+        // Frames wait for a worker with no turn: the look when the stall would be due.
+        assert_eq!(
+            next_look(Found::Waiting, WAIT, STALL, true),
+            NextLook::After(WAIT / 2)
+        );
+        // A stall met: every half stall, so the guard's pause is refreshed in time.
+        assert_eq!(
+            next_look(Found::Stall, WAIT, STALL, true),
+            NextLook::After(STALL / 2)
+        );
+        assert_eq!(
+            next_look(Found::NoPfc, WAIT, STALL, true),
+            NextLook::After(NO_PFC_LOOK_NS)
+        );
     }
 
     #[test]
@@ -629,6 +685,36 @@ mod tests {
         assert_eq!(w.look(400_000, look(7, 160, 100)), Verdict::StillStalled);
         // The worker is back.
         assert_eq!(w.look(450_000, look(8, 170, 165)), Verdict::Running);
+    }
+
+    #[test]
+    fn the_doorbells_time_counts_so_a_look_it_woke_calls_the_stall_at_once() {
+        let mut w = StallWatch::new(STALL);
+        // The last look, long ago; the worker turned many times since.
+        assert_eq!(w.look(0, look(7, 100, 100)), Verdict::Running);
+        // The program saw the worker's turns stop at 10 ms with frame 200 (and the queue
+        // not empty), and rang at 10.25 ms: this look, woken by it, is a turn count ahead
+        // of the last look but none ahead of the doorbell's.
+        let woken = Look {
+            quiet: Some((10_000_000, 200)),
+            ..look(90, 260, 150)
+        };
+        assert_eq!(w.look(10_260_000, woken), Verdict::Stalled);
+        // The worker is back: its turns moved past the doorbell's.
+        assert_eq!(w.look(10_400_000, look(91, 270, 265)), Verdict::Running);
+        // Nothing waits: the doorbell's time says nothing.
+        let empty = Look {
+            quiet: Some((10_500_000, 280)),
+            ..look(92, 280, 280)
+        };
+        assert_eq!(w.look(20_000_000, empty), Verdict::Running);
+        // The doorbell's time, but no frame since it: not a stall (a backlog that no longer
+        // grows cannot overflow).
+        let still = Look {
+            quiet: Some((20_000_000, 300)),
+            ..look(93, 300, 290)
+        };
+        assert_eq!(w.look(20_500_000, still), Verdict::Running);
     }
 
     #[test]
@@ -680,37 +766,5 @@ mod tests {
         assert_eq!(congested(&occupancy, &live, &accounted, &xoff), 1 << 3);
         // A worker that accounted between the reads leaves live behind: no underflow.
         assert_eq!(congested(&occupancy, &accounted, &live, &xoff), 0);
-    }
-
-    #[test]
-    fn only_an_idle_port_is_watched_from_afar() {
-        const NOW: u64 = 10_000_000;
-        let mut xoff = [None; PRIORITIES];
-        xoff[3] = Some(64 * 1024);
-        let totals = [1_000_000; PRIORITIES];
-        let low = [0; PRIORITIES];
-        let not_paused = [NOW; PRIORITIES];
-        let watch = |occupancy: &[u64; PRIORITIES], live: &[u64; PRIORITIES], paused| {
-            close_watch(&xoff, occupancy, &totals, (&totals, live), paused, NOW)
-        };
-        // Idle: nothing queued, nothing arrived, nothing held paused.
-        assert!(!watch(&low, &totals, &not_paused));
-        // Half way to XOFF.
-        let mut half = low;
-        half[3] = 32 * 1024;
-        assert!(watch(&half, &totals, &not_paused));
-        // Its source held paused: it may resume at full rate at any moment.
-        let mut paused = not_paused;
-        paused[3] = NOW + 1;
-        assert!(watch(&low, &totals, &paused));
-        // Frames arrived since the previous look.
-        let mut moved = totals;
-        moved[3] += 1000;
-        assert!(watch(&low, &moved, &not_paused));
-        // ... but not on a priority without PFC, nor a pause of one.
-        let (mut lossy_moved, mut lossy_paused) = (totals, not_paused);
-        lossy_moved[0] += 1000;
-        lossy_paused[0] = NOW + 1;
-        assert!(!watch(&low, &lossy_moved, &lossy_paused));
     }
 }

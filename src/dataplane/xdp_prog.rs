@@ -15,15 +15,20 @@ use std::{
     },
 };
 
-use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, Object, ObjectBuilder, Xdp, XdpFlags};
+use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, Xdp, XdpFlags};
 use serde::Deserialize;
 
 use super::{classify::Trust, hwstamp, ingress::IngressMap, pool::XSK_MAX_FRAME};
 
+/// The program's doorbells for the stall guard, one per guard thread at most
+/// (`bell0`, `bell1` in `bpf/lossless.bpf.c`).
+pub const BELLS: usize = 2;
+
 /// A program bound to one device (for the XDP metadata kfuncs), not offloaded to it.
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = libbpf_rs::libbpf_sys::BPF_F_XDP_DEV_BOUND_ONLY;
 
-/// The per-CPU `counters` of the program, in its order (`CNT_*` in `bpf/lossless.bpf.c`).
+/// The per-CPU `counters` of the program (one entry, an array in the order of `CNT_*` in
+/// `bpf/lossless.bpf.c`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct XdpCounters {
     /// Frames redirected to a socket.
@@ -43,7 +48,7 @@ pub struct XdpCounters {
 }
 
 impl XdpCounters {
-    /// Number of counters in the map.
+    /// Number of counters in the map's entry.
     pub const LEN: u32 = 7;
 
     /// From the counters' values in map order.
@@ -190,8 +195,8 @@ const PAGE: usize = 4096;
 /// program reallocated this way keeps its old address in its offload record
 /// (`bpf_prog_realloc` does not update `aux->offload->prog`), and removing the interface while
 /// it is loaded oopses in `__bpf_prog_offload_destroy` with RTNL held: every later `ip` call
-/// hangs. Our device-bound program grows by about 75 instructions at load (kfunc calls and
-/// map lookups rewritten) to 498 of the 503 one page holds: close to that edge.
+/// hangs. Our device-bound program grows by about 30 instructions at load (kfunc calls and
+/// map lookups rewritten) to 463 of the 503 one page holds: close to that edge.
 fn outgrew(insns: usize, memlock: usize) -> bool {
     memlock > (BPF_PROG_HEADER + insns * 8).div_ceil(PAGE) * PAGE
 }
@@ -426,6 +431,27 @@ impl XdpProgram {
         &self.ingress
     }
 
+    /// The program's doorbells (ring buffers `bell0` and `bell1`, [`BELLS`]): a record in
+    /// each when frames keep arriving for a queue whose worker has stopped taking its turns
+    /// (see `bpf/lossless.bpf.c`); the stall guard's thread `k` waits on `bell<k>`.
+    pub fn bells(&self) -> Result<Vec<MapHandle>, XdpError> {
+        (0..BELLS)
+            .map(|k| {
+                let name = format!("bell{k}");
+                let map = self
+                    .obj
+                    .maps()
+                    .find(|m| m.name() == name.as_str())
+                    .ok_or_else(|| XdpError::Load(format!("object has no map {name}")))?;
+                MapHandle::try_from(&map).map_err(|e| XdpError::Map {
+                    iface: self.iface.clone(),
+                    map: "bell",
+                    reason: e.to_string(),
+                })
+            })
+            .collect()
+    }
+
     /// Steers frames received on `queue` to the AF_XDP socket `fd`.
     pub fn register_socket(&self, queue: u32, fd: RawFd) -> Result<(), XdpError> {
         self.map_update("xsks", &queue.to_ne_bytes(), &fd.to_ne_bytes())
@@ -453,21 +479,22 @@ impl XdpProgram {
         self.hw_rx_phc
     }
 
-    /// The program's counters, summed over CPUs (a syscall per counter: not for a worker).
+    /// The program's counters, summed over CPUs (a syscall: not for a worker).
     pub fn counters(&self) -> XdpCounters {
         let Some(map) = self.obj.maps().find(|m| m.name() == "counters") else {
             return XdpCounters::default();
         };
+        // One entry per CPU, each the whole array of counters.
+        let cpus = map
+            .lookup_percpu(&0u32.to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         let v = std::array::from_fn(|i| {
-            map.lookup_percpu(&(i as u32).to_ne_bytes(), MapFlags::ANY)
-                .ok()
-                .flatten()
-                .map_or(0, |cpus| {
-                    cpus.iter()
-                        .filter_map(|c| c.get(..8)?.try_into().ok())
-                        .map(u64::from_ne_bytes)
-                        .sum()
-                })
+            cpus.iter()
+                .filter_map(|c| c.get(i * 8..i * 8 + 8)?.try_into().ok())
+                .map(u64::from_ne_bytes)
+                .sum()
         });
         XdpCounters::from_values(v)
     }

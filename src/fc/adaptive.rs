@@ -102,9 +102,10 @@ pub struct HeadroomSettings {
 }
 
 impl HeadroomSettings {
-    /// The longest a crossing of XOFF goes unnoticed, ns: the stall guard sees a worker that
-    /// stopped within `stall_guard` and half of it again (its close watch looks every half
-    /// `stall_guard`), and pauses the source by then; `None` while the guard is off.
+    /// The longest a crossing of XOFF goes unnoticed, ns: the stall guard's doorbell rings
+    /// `stall_guard` after the first frame that finds the worker stopped, and half of it again
+    /// allows for the guard's wake-up (on a timer alone it looks every half `stall_guard`);
+    /// it pauses the source by then. `None` while the guard is off.
     pub fn notice_ns(&self) -> Option<u64> {
         self.stall_guard_ns.map(|s| s + s / 2)
     }
