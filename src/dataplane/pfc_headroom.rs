@@ -29,8 +29,8 @@
 //! flowed: at the default 250 us that was 30 % of the CPU beside the worker in
 //! `bench/forward`'s PFC row. A headroom whose floor holds more than every term claims
 //! (`slack`; the prior counts as a term here even after it stood aside,
-//! [`AdaptiveHeadroom::slack`]) can pay for a later stall call (and, while frames wait for a
-//! worker, fewer looks):
+//! [`AdaptiveHeadroom::slack`]) can pay for a later stall call, which since the doorbell spares
+//! no looks but spares the source the guard's pauses for gaps the headroom absorbs anyway:
 //! the guard may wait `stall_guard` × (notice + slack) / notice before it calls a stall
 //! ([`PortHeadroom::guard_stall_ns`], the least over the port's PFC priorities, at most
 //! [`GUARD_STALL_MAX_NS`], and with `[headroom] xoff_time` at most that: the frames a stall

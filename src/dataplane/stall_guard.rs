@@ -29,8 +29,8 @@
 //! program's note, not from itself ([`StallWatch::look`]), so a look the doorbell woke calls
 //! the stall at once unless the headroom affords a longer wait. Between stalls a guard sleeps
 //! on its doorbell (looking every [`BELL_LOOK_NS`] anyway, for a reload); while frames wait for
-//! a worker with no turn, or a stall lasts, it looks every half wait and every half
-//! `stall_guard`, as before. In the README's quick start with two CPU hogs and the worker
+//! a worker with no turn it looks again when the stall would be due, and while a stall lasts
+//! every half `stall_guard`. In the README's quick start with two CPU hogs and the worker
 //! frozen 4 ms every 150-450 ms (`bench/stall-guard --freeze 4`) each guard thread used
 //! 0.0-0.3 % of a CPU, against 5.7-8.0 % looking on its timer, and every run was lossless.
 //!
@@ -99,6 +99,9 @@ pub const NO_PFC_LOOK_NS: u64 = 100_000_000;
 /// Longest a guard with a doorbell waits for it to ring before it looks anyway: to see a
 /// reload give a port a PFC priority, and to publish the wait in use.
 pub const BELL_LOOK_NS: u64 = 100_000_000;
+
+/// The shortest time from one look to the next.
+const MIN_LOOK_NS: u64 = 10_000;
 
 /// The shortest and longest stall the guard may be set to wait for.
 pub const STALL_RANGE_NS: std::ops::RangeInclusive<u64> = 10_000..=1_000_000_000;
@@ -187,9 +190,14 @@ impl StallWatch {
         }
     }
 
-    /// Frames wait for the worker (as of the last look).
-    pub fn waiting(&self) -> bool {
-        self.waiting.is_some()
+    /// When the worker will be stalled if it makes no turn and frames keep arriving: frames
+    /// wait for it (as of the last look) since the returned time less the wait. `None`: none
+    /// wait, or it is stalled already.
+    pub fn due(&self) -> Option<u64> {
+        match self.waiting {
+            Some((since, _)) if !self.stalled => Some(since.saturating_add(self.stall_ns)),
+            _ => None,
+        }
     }
 }
 
@@ -430,7 +438,8 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
     while !shared.stop.load(Relaxed) {
         let now = now_ns();
         plan.refresh(&s.live);
-        let mut waiting = false;
+        // When the earliest stall is due where frames wait for a worker with no turn.
+        let mut due: Option<u64> = None;
         let mut watching = false;
         let mut any_stalled = false;
         // The shortest wait before a stall is called on a PFC port.
@@ -481,7 +490,9 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                         }
                     }
                 }
-                waiting |= watch.waiting();
+                if let Some(d) = watch.due() {
+                    due = Some(due.map_or(d, |e| e.min(d)));
+                }
             }
             if !stalled {
                 continue;
@@ -520,14 +531,17 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
         }
         let found = if any_stalled {
             Found::Stall
-        } else if waiting {
-            Found::Waiting
+        } else if let Some(due) = due {
+            Found::Waiting { due }
         } else if watching {
             Found::Quiet
         } else {
             Found::NoPfc
         };
-        match (next_look(found, wait, s.stall_ns, bells.is_some()), &bells) {
+        match (
+            next_look(found, now, wait, s.stall_ns, bells.is_some()),
+            &bells,
+        ) {
             (NextLook::AtBellOr(ns), Some(b)) => {
                 let _ = b.poll(Duration::from_nanos(ns));
             }
@@ -547,8 +561,9 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
 enum Found {
     /// A worker is stalled on some port.
     Stall,
-    /// Frames wait for a worker that has made no turn, not for long enough to be a stall.
-    Waiting,
+    /// Frames wait for a worker that has made no turn, not yet long enough to be a stall:
+    /// the earliest stall is `due` then.
+    Waiting { due: u64 },
     /// PFC ports, every worker keeping up.
     Quiet,
     /// No port has a PFC priority.
@@ -564,15 +579,16 @@ enum NextLook {
     AtBellOr(u64),
 }
 
-/// The next look after one that found `found`, `wait` being the shortest wait before a stall
-/// is called on a PFC port: while a stall lasts, in half `stall_ns` (the guard's pause is
-/// refreshed every two); while frames wait for a worker with no turn, in half `wait`, when
-/// the stall would be due; with every worker keeping up, when a doorbell rings, or without
-/// one in half `wait`, so that a stall is seen at most half a wait late.
-fn next_look(found: Found, wait: u64, stall_ns: u64, doorbell: bool) -> NextLook {
+/// The next look after one at `now` that found `found`, `wait` being the shortest wait before
+/// a stall is called on a PFC port: while a stall lasts, in half `stall_ns` (the guard's pause
+/// is refreshed every two); while frames wait for a worker with no turn, when the stall would
+/// be due; with every worker keeping up, when a doorbell rings, or without one in half `wait`,
+/// so that a stall is seen at most half a wait late.
+fn next_look(found: Found, now: u64, wait: u64, stall_ns: u64, doorbell: bool) -> NextLook {
     match (found, doorbell) {
         (Found::Stall, _) => NextLook::After(stall_ns / 2),
-        (Found::Waiting, _) | (Found::Quiet, false) => NextLook::After(wait / 2),
+        (Found::Waiting { due }, _) => NextLook::After(due.saturating_sub(now).max(MIN_LOOK_NS)),
+        (Found::Quiet, false) => NextLook::After(wait / 2),
         (Found::Quiet, true) => NextLook::AtBellOr(BELL_LOOK_NS),
         (Found::NoPfc, _) => NextLook::After(NO_PFC_LOOK_NS),
     }
@@ -630,30 +646,37 @@ mod tests {
     }
 
     #[test]
-    fn looks_come_at_the_doorbell_between_stalls_and_at_half_the_wait_while_frames_wait() {
+    fn looks_come_at_the_doorbell_between_stalls_and_when_a_stall_is_due_while_frames_wait() {
         const WAIT: u64 = 2_000_000;
+        const NOW: u64 = 50_000_000;
         // Every worker keeps up: the doorbell says when that ends.
         assert_eq!(
-            next_look(Found::Quiet, WAIT, STALL, true),
+            next_look(Found::Quiet, NOW, WAIT, STALL, true),
             NextLook::AtBellOr(BELL_LOOK_NS)
         );
         // Without one, a look every half wait.
         assert_eq!(
-            next_look(Found::Quiet, WAIT, STALL, false),
+            next_look(Found::Quiet, NOW, WAIT, STALL, false),
             NextLook::After(WAIT / 2)
         );
         // Frames wait for a worker with no turn: the look when the stall would be due.
+        let waiting = Found::Waiting { due: NOW + 700_000 };
         assert_eq!(
-            next_look(Found::Waiting, WAIT, STALL, true),
-            NextLook::After(WAIT / 2)
+            next_look(waiting, NOW, WAIT, STALL, true),
+            NextLook::After(700_000)
+        );
+        let overdue = Found::Waiting { due: NOW - 1 };
+        assert_eq!(
+            next_look(overdue, NOW, WAIT, STALL, true),
+            NextLook::After(MIN_LOOK_NS)
         );
         // A stall met: every half stall, so the guard's pause is refreshed in time.
         assert_eq!(
-            next_look(Found::Stall, WAIT, STALL, true),
+            next_look(Found::Stall, NOW, WAIT, STALL, true),
             NextLook::After(STALL / 2)
         );
         assert_eq!(
-            next_look(Found::NoPfc, WAIT, STALL, true),
+            next_look(Found::NoPfc, NOW, WAIT, STALL, true),
             NextLook::After(NO_PFC_LOOK_NS)
         );
     }
@@ -674,14 +697,21 @@ mod tests {
     fn frames_waiting_and_arriving_with_no_turn_for_the_stall_time_is_a_stall() {
         let mut w = StallWatch::new(STALL);
         assert_eq!(w.look(0, look(7, 100, 100)), Verdict::Running);
+        assert_eq!(w.due(), None, "nothing waits");
         // Frames arrive; the worker makes no turn from here on.
         assert_eq!(w.look(100_000, look(7, 110, 100)), Verdict::Running);
+        assert_eq!(
+            w.due(),
+            Some(100_000 + STALL),
+            "the next look when the stall is due"
+        );
         assert_eq!(
             w.look(300_000, look(7, 150, 100)),
             Verdict::Running,
             "waiting for 200 us only"
         );
         assert_eq!(w.look(350_000, look(7, 160, 100)), Verdict::Stalled);
+        assert_eq!(w.due(), None, "stalled: due no more");
         assert_eq!(w.look(400_000, look(7, 160, 100)), Verdict::StillStalled);
         // The worker is back.
         assert_eq!(w.look(450_000, look(8, 170, 165)), Verdict::Running);
