@@ -266,9 +266,12 @@ fn daemon_bound_lossy_loses_frames_in_the_kernel() {
 /// nothing. (The daemon is not saturated here: a SCHED_FIFO worker that needs a whole CPU is
 /// throttled by the kernel, see the README's "Real-time workers".)
 #[test]
-fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
+fn a_starved_sink_pauses_upstream_and_loses_nothing() {
     let _serial = traffic_lock();
     let _hogs = Hogs::start(2);
+    // A sink at normal priority beside two CPU hogs is often not running: its stall guard
+    // (a real-time thread the XDP program wakes) pauses upstream for it. Real-time, it keeps
+    // up by itself.
     for realtime in [false, true] {
         let w = wire();
         let config =
@@ -276,8 +279,11 @@ fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
         let sink = start_sink_with(&w.sink_ns, &w.s, extra);
         let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
-        let gen = gen_2gbit(&w.gen_ns, &w.g, "2s", &["--link-speed", "10Gbit"])
-            .json(Duration::from_secs(30));
+        // The daemon-bound flood (128-byte frames as fast as gen goes): the most frames a
+        // second for the sink, the CPU the hogs leave it shared with the generator.
+        let mut args = vec!["gen", "--iface", &w.g, "--json"];
+        args.extend_from_slice(FLOOD);
+        let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
         let sink = sink.json(Duration::from_secs(30));
         dut.interrupt();
         let r = Run {
@@ -285,21 +291,20 @@ fn a_starved_sink_pauses_upstream_and_a_realtime_sink_loses_nothing() {
             sink,
             dut: dut.json(Duration::from_secs(10)),
         };
-        // Whatever the sink lost, it lost at its own socket: nothing upstream.
-        assert_eq!(u(&r.sink, &["lost_upstream"]), 0, "{}", r.sink);
+        eprintln!(
+            "sink realtime {realtime}: lost here {}, upstream {}, PFC {}, stalls paused for {} ({} PFC)",
+            r.sink["lost_here"], r.sink["lost_upstream"], r.sink["pfc_tx"], r.sink["stalls"],
+            r.sink["stall_pfc_tx"]
+        );
         assert_no_drops(&r.dut, &w.d0);
         assert_no_drops(&r.dut, &w.d1);
-        if u(&r.sink, &["lost_here"]) > 0 {
-            assert!(!realtime, "a real-time sink lost frames: {}", r.sink);
-            assert!(
-                u(&r.sink, &["pfc_tx"]) > 0,
-                "a starved sink sent no PFC: {}",
-                r.sink
-            );
-        }
-        if realtime {
-            assert_lossless(&r);
-        }
+        assert_eq!(
+            u(&r.sink, &["lost_here"]),
+            0,
+            "the sink lost frames at its socket: {}",
+            r.sink
+        );
+        assert_lossless(&r);
     }
 }
 

@@ -8,11 +8,16 @@ use super::{
 };
 use crate::{
     control::signals,
-    dataplane::{sched, xdp_prog::Steering},
+    dataplane::{
+        af_xdp::fill_target,
+        sched,
+        xdp_prog::{Steering, XdpProgram},
+    },
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
         open_iface,
         sink::{self, SinkCongestion, SinkCredit, SinkPfc, SinkReport, SinkSetup},
+        sink_guard::{SinkGuard, SinkGuardSetup},
     },
     units::format_rate,
     wire::test_traffic::DEFAULT_TEST_UDP_PORT,
@@ -62,6 +67,10 @@ pub struct SinkArgs {
     /// is short of buffers (and at XOFF as a congestion point), like a lossless host NIC.
     #[arg(long)]
     pub no_pfc: bool,
+    /// No stall guard: by default (AF_XDP, PFC on) a thread woken by the XDP program pauses
+    /// every priority upstream while the sink is not running and its fill ring runs short.
+    #[arg(long)]
+    pub no_stall_guard: bool,
     /// Grant credit on this priority (802.1Q PCP): the sender may only send what fits the
     /// --credit-buffer; the peer's port must run credits on that priority too.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -110,7 +119,14 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         test_udp_port: args.port,
         sfc_udp_port: 0,
     };
-    let (ports, _attached) = open_iface(&args.iface.setup(), steering)?;
+    let (ports, attached) = open_iface(&args.iface.setup(), steering)?;
+    let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
+    let guard = match attached.as_ref().and_then(|a| a.programs.first()) {
+        Some(prog) if !args.no_pfc && !args.no_stall_guard => {
+            start_guard(args, prog, realtime.as_ref().map(|r| r.priority))
+        }
+        _ => None,
+    };
     args.realtime.apply(sched::DEFAULT_PRIORITY)?;
     let setup = SinkSetup {
         duration: args.duration,
@@ -130,9 +146,32 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         }),
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
-    let report = sink::run(ports, &setup, args.iface.busy_poll, stop);
+    let mut report = sink::run(ports, &setup, args.iface.busy_poll, stop);
+    if let Some(g) = guard {
+        (report.stalls, report.stall_pfc_tx) = g.finish();
+    }
     common::print_report(&report, args.json, text);
     Ok(())
+}
+
+/// Starts the sink's stall guard on `prog`'s interface, one below the sink's own real-time
+/// `priority` when it has one (the daemon's default otherwise); `None` (logged) if it cannot.
+fn start_guard(args: &SinkArgs, prog: &XdpProgram, priority: Option<u8>) -> Option<SinkGuard> {
+    let setup = SinkGuardSetup {
+        iface: args.iface.iface.clone(),
+        ingress: prog.ingress().clone(),
+        queue: 0,
+        bell: prog.bells().ok()?.into_iter().next()?,
+        fill_target: fill_target(args.iface.frames) as u64,
+        link_speed_bps: args.link_speed,
+        priority: priority
+            .unwrap_or(sched::DEFAULT_PRIORITY)
+            .saturating_sub(1)
+            .max(1),
+    };
+    SinkGuard::spawn(setup)
+        .inspect_err(|e| tracing::warn!(error = %e, "no sink stall guard"))
+        .ok()
 }
 
 fn text(r: &SinkReport) -> String {
@@ -161,6 +200,12 @@ fn text(r: &SinkReport) -> String {
         s += &format!(
             "PFC sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",
             r.pfc_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
+        );
+    }
+    if r.stalls > 0 {
+        s += &format!(
+            "stall guard: the sink stalled {} times, {} PFC frames sent for it\n",
+            r.stalls, r.stall_pfc_tx
         );
     }
     if r.oversize > 0 {

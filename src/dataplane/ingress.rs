@@ -106,6 +106,11 @@ impl IngressQueue {
         self.bytes[prio].load(Relaxed)
     }
 
+    /// The worker's receive turns on this queue, as it last published them.
+    pub fn receive_turns(&self) -> u64 {
+        self.turns.load(Relaxed)
+    }
+
     /// Since when, by the program's doorbell, the worker has made no receive turn on this
     /// queue with frames waiting, and the frames steered by then: the program notes the time
     /// at each frame that finds the turns moved (or the queue empty before it), so if the

@@ -399,9 +399,17 @@ impl Drop for StallGuard {
 /// The doorbell `k` of every port, as one ring buffer to wait on; `None` where a port has
 /// none (the guard then looks on its timer alone).
 fn doorbells(ports: &[GuardedPort], k: usize) -> Option<RingBuffer<'static>> {
+    doorbell(ports.iter().map(|p| p.bells.get(k)))
+}
+
+/// The doorbells `bells` as one ring buffer to wait on (records are read and ignored: the
+/// guard looks at the queues); `None` if one is missing or the buffer cannot be set up.
+pub fn doorbell<'a>(
+    bells: impl IntoIterator<Item = Option<&'a MapHandle>>,
+) -> Option<RingBuffer<'static>> {
     let mut b = RingBufferBuilder::new();
-    for port in ports {
-        b.add(port.bells.get(k)?, |_: &[u8]| 0).ok()?;
+    for bell in bells {
+        b.add(bell?, |_: &[u8]| 0).ok()?;
     }
     b.build().ok()
 }

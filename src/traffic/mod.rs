@@ -6,6 +6,7 @@ pub mod flows;
 pub mod gen;
 pub mod histogram;
 pub mod sink;
+pub mod sink_guard;
 
 use crate::{
     dataplane::{

@@ -133,6 +133,12 @@ pub struct SinkReport {
     pub lost_here: u64,
     /// Test frames lost before they reached the sink: `lost` minus `lost_here`.
     pub lost_upstream: u64,
+    /// Stalls the sink's stall guard paused upstream for: the sink made no receive turn for
+    /// [`super::sink_guard::STALL_NS`] while frames waited and arrived, and half its fill
+    /// ring held frames.
+    pub stalls: u64,
+    /// PFC frames the sink's stall guard sent for them (not in `pfc_tx`).
+    pub stall_pfc_tx: u64,
     /// Congestion point: peak buffer bytes.
     pub peak_buffer_bytes: u64,
     /// Frames the kernel dropped before the sink saw them (AF_XDP socket statistics).
@@ -423,6 +429,8 @@ pub fn run(
         other_rx,
         buffer_overflow: overflow,
         pfc_tx,
+        stalls: 0,
+        stall_pfc_tx: 0,
         peak_buffer_bytes: peak,
         kernel_drops,
         oversize,

@@ -1,0 +1,206 @@
+//! The sink's stall guard: PFC upstream for a sink that is not running.
+//!
+//! The sink pauses every priority upstream while its fill ring is short of buffers
+//! ([`super::sink`]), but it does so from its own loop, so only while it runs. A sink at normal
+//! priority beside CPU-bound work often does not: in `bench/forward`'s PFC rows (the generator
+//! and the sink sharing one CPU) it lost 1,127-22,542 frames at its own fill ring in 6 rounds
+//! of 7, with the daemon lossless and the sink's own PFC too late. This thread covers the sink
+//! the way the daemon's stall guard covers a worker, with that guard's pieces
+//! ([`crate::dataplane::stall_guard`]): it sleeps on the XDP program's doorbell, which rings
+//! when frames keep arriving [`STALL_NS`] after the sink's last receive turn. While the sink
+//! stays stalled it looks again when half of what is left to half the fill ring could have
+//! arrived (at the rate of the stall so far, at most [`STALL_NS`] later), and once half the
+//! fill ring's buffers hold frames the sink has not taken (where the sink itself would pause,
+//! [`crate::dataplane::ingress::FillWatch`]) it pauses every priority upstream for 2 ms at the
+//! link's speed through its own AF_PACKET socket, refreshed every millisecond while that
+//! lasts. It never sends XON: the pause runs out, and the sink, back,
+//! decides. The half of the fill ring still free is what arrives before the pause takes
+//! effect: 4,096 buffers are 13 ms of 128-byte frames at 300 kpps.
+//!
+//! It runs `SCHED_FIFO` where permitted, one below the sink's own priority when the sink is
+//! real-time: woken only by the doorbell, it costs nothing while the sink keeps up.
+
+use std::{
+    io,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use libbpf_rs::MapHandle;
+
+use crate::{
+    dataplane::{
+        af_packet::RawSender,
+        clock::{now_ns, sleep_until},
+        ingress::IngressMap,
+        port::iface_mac,
+        sched,
+        stall_guard::{doorbell, GuardPause, Look, StallWatch, Verdict, BELL_LOOK_NS},
+    },
+    wire::MacAddr,
+};
+
+/// How long the sink may make no receive turn, with frames waiting and arriving, before the
+/// doorbell rings: ten times the 200 us it lets wake-ups gather when it only counts
+/// ([`super::sink`]), so that neither its own naps nor the short waits for its CPU that a busy
+/// host hands out ring it (at 500 us a normal-priority sink beside the generator rang it about
+/// 1,000 times a second, 5-7 % of a CPU in the guard's wake-ups). Half a fill ring of 4,096
+/// frames lasts 8 ms at the 500 kpps veth delivers here; a sink on a NIC at millions of frames
+/// a second needs `--realtime` instead.
+pub const STALL_NS: u64 = 2_000_000;
+
+/// The guard's pauses last 4 × this at the link's speed and are refreshed every 2 × this
+/// while the sink stays stalled and short of buffers: 2 ms, so that a sink back at work is not
+/// held up for long by a pause it no longer needs.
+const PAUSE_UNIT_NS: u64 = 500_000;
+
+/// What the sink's guard watches and how it pauses.
+pub struct SinkGuardSetup {
+    /// The sink's interface (the PFC leaves on it).
+    pub iface: String,
+    /// Its XDP program's `ingress` map.
+    pub ingress: Arc<IngressMap>,
+    /// The RX queue the sink receives on.
+    pub queue: u32,
+    /// Its XDP program's first doorbell.
+    pub bell: MapHandle,
+    /// Buffers the sink keeps in its fill ring.
+    pub fill_target: u64,
+    /// Link speed the pause quanta count at.
+    pub link_speed_bps: u64,
+    /// `SCHED_FIFO` priority of the guard thread.
+    pub priority: u8,
+}
+
+/// What the guard did: the stalls it paused upstream for, and the PFC frames it sent.
+#[derive(Debug, Default)]
+struct Counters {
+    stalls: AtomicU64,
+    pfc_tx: AtomicU64,
+}
+
+/// The running guard thread; stopped (and joined) on drop.
+pub struct SinkGuard {
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SinkGuard {
+    /// Starts the guard for `setup`.
+    pub fn spawn(setup: SinkGuardSetup) -> io::Result<Self> {
+        let sender = RawSender::open(&setup.iface)?;
+        let mac = iface_mac(&setup.iface).unwrap_or_default();
+        let counters = Arc::new(Counters::default());
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (counters, stop) = (counters.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("lossless-sguard".into())
+                .spawn(move || guard(&setup, &sender, mac, &stop, &counters))?
+        };
+        Ok(SinkGuard {
+            counters,
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the guard; returns the stalls it paused upstream for and the PFC frames it sent.
+    pub fn finish(mut self) -> (u64, u64) {
+        self.halt();
+        (
+            self.counters.stalls.load(Relaxed),
+            self.counters.pfc_tx.load(Relaxed),
+        )
+    }
+
+    fn halt(&mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SinkGuard {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool, c: &Counters) {
+    if let Err(e) = sched::enter_fifo_unmetered(s.priority) {
+        tracing::warn!(error = %e, "sink stall guard runs SCHED_OTHER and may pause late");
+    }
+    let Some(q) = s.ingress.queue(s.queue) else {
+        return;
+    };
+    let Some(bell) = doorbell([Some(&s.bell)]) else {
+        tracing::warn!("no sink stall guard: its doorbell could not be set up");
+        return;
+    };
+    q.set_bell_ns(STALL_NS);
+    let mut watch = StallWatch::new(STALL_NS);
+    let mut pause = GuardPause::new(PAUSE_UNIT_NS, s.link_speed_bps);
+    let mut frame = [0u8; 64];
+    // Whether the guard paused upstream in the stall running (a stall counts once it did).
+    let mut paused_this_stall = false;
+    // The previous look's time and steered count (the arrival rate during a stall).
+    let mut last = (now_ns(), 0u64);
+    while !stop.load(Relaxed) {
+        let now = now_ns();
+        let look = Look {
+            turns: q.receive_turns(),
+            steered: q.steered_frames(),
+            taken: q.taken_frames(),
+            quiet: q.quiet(),
+        };
+        let verdict = watch.look(now, look);
+        if verdict == Verdict::Stalled {
+            paused_this_stall = false;
+        }
+        if verdict != Verdict::Running {
+            // Short of buffers as the sink would judge it: half the fill ring holds frames.
+            let short = look.steered.saturating_sub(look.taken) * 2 >= s.fill_target;
+            if let Some(m) = pause.poll(now, if short { u8::MAX } else { 0 }) {
+                let len = m
+                    .emit_frame(mac, &mut frame)
+                    .expect("64 bytes hold a PFC frame");
+                if sender.send(&frame[..len]).is_ok() {
+                    c.pfc_tx.fetch_add(1, Relaxed);
+                    if !std::mem::replace(&mut paused_this_stall, true) {
+                        c.stalls.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            // Paused: look again in time to refresh (every two PAUSE_UNIT_NS). Not yet short: when
+            // half of what is left to half the ring could have arrived at the rate since the
+            // last look, so that a stall of a few milliseconds costs a few looks, not dozens.
+            let wait = if short {
+                PAUSE_UNIT_NS
+            } else {
+                let rate_per_ms = look.steered.saturating_sub(last.1) * 1_000_000
+                    / now.saturating_sub(last.0).max(1);
+                let left = (s.fill_target / 2).saturating_sub(look.steered - look.taken);
+                (left * 1_000_000 / rate_per_ms.max(1) / 2).clamp(PAUSE_UNIT_NS / 8, STALL_NS)
+            };
+            last = (now, look.steered);
+            sleep_until(now + wait);
+            let _ = bell.consume();
+            continue;
+        }
+        last = (now, look.steered);
+        if let Some(due) = watch.due() {
+            sleep_until(due.max(now + PAUSE_UNIT_NS / 8));
+            let _ = bell.consume();
+        } else {
+            let _ = bell.poll(Duration::from_nanos(BELL_LOOK_NS));
+        }
+    }
+    q.set_bell_ns(0);
+}
