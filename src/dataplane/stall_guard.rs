@@ -270,6 +270,17 @@ pub fn congested(
     })
 }
 
+/// Sends the guard's PFC frame `m` from `mac` through `sender`; returns whether the kernel
+/// took it. One the kernel did not take is lost like one lost on the wire: the next look
+/// sends again while the stall lasts.
+pub fn send_pause(sender: &RawSender, mac: MacAddr, m: &MacControl) -> bool {
+    let mut frame = [0u8; 64];
+    let len = m
+        .emit_frame(mac, &mut frame)
+        .expect("64 bytes hold a PFC frame");
+    sender.send(&frame[..len]).is_ok()
+}
+
 /// One port as the guard sees it.
 pub struct GuardedPort {
     /// Interface the PFC leaves on.
@@ -442,7 +453,6 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
         tracing::info!(cpu, "stall guard: no doorbell, looks on its timer alone");
     }
     let mut plan = Planned::read(&s.live);
-    let mut frame = [0u8; 64];
     while !shared.stop.load(Relaxed) {
         let now = now_ns();
         plan.refresh(&s.live);
@@ -527,12 +537,7 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                 continue;
             };
             drop(pause);
-            let len = m
-                .emit_frame(shared.macs[i], &mut frame)
-                .expect("64 bytes hold a PFC frame");
-            // A frame the kernel did not take is lost like one lost on the wire: the next
-            // look sends again while the stall lasts.
-            if shared.senders[i].send(&frame[..len]).is_ok() {
+            if send_pause(&shared.senders[i], shared.macs[i], &m) {
                 port.shared.count_stall_pfc(mask);
                 port.shared.sent_pause(&m, now, port.speed_bps);
             }

@@ -39,7 +39,7 @@ use crate::{
         ingress::IngressMap,
         port::iface_mac,
         sched,
-        stall_guard::{doorbell, GuardPause, Look, StallWatch, Verdict, BELL_LOOK_NS},
+        stall_guard::{doorbell, send_pause, GuardPause, Look, StallWatch, Verdict, BELL_LOOK_NS},
     },
     wire::MacAddr,
 };
@@ -147,7 +147,6 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
     q.set_bell_ns(STALL_NS);
     let mut watch = StallWatch::new(STALL_NS);
     let mut pause = GuardPause::new(PAUSE_UNIT_NS, s.link_speed_bps);
-    let mut frame = [0u8; 64];
     // Whether the guard paused upstream in the stall running (a stall counts once it did).
     let mut paused_this_stall = false;
     // The previous look's time and steered count (the arrival rate during a stall).
@@ -166,12 +165,10 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
         }
         if verdict != Verdict::Running {
             // Short of buffers as the sink would judge it: half the fill ring holds frames.
-            let short = look.steered.saturating_sub(look.taken) * 2 >= s.fill_target;
+            let waiting = look.steered.saturating_sub(look.taken);
+            let short = waiting * 2 >= s.fill_target;
             if let Some(m) = pause.poll(now, if short { u8::MAX } else { 0 }) {
-                let len = m
-                    .emit_frame(mac, &mut frame)
-                    .expect("64 bytes hold a PFC frame");
-                if sender.send(&frame[..len]).is_ok() {
+                if send_pause(sender, mac, &m) {
                     c.pfc_tx.fetch_add(1, Relaxed);
                     if !std::mem::replace(&mut paused_this_stall, true) {
                         c.stalls.fetch_add(1, Relaxed);
@@ -186,7 +183,7 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
             } else {
                 let rate_per_ms = look.steered.saturating_sub(last.1) * 1_000_000
                     / now.saturating_sub(last.0).max(1);
-                let left = (s.fill_target / 2).saturating_sub(look.steered - look.taken);
+                let left = (s.fill_target / 2).saturating_sub(waiting);
                 (left * 1_000_000 / rate_per_ms.max(1) / 2).clamp(PAUSE_UNIT_NS / 8, STALL_NS)
             };
             last = (now, look.steered);
