@@ -205,6 +205,9 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     assert_eq!(st["priorities"][3]["xoff_bytes"], 65536, "{st}");
     assert_eq!(st["priorities"][3]["source"], "config");
     assert_eq!(st["priorities"][0]["mode"], "lossy");
+    // A lossless priority rides on the receive buffers: both ports keep deep fill rings.
+    assert_eq!(st["counters"]["fill_target"], 8192, "{st}");
+    assert_eq!(d1["fill_target"], 8192, "{d1}");
     // The report, taken after the stop, also has the XOFFs the daemon sends while it drains.
     let status_pfc = st["counters"]["pfc_tx"][3].as_u64().unwrap();
     assert!(
@@ -282,6 +285,11 @@ fn without_pfc_the_same_run_loses_frames() {
         w.d0
     );
     assert!(metric(&r.metrics, &series) > 0.0, "{series}");
+    // Nothing lossless: lean fill rings (fewer buffers cost the kernel less per frame).
+    for dev in [&w.d0, &w.d1] {
+        let series = format!("lossless_fill_ring_target_frames{{device=\"{dev}\"}}");
+        assert_eq!(metric(&r.metrics, &series), 2048.0, "{series}");
+    }
 }
 
 /// tshark, listening where the generator receives, decodes the daemon's PFC frames.

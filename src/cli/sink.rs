@@ -10,6 +10,7 @@ use crate::{
     control::signals,
     dataplane::{
         af_xdp::fill_target,
+        port::FillDepth,
         sched,
         xdp_prog::{Steering, XdpProgram},
     },
@@ -162,7 +163,8 @@ fn start_guard(args: &SinkArgs, prog: &XdpProgram, priority: Option<u8>) -> Opti
         ingress: prog.ingress().clone(),
         queue: 0,
         bell: prog.bells().ok()?.into_iter().next()?,
-        fill_target: fill_target(args.iface.frames) as u64,
+        // The sink keeps its sockets' default, deep rings: it is a lossless receiver.
+        fill_target: fill_target(args.iface.frames, FillDepth::Deep) as u64,
         link_speed_bps: args.link_speed,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)

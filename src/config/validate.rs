@@ -15,8 +15,8 @@ use super::{
 };
 use crate::{
     dataplane::{
-        af_xdp::fill_target, open::Backend, pool::control_reserve, sched::MAX_PRIORITY,
-        stall_guard::STALL_RANGE_NS,
+        af_xdp::fill_target, open::Backend, pool::control_reserve, port::FillDepth,
+        sched::MAX_PRIORITY, stall_guard::STALL_RANGE_NS,
     },
     fc::{
         adaptive::HeadroomSettings,
@@ -90,7 +90,9 @@ const MAX_STD_FRAME: u64 = 1518;
 /// lossless priority of one ingress port. Returns the frames needed with frames of `frame`
 /// bytes, and the lossless priorities.
 fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame: u64) -> u64 {
-    let fixed = ports as u64 * fill_target(frames) as u64 + control_reserve(frames) as u64;
+    // (Only a configuration with a lossless priority is sized, and its fill rings are deep.)
+    let fixed =
+        ports as u64 * fill_target(frames, FillDepth::Deep) as u64 + control_reserve(frames) as u64;
     fixed
         + prios
             .iter()

@@ -26,7 +26,6 @@ use crate::linkup::{shared::LinkShared, worker::ForwardingAgent};
 use crate::{
     config::Plan,
     dataplane::{
-        af_xdp::fill_target,
         agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
@@ -221,9 +220,8 @@ fn start_stall_guard(
 /// backlog is deep (the lossy ones of `plan`).
 fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan, max_frames: &[u32]) {
     let Some(att) = attached else { return };
-    let fill = fill_target(plan.daemon.frames);
     for ((prog, port), &max_frame) in att.programs.iter().zip(&plan.ports).zip(max_frames) {
-        let policy = ingress_policy(port.trust, max_frame, &plan.prios, fill);
+        let policy = ingress_policy(port.trust, max_frame, &plan.prios, plan.daemon.frames);
         if let Err(e) = prog.set_ingress_policy(policy) {
             tracing::warn!(error = %e, "XDP ingress policy not applied");
         }

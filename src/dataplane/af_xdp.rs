@@ -14,7 +14,7 @@ use super::{
     hwstamp::{DomainMap, HwClock},
     ingress::{IngressTracker, RxBacklog},
     pool::{control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD},
-    port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
+    port::{iface_mac, FillDepth, KernelDrops, Port, PortError, RxFrame, Stamping},
     rx_meta::{RxMeta, RxStamp},
     xdp_prog::XdpProgram,
 };
@@ -24,11 +24,14 @@ use crate::wire::MacAddr;
 /// Descriptors per RX and TX ring. The RX ring holds what arrives while the worker is not
 /// running, so it is as deep as the fill ring can be.
 const RING: u32 = 8192;
-/// Frames kept in the fill ring (at most; and at most a quarter of the pool, so a small pool
-/// shared by two ports still has frames for queues and TX). Half of it is the receiver's
-/// slack after it pauses upstream for a short fill ring (8,192 frames: 5.5 ms of 128-byte
-/// frames at 10 Gbit/s).
+/// Frames kept in the fill ring at [`FillDepth::Deep`] (at most; and at most a quarter of the
+/// pool, so a small pool shared by two ports still has frames for queues and TX). Half of it
+/// is the receiver's slack after it pauses upstream for a short fill ring (8,192 frames:
+/// 5.5 ms of 128-byte frames at 10 Gbit/s).
 const FILL_TARGET: usize = 8192;
+/// Frames kept in the fill ring at [`FillDepth::Lean`]: libxdp's default ring, 4.4 ms of
+/// 1,500-byte frames at 10 Gbit/s.
+const LEAN_FILL_TARGET: usize = 2048;
 /// Largest batch handled per call.
 pub const MAX_BATCH: usize = 256;
 /// Frames handed to the TX ring and not yet completed, at most. A frame in the TX ring is
@@ -57,10 +60,14 @@ fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> u64 {
     }
 }
 
-/// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames: at most
-/// `FILL_TARGET` and at most a quarter of the pool.
-pub fn fill_target(pool_frames: u32) -> usize {
-    FILL_TARGET.min(pool_frames as usize / 4).max(64)
+/// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames at `depth`:
+/// at most 8,192 (2,048 when lean) and at most a quarter of the pool.
+pub fn fill_target(pool_frames: u32, depth: FillDepth) -> usize {
+    let most = match depth {
+        FillDepth::Deep => FILL_TARGET,
+        FillDepth::Lean => LEAN_FILL_TARGET,
+    };
+    most.min(pool_frames as usize / 4).max(64)
 }
 
 /// Options for opening an AF_XDP port.
@@ -99,6 +106,8 @@ pub struct AfXdpPort {
     filling: Vec<Frame>,
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
+    /// The pool's size, which bounds the fill target.
+    pool_frames: u32,
     fill_target: usize,
     /// Descriptors (chunks) in the TX ring and not yet completed.
     in_tx: usize,
@@ -188,7 +197,8 @@ impl AfXdpPort {
             scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
             filling: Vec::with_capacity(FILL_TARGET),
             in_fill: 0,
-            fill_target: fill_target(pool.capacity()),
+            pool_frames: pool.capacity(),
+            fill_target: fill_target(pool.capacity(), FillDepth::Deep),
             in_tx: 0,
             partial: None,
             ingress: IngressTracker::new(prog.ingress().clone(), queue),
@@ -405,6 +415,13 @@ impl Port for AfXdpPort {
         Some(self.fd)
     }
 
+    fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
+        // Deeper: the next refill tops up. Shallower: the ring drains to it as frames
+        // arrive, and refills resume below it.
+        self.fill_target = fill_target(self.pool_frames, depth);
+        self.fill_target as u64
+    }
+
     fn rx_backlog(&mut self) -> RxBacklog {
         let Some(t) = &mut self.ingress else {
             return RxBacklog::default();
@@ -461,6 +478,16 @@ mod tests {
     use super::*;
 
     const NOW: u64 = 5_000_000_000;
+
+    #[test]
+    fn fill_rings_are_deep_or_lean_and_at_most_a_quarter_of_the_pool() {
+        assert_eq!(fill_target(32768, FillDepth::Deep), 8192);
+        assert_eq!(fill_target(32768, FillDepth::Lean), 2048);
+        // A small pool bounds both: two ports must still leave frames for queues and TX.
+        assert_eq!(fill_target(4096, FillDepth::Deep), 1024);
+        assert_eq!(fill_target(4096, FillDepth::Lean), 1024);
+        assert_eq!(fill_target(100, FillDepth::Lean), 64);
+    }
 
     #[test]
     fn xdp_stamps_are_taken_as_they_are_unless_unbelievable() {

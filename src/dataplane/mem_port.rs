@@ -12,7 +12,7 @@ use super::{
     classify::{self, Trust},
     ingress::{IngressMap, IngressTracker, RxBacklog, Stamps},
     pool::{Frame, FramePool},
-    port::{Port, PortError, RxFrame},
+    port::{FillDepth, Port, PortError, RxFrame},
 };
 use crate::wire::{EthernetFrame, MacAddr};
 
@@ -21,6 +21,8 @@ struct Queues {
     /// Frames on their way to the port, with the ingress stamps the XDP program would give.
     to_port: VecDeque<(Vec<u8>, u64, Stamps)>,
     from_port: VecDeque<Vec<u8>>,
+    /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
+    fill_depth: Option<FillDepth>,
 }
 
 /// The worker's end of an in-memory link.
@@ -85,6 +87,11 @@ impl MemPeer {
     /// Frames injected but not yet received by the port.
     pub fn pending(&self) -> usize {
         self.q.lock().expect("test queue").to_port.len()
+    }
+
+    /// The receive-buffer depth the worker last asked the port for.
+    pub fn fill_depth(&self) -> Option<FillDepth> {
+        self.q.lock().expect("test queue").fill_depth
     }
 }
 
@@ -162,5 +169,10 @@ impl Port for MemPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
+        self.q.lock().expect("test queue").fill_depth = Some(depth);
+        0
     }
 }

@@ -220,6 +220,42 @@ pub trait Port: Send {
     fn rx_stamping(&self) -> Stamping {
         Stamping::User
     }
+    /// Keeps the port's kernel receive buffers at `depth` from the next refill on; returns
+    /// the buffers that now are (0: the backend has no fill ring).
+    fn set_fill_depth(&mut self, _depth: FillDepth) -> u64 {
+        0
+    }
+}
+
+/// How many receive buffers a port keeps handed to the kernel (an AF_XDP fill ring).
+///
+/// They are what arrives while the receiver is not running, so where a lossless priority
+/// rides on them they are its headroom in buffers ([`super::ingress::FillWatch`] pauses
+/// upstream at half). Where none does they buy nothing a lossy priority keeps, and cost the
+/// kernel a cold buffer per frame: it takes them in ring order, so every buffer in the ring
+/// is in circulation, and the per-buffer state and memory it writes for each frame are as
+/// many cache lines as the ring is deep. `bench/forward`'s lossy row on the lab VM: with
+/// 8,192 buffers `xp_alloc` alone took 5-7 % of the receiving CPU, with 2,048 1-3 %, and the
+/// generator sharing that CPU offered 7-11 % more (bench/RESULTS.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FillDepth {
+    /// Deep (8,192 buffers over AF_XDP): a lossless priority's headroom, or a receiver that
+    /// must ride out being descheduled (the sink).
+    #[default]
+    Deep,
+    /// Lean (2,048, libxdp's default ring): no lossless priority arrives here.
+    Lean,
+}
+
+impl FillDepth {
+    /// The depth for a port that receives a lossless priority (`lossless`) or none.
+    pub fn for_lossless(lossless: bool) -> Self {
+        if lossless {
+            FillDepth::Deep
+        } else {
+            FillDepth::Lean
+        }
+    }
 }
 
 /// Sends `frame` alone through `batch` (an empty vector the caller keeps, so nothing is

@@ -281,6 +281,9 @@ pub struct PortCounters {
     pub rx_backlog_frames_peak: Counter,
     /// Times this port's fill ring ran short of buffers, which pauses its PFC priorities.
     pub fill_starved_events: Counter,
+    /// Receive buffers each of this port's sockets keeps in its fill ring (gauge; 0 without
+    /// a fill ring), as deep as the priorities in force ask ([`super::port::FillDepth`]).
+    pub fill_target: Counter,
     /// Lossy frames the XDP program dropped because this port's RX backlog was deep, per
     /// priority (gauge of the program's counter).
     pub rx_backlog_drops: [Counter; PRIORITIES],
@@ -474,6 +477,9 @@ pub struct PortSnapshot {
     /// Times the port's fill ring ran short of buffers (its PFC priorities were paused).
     #[serde(default)]
     pub fill_starved_events: u64,
+    /// Receive buffers each of the port's sockets keeps in its fill ring (0: no fill ring).
+    #[serde(default)]
+    pub fill_target: u64,
     /// Lossy frames the XDP program dropped because the RX backlog was deep, per priority.
     #[serde(default)]
     pub rx_backlog_drops: [u64; PRIORITIES],
@@ -663,6 +669,7 @@ pub fn snapshot(
             .max()
             .unwrap_or(0),
         fill_starved_events: sum(|p| &p.fill_starved_events),
+        fill_target: c.iter().map(|pc| pc.fill_target.get()).max().unwrap_or(0),
         rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
         oversize: arr(|p| &p.oversize),
         overshoot: (0..PRIORITIES)

@@ -560,6 +560,17 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "fill_ring_target_frames",
+            "Receive buffers each socket of the port keeps in its fill ring: deep (8192) where a \
+             lossless priority is configured, its headroom in buffers; lean (2048) where none is \
+             (0: no fill ring).",
+            None,
+            Gauge,
+            s.iter()
+                .map(|p| (device(p), ConstGauge::new(p.fill_target as i64))),
+        )?;
+        family(
+            &mut enc,
             "fill_ring_starved",
             "Times the port's fill ring ran short of receive buffers, which pauses its PFC \
              priorities upstream before the kernel has to drop.",

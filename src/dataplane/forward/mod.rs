@@ -8,6 +8,7 @@ use std::sync::{
 };
 
 use super::{
+    af_xdp::fill_target,
     agent::PortAgent,
     classify::Trust,
     clock::now_ns,
@@ -15,7 +16,7 @@ use super::{
     ingress::FillWatch,
     pfc_headroom::PortHeadroom,
     pool::{Frame, FramePool},
-    port::{Port, PortError, RxFrame},
+    port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
     settings::SettingsCell,
     shaper::Shaper,
@@ -117,27 +118,35 @@ const KERNEL_STATS_EVERY: u32 = 1 << 14;
 const LOSSY_BACKLOG_DIVISOR: u64 = 4;
 
 /// The XDP program's ingress policy for a port classifying by `trust` and taking frames of
-/// at most `max_frame` bytes, with priorities `prios`, whose sockets keep `fill_target`
-/// buffers in their fill rings.
+/// at most `max_frame` bytes, with priorities `prios`, whose sockets' fill rings are drawn
+/// from pools of `pool_frames` frames ([`fill_depth`]).
 pub fn ingress_policy(
     trust: Trust,
     max_frame: u32,
     prios: &[PrioPlan; PRIORITIES],
-    fill_target: usize,
+    pool_frames: u32,
 ) -> crate::dataplane::xdp_prog::IngressPolicy {
-    let lossless = prios.iter().any(PrioPlan::lossless);
+    let depth = fill_depth(prios);
     crate::dataplane::xdp_prog::IngressPolicy {
         trust,
         lossy_mask: (0..PRIORITIES)
             .filter(|&p| !prios[p].lossless())
             .fold(0, |m, p| m | (1 << p)),
-        lossy_backlog_frames: if lossless {
-            (fill_target as u64 / LOSSY_BACKLOG_DIVISOR) as u32
-        } else {
-            0
+        lossy_backlog_frames: match depth {
+            FillDepth::Deep => {
+                (fill_target(pool_frames, depth) as u64 / LOSSY_BACKLOG_DIVISOR) as u32
+            }
+            // No lossless priority needs the buffers kept from a lossy flood.
+            FillDepth::Lean => 0,
         },
         max_frame,
     }
+}
+
+/// How deep the sockets of a wire with priorities `prios` keep their fill rings: deep where a
+/// lossless priority is configured (the buffers are its headroom), lean where none is.
+pub fn fill_depth(prios: &[PrioPlan; PRIORITIES]) -> FillDepth {
+    FillDepth::for_lossless(prios.iter().any(PrioPlan::lossless))
 }
 
 /// What one port of the wire needs besides its socket.
@@ -328,7 +337,7 @@ impl ForwardWorker {
                 }
             })
             .collect();
-        ForwardWorker {
+        let mut worker = ForwardWorker {
             lossy_reserve: if setup.prios.iter().any(PrioPlan::lossless) {
                 cap / LOSSY_RESERVE_DIVISOR
             } else {
@@ -343,6 +352,19 @@ impl ForwardWorker {
             ports,
             stats,
             setup,
+        };
+        worker.keep_fill_depth();
+        worker
+    }
+
+    /// Keeps every port's receive buffers as deep as the priorities in force ask
+    /// ([`fill_depth`]), and publishes the depth. A socket opens deep: a lean one lets the
+    /// ring drain to it.
+    fn keep_fill_depth(&mut self) {
+        let depth = fill_depth(&self.setup.prios);
+        for (p, port) in self.ports.iter_mut().enumerate() {
+            let buffers = port.io.set_fill_depth(depth);
+            self.stats.ports[p].fill_target.set(buffers);
         }
     }
 
@@ -724,6 +746,42 @@ mod tests {
             stats.ports[0].drops.iter().map(Counter::get).sum::<u64>(),
             0
         );
+    }
+
+    /// Receive buffers follow the priorities in force: lean while none is lossless, deep
+    /// from the turn after a reload makes one lossless, lean again when none is.
+    #[test]
+    fn fill_rings_are_deep_only_while_a_priority_is_lossless() {
+        use crate::dataplane::settings::LiveSettings;
+        let lossy = PrioPlan::lossy(64 * 1024);
+        let (mut w, p0, p1, stats) = worker(lossy);
+        assert_eq!(p0.fill_depth(), Some(FillDepth::Lean));
+        assert_eq!(p1.fill_depth(), Some(FillDepth::Lean));
+        let settings = |prio3| {
+            let mut prios = [lossy; PRIORITIES];
+            prios[3] = prio3;
+            LiveSettings {
+                prios,
+                watchdog: None,
+                pause_quanta: vec![65535; 2],
+                sfc: SfcSettings::default(),
+                measured: vec![None; 2],
+                rtt_ns: vec![None; 2],
+                model: vec![None; 2],
+                headroom: HeadroomSettings::default(),
+            }
+        };
+        let live = Arc::new(SettingsCell::new(settings(lossy)));
+        w.setup.live = Some(live.clone());
+        live.publish(settings(PrioPlan::pfc(64 * 1024, 32 * 1024, 256 * 1024)));
+        w.step(1_000).unwrap();
+        assert_eq!(p0.fill_depth(), Some(FillDepth::Deep));
+        assert_eq!(p1.fill_depth(), Some(FillDepth::Deep));
+        live.publish(settings(lossy));
+        w.step(2_000).unwrap();
+        assert_eq!(p0.fill_depth(), Some(FillDepth::Lean));
+        // In-memory ports keep no buffers in a kernel ring: the gauge says none.
+        assert_eq!(stats.ports[0].fill_target.get(), 0);
     }
 
     #[test]
