@@ -562,8 +562,8 @@ impl Collector for DaemonCollector {
             &mut enc,
             "fill_ring_target_frames",
             "Receive buffers each socket of the port keeps in its fill ring: deep (8192) where a \
-             lossless priority is configured, its headroom in buffers; lean (2048) where none is \
-             (0: no fill ring).",
+             lossless priority is configured, its headroom in buffers; lean (2048) where none is; \
+             at most a quarter of the frame pool (0: no fill ring).",
             None,
             Gauge,
             s.iter()
