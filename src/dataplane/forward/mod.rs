@@ -338,11 +338,8 @@ impl ForwardWorker {
             })
             .collect();
         let mut worker = ForwardWorker {
-            lossy_reserve: if setup.prios.iter().any(PrioPlan::lossless) {
-                cap / LOSSY_RESERVE_DIVISOR
-            } else {
-                0
-            },
+            // Set with the fill depth below, from the same priorities.
+            lossy_reserve: 0,
             gauges_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             rx: Vec::with_capacity(BATCH),
@@ -353,15 +350,19 @@ impl ForwardWorker {
             stats,
             setup,
         };
-        worker.keep_fill_depth();
+        worker.keep_lossless_buffers();
         worker
     }
 
-    /// Keeps every port's receive buffers as deep as the priorities in force ask
-    /// ([`fill_depth`]), and publishes the depth. A socket opens deep: a lean one lets the
-    /// ring drain to it.
-    fn keep_fill_depth(&mut self) {
+    /// Keeps what the pool holds back for lossless priorities as the priorities in force ask:
+    /// every port's receive buffers as deep ([`fill_depth`], published), and the frames lossy
+    /// priorities may not take. A socket opens deep: a lean one lets the ring drain to it.
+    fn keep_lossless_buffers(&mut self) {
         let depth = fill_depth(&self.setup.prios);
+        self.lossy_reserve = match depth {
+            FillDepth::Deep => self.pool.capacity() as usize / LOSSY_RESERVE_DIVISOR,
+            FillDepth::Lean => 0,
+        };
         for (p, port) in self.ports.iter_mut().enumerate() {
             let buffers = port.io.set_fill_depth(depth);
             self.stats.ports[p].fill_target.set(buffers);
@@ -749,9 +750,10 @@ mod tests {
     }
 
     /// Receive buffers follow the priorities in force: lean while none is lossless, deep
-    /// from the turn after a reload makes one lossless, lean again when none is.
+    /// from the turn after a reload makes one lossless, lean again when none is; the pool's
+    /// lossy reserve follows too (it was set at start only).
     #[test]
-    fn fill_rings_are_deep_only_while_a_priority_is_lossless() {
+    fn fill_rings_and_the_lossy_reserve_follow_the_lossless_priorities() {
         use crate::dataplane::settings::LiveSettings;
         let lossy = PrioPlan::lossy(64 * 1024);
         let (mut w, p0, p1, stats) = worker(lossy);
@@ -777,9 +779,12 @@ mod tests {
         w.step(1_000).unwrap();
         assert_eq!(p0.fill_depth(), Some(FillDepth::Deep));
         assert_eq!(p1.fill_depth(), Some(FillDepth::Deep));
+        // And the pool keeps its quarter from lossy frames for the new lossless priority.
+        assert_eq!(w.lossy_reserve, 4096 / LOSSY_RESERVE_DIVISOR);
         live.publish(settings(lossy));
         w.step(2_000).unwrap();
         assert_eq!(p0.fill_depth(), Some(FillDepth::Lean));
+        assert_eq!(w.lossy_reserve, 0);
         // In-memory ports keep no buffers in a kernel ring: the gauge says none.
         assert_eq!(stats.ports[0].fill_target.get(), 0);
     }

@@ -86,8 +86,9 @@ impl ForwardWorker {
         let guards_changed = s.sfc.sources != self.setup.sfc.sources;
         self.setup.sfc = s.sfc;
         self.setup.prios = s.prios;
-        // A priority turned lossless gets its buffers from the next refill on.
-        self.keep_fill_depth();
+        // A priority turned lossless gets its buffers from the next refill on, and the pool's
+        // reserve against lossy frames at once.
+        self.keep_lossless_buffers();
         self.setup.headroom = s.headroom;
         self.setup.watchdog = s.watchdog;
         let now = now_ns();
