@@ -583,6 +583,41 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     assert_eq!(u(d0, &["drops", "headroom_overflow"]), 0, "{d0}");
 }
 
+/// The daemon's receive buffers follow the priorities in force: a lossy-only daemon keeps lean
+/// fill rings (2,048 buffers), and a SIGHUP that makes priority 3 PFC deepens them to 8,192
+/// on both ports, in `status` and in the metrics.
+#[test]
+fn fill_rings_deepen_when_a_reload_makes_a_priority_lossless() {
+    let w = wire();
+    let (control, socket) = control_section();
+    let metrics = "\n[metrics]\nlisten = \"127.0.0.1:9466\"\n";
+    let cfg = TempFile::new("cfg", &format!("{}{metrics}{control}", config(&w, LOSSY)));
+    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let depths = || {
+        let st = status_of(&socket);
+        let (_, m) = http_get(&w.dut_ns, "127.0.0.1:9466", "/metrics");
+        [&w.d0, &w.d1].map(|dev| {
+            let p = st["ports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["iface"] == dev.as_str())
+                .unwrap()
+                .clone();
+            let series = format!("lossless_fill_ring_target_frames{{device=\"{dev}\"}}");
+            (p["counters"]["fill_target"].as_u64(), metric(&m, &series))
+        })
+    };
+    assert_eq!(depths(), [(Some(2048), 2048.0); 2]);
+    std::fs::write(&cfg.path, format!("{}{metrics}{control}", config(&w, PFC))).unwrap();
+    dut.hangup();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(depths(), [(Some(8192), 8192.0); 2]);
+    dut.interrupt();
+    let _ = dut.json(Duration::from_secs(10));
+}
+
 /// `lossless status` for an operator: per-priority PFC counters and drops by reason in the
 /// table, `--watch` printing again with rates while traffic flows, and `--json` without a
 /// daemon answering with a JSON error.
