@@ -247,17 +247,6 @@ pub enum FillDepth {
     Lean,
 }
 
-impl FillDepth {
-    /// The depth for a port that receives a lossless priority (`lossless`) or none.
-    pub fn for_lossless(lossless: bool) -> Self {
-        if lossless {
-            FillDepth::Deep
-        } else {
-            FillDepth::Lean
-        }
-    }
-}
-
 /// Sends `frame` alone through `batch` (an empty vector the caller keeps, so nothing is
 /// allocated); a frame the port does not take goes back to the pool. Whether it was taken.
 pub fn send_or_release(

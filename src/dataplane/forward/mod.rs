@@ -146,7 +146,11 @@ pub fn ingress_policy(
 /// How deep the sockets of a wire with priorities `prios` keep their fill rings: deep where a
 /// lossless priority is configured (the buffers are its headroom), lean where none is.
 pub fn fill_depth(prios: &[PrioPlan; PRIORITIES]) -> FillDepth {
-    FillDepth::for_lossless(prios.iter().any(PrioPlan::lossless))
+    if prios.iter().any(PrioPlan::lossless) {
+        FillDepth::Deep
+    } else {
+        FillDepth::Lean
+    }
 }
 
 /// What one port of the wire needs besides its socket.
