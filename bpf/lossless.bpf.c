@@ -24,6 +24,15 @@
  *                   (CLOCK_MONOTONIC); bit 63 set, the NIC's hardware stamp
  *                   (its PHC's clock) in bits 0..62
  *
+ * except on a sampled port (`sampled` in the settings: a forwarding port none
+ * of whose priorities is lossless, so nothing reads its counters). There the
+ * program counts nothing per priority, reads a frame only as far as its
+ * EtherType, and writes the metadata (no ingress stamps, a timestamp taken at
+ * the end) for control frames and one data frame in SAMPLE_EVERY only; the
+ * others get none. The accounting and the clock read were about two thirds of
+ * the program's cost per frame, paid on the CPU that receives (on veth, the
+ * sender's): bench/RESULTS.md.
+ *
  * The program comes in two variants of one body. `lossless_xdp` runs
  * anywhere. `lossless_xdp_dev` is loaded device-bound (prog_ifindex +
  * BPF_F_XDP_DEV_BOUND_ONLY, one copy per port) and asks the driver, through
@@ -39,9 +48,10 @@
  *   of its EtherType (bpf_xdp_adjust_head): the worker classifies the frame
  *   by the same tag with the same rule, and forwards it with its tag.
  *
- * Size budget of `lossless_xdp_dev`: 435 instructions submitted, 463 after
- * the verifier's rewrites (bpftool's xlated size / 8), of the 503 one page
- * holds. A device-bound program the verifier grows past the pages it was
+ * Size budget of `lossless_xdp_dev`: 438 instructions submitted (358 of its
+ * own and the 80 of `parse`, a subprogram it calls twice: inlined twice, the
+ * program outgrew the page), 466 after the verifier's rewrites (bpftool's
+ * xlated size / 8), of the 503 one page holds. A device-bound program the verifier grows past the pages it was
  * loaded in trips a 6.18 kernel bug (a stale pointer in its offload record: an
  * oops with RTNL held when the interface is removed), so the loader refuses it
  * and falls back to `lossless_xdp` (`dataplane::xdp_prog`). Adding to this file
@@ -96,7 +106,8 @@ struct port_settings {
 	__u16 sfc_udp_port;  /* UDP destination port of SFC messages (host order), 0 = none */
 	__u8 trust_dscp;     /* 1: classify by IPv4 DSCP, else by 802.1Q PCP */
 	__u8 lossy_mask;     /* priorities this program may drop when the backlog is deep */
-	__u16 reserved;
+	__u8 sampled;        /* 1: a forwarding port without a lossless priority (see steer) */
+	__u8 reserved;
 	__u32 lossy_backlog_frames; /* backlog (frames) from which lossy frames drop; 0 = never */
 	__u32 max_frame;            /* largest frame (bytes) the port takes; 0 = no limit */
 };
@@ -218,6 +229,9 @@ static __always_inline void count(__u64 *counters, __u32 idx)
 		counters[idx] += 1;
 }
 
+/* A sampled port stamps one data frame in this many (a power of two). */
+#define SAMPLE_EVERY 64
+
 /* What the program needs to know of a frame, from one pass over its headers. */
 struct parsed {
 	__u16 proto; /* EtherType after at most one VLAN tag */
@@ -234,11 +248,14 @@ static __always_inline int is_control(__u16 proto)
 /*
  * `meta_tci`: the TCI of a tag the driver holds as metadata, or -1. It is the frame's outer
  * tag (the one taken off first), so its PCP is the priority, as the worker's classifier sees
- * it once the tag is back in the frame.
+ * it once the tag is back in the frame. `l2_only`: stop after the EtherType (the priority is
+ * then the PCP's even where the port trusts DSCP, and a test or SFC frame is not seen).
  */
-static __always_inline int parse(void *data, void *data_end, const struct port_settings *s,
-				 int meta_tci, struct parsed *out)
+static __noinline int parse(struct xdp_md *ctx, const struct port_settings *s, int meta_tci,
+			    int l2_only, struct parsed *out)
 {
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	out->proto = 0;
 	out->prio = 0;
@@ -264,7 +281,7 @@ static __always_inline int parse(void *data, void *data_end, const struct port_s
 		out->owned = 1;
 		return 0;
 	}
-	if (proto != ETH_P_IP)
+	if (l2_only || proto != ETH_P_IP)
 		return 0;
 	struct iphdr *ip = l3;
 	if ((void *)(ip + 1) > data_end)
@@ -320,15 +337,20 @@ static __always_inline int push_vlan(struct xdp_md *ctx, __u16 tpid, __u16 tci)
  */
 static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 {
-	/* The arrival time first, before any parsing or kfunc call delays it. */
-	__u64 arrival = bpf_ktime_get_ns();
 	__u32 zero = 0;
 	struct port_settings *s = bpf_map_lookup_elem(&settings, &zero);
 	if (!s)
 		return XDP_PASS;
+	/* A sampled port: a forwarding port none of whose priorities is lossless. Nothing there
+	 * reads the ingress counters (no XOFF, no SFC congestion, no stall guard), so the program
+	 * keeps none, classifies a frame only as far as its EtherType (unless it may be oversize)
+	 * and stamps its control frames and one data frame in SAMPLE_EVERY, at the end: the
+	 * accounting and the clock are most of this program's cost on the CPU that receives
+	 * (bench/RESULTS.md). */
+	const int sampled = s->forward_all && s->sampled;
+	/* The arrival time first, before any parsing or kfunc call delays it. */
+	__u64 arrival = sampled ? 0 : bpf_ktime_get_ns();
 	__u64 *cnt = bpf_map_lookup_elem(&counters, &zero);
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	int meta_tci = -1;
 	__u16 vlan_proto = 0;
 	if (dev_bound && bpf_ksym_exists(bpf_xdp_metadata_rx_vlan_tag)) {
@@ -339,8 +361,10 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 			vlan_proto = bpf_ntohs(proto);
 		}
 	}
+	/* The whole frame's length; a tag put back below adds its 4 bytes. */
+	__u32 len = bpf_xdp_get_buff_len(ctx);
 	struct parsed f;
-	parse(data, data_end, s, meta_tci, &f);
+	parse(ctx, s, meta_tci, sampled && !(s->max_frame && len + 4 > s->max_frame), &f);
 	if (!s->forward_all && !f.owned) {
 		count(cnt, CNT_PASSED);
 		return XDP_PASS;
@@ -353,12 +377,12 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	if (meta_tci >= 0 && bpf_map_lookup_elem(&xsks, &queue)) {
 		if (push_vlan(ctx, vlan_proto, meta_tci) == 0) {
 			count(cnt, CNT_META_VLAN);
+			len += 4;
 		} else {
 			meta_tci = -1;
-			parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, s, -1, &f);
+			parse(ctx, s, -1, sampled, &f);
 		}
 	}
-	__u32 len = bpf_xdp_get_buff_len(ctx);
 	/* The mask after a compiler barrier: the compiler knows f.prio < 8 and would drop a plain
 	 * mask, leaving the verifier an index it cannot bound. */
 	__u32 prio = f.prio;
@@ -377,16 +401,21 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 			return XDP_DROP;
 		}
 	}
+	const int stamped = !sampled || is_control(f.proto) ||
+			    (cnt && (cnt[CNT_REDIRECTED] & (SAMPLE_EVERY - 1)) == 0);
 	/* Room for the stamps; best effort (not every driver has a metadata area). */
-	bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
+	if (stamped)
+		bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
 	int rc = bpf_redirect_map(&xsks, queue, XDP_PASS);
 	if (rc != XDP_REDIRECT) {
 		count(cnt, CNT_REDIRECT_FAILED);
 		return rc;
 	}
 	count(cnt, CNT_REDIRECTED);
+	if (!stamped)
+		return rc;
 	__u64 frames = 0, bytes = 0;
-	if (q) {
+	if (q && !sampled) {
 		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |
 			((__sync_fetch_and_add(&q->bytes[prio], len) + len) & STAMP_BYTES_MASK);
 		frames = __sync_fetch_and_add(&q->frames, 1) + 1;
@@ -405,7 +434,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 		}
 	}
 	if (!stamp)
-		stamp = arrival;
+		stamp = sampled ? bpf_ktime_get_ns() : arrival;
 	__u64 *meta = (void *)(long)ctx->data_meta;
 	if ((void *)(meta + 3) <= (void *)(long)ctx->data) {
 		meta[0] = frames;

@@ -9,6 +9,9 @@
 //! and puts the tag back, so the worker counts priority 5 too and the frame leaves the far
 //! port tagged. On a plain veth `bpf_xdp_metadata_rx_timestamp` has no hardware stamp to
 //! give, so RX stamps are XDP ones and every report says so.
+//!
+//! A port with a lossless priority has every frame counted and stamped by the program; one
+//! without keeps no counters and stamps one data frame in 64, which the worker's RX lag shows.
 mod common;
 
 use std::time::Duration;
@@ -17,10 +20,17 @@ use common::*;
 
 const SENT: u64 = 200;
 
+/// Priority 5, the tag's, lossless: the program counts and stamps every frame.
+const PFC_5: &str = "[priority.5]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n\
+                     headroom = \"1MiB\"";
+
 #[test]
 fn vlan_tag_held_as_metadata_classifies_and_stays() {
     let _lock = traffic_lock();
-    let dut = Dut::new("md", "[metrics]\nlisten = \"127.0.0.1:9464\"");
+    let dut = Dut::new(
+        "md",
+        &format!("[metrics]\nlisten = \"127.0.0.1:9464\"\n{PFC_5}"),
+    );
     let peer = &dut.peer;
     let (p0, p1) = (
         // Dut names the peer ends p<pid><n> right after d0 and d1.
@@ -164,6 +174,64 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
         xdp("frames", "outcome=\"redirect_failed\""),
         0.0,
         "{metrics}"
+    );
+}
+
+/// Frames the worker's RX lag histogram of `port` (a port of a daemon's JSON report) holds:
+/// the frames it received with the program's stamp.
+fn lag_samples(port: &serde_json::Value) -> u64 {
+    port["rx_lag_ns"]["buckets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no RX lag buckets in {port}"))
+        .iter()
+        .map(|n| n.as_u64().unwrap_or(0))
+        .sum()
+}
+
+/// Sends `frames` untagged priority-0 frames through a daemon configured with `extra` and
+/// returns the report's entry for its ingress port.
+fn forward_plain_frames(tag: &str, extra: &str, frames: u64) -> serde_json::Value {
+    let dut = Dut::new(tag, extra);
+    let (p0, p1) = (peer_of(&dut, &dut.d0), peer_of(&dut, &dut.d1));
+    let mut d = dut.start(&[]);
+    d.wait_ready(Duration::from_secs(20));
+    let pcap = TempFile::new("smpcap", "");
+    let tshark = capture_matching(&dut.peer, &p1, "udp port 7777", pcap.path(), frames as u32);
+    run_scapy(
+        &dut.peer,
+        &format!(
+            "from scapy.all import *\n\
+             f = Ether(dst='02:00:00:00:00:02')/IP(src='10.9.0.1', dst='10.9.0.2')/\
+             UDP(sport=7777, dport=7777)/Raw(b'x' * 64)\n\
+             sendp([f] * {frames}, iface='{p0}', verbose=False)\n"
+        ),
+    );
+    let tshark = tshark.wait_with_output().expect("tshark ran");
+    assert!(tshark.status.success(), "{tshark:?}");
+    d.interrupt();
+    let report = d.json(Duration::from_secs(10));
+    let port = report_port(&report, &dut.d0).clone();
+    assert_eq!(port["rx_data_frames"][0].as_u64(), Some(frames), "{port}");
+    port
+}
+
+#[test]
+fn stamps_are_sampled_where_no_priority_is_lossless() {
+    let _lock = traffic_lock();
+    const FRAMES: u64 = 640;
+    // A lossless priority (5; the frames are priority 0): every frame stamped, so the worker
+    // measured its lag on every frame it received.
+    let full = forward_plain_frames("smf", PFC_5, FRAMES);
+    let received = full["rx_frames"].as_u64().expect("rx_frames");
+    assert_eq!(lag_samples(&full), received, "{full}");
+    // Every priority lossy: one data frame in 64 per CPU, counted from any frame the
+    // program redirected (the link-up's frames too), so 10 of these 640 give or take
+    // one per CPU's phase and a few control frames.
+    let sampled = forward_plain_frames("sms", "", FRAMES);
+    let lag = lag_samples(&sampled);
+    assert!(
+        (FRAMES / 64 - 2..=FRAMES / 64 + 4).contains(&lag),
+        "{lag} RX lag samples for {FRAMES} frames: {sampled}"
     );
 }
 

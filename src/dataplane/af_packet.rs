@@ -313,7 +313,11 @@ impl Port for AfPacketPort {
             match recv_frame(self.fd, pool.buf_mut(&frame)) {
                 Ok(Some(len)) => {
                     frame.set_len(len);
-                    out.push(RxFrame { frame, rx_ns: now });
+                    out.push(RxFrame {
+                        frame,
+                        rx_ns: now,
+                        stamped: false,
+                    });
                     n += 1;
                 }
                 Ok(None) => {

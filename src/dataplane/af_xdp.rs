@@ -44,20 +44,17 @@ const TX_IN_FLIGHT: usize = 128;
 const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 
 /// A frame's RX time on CLOCK_MONOTONIC: the program's stamp, converted from the NIC's clock
-/// if it is a hardware stamp; the receive time `now` if there is none or it is not believable
-/// (in the future, or older than [`MAX_STAMP_AGE_NS`]: a stale value, or a PHC stepped since
-/// the last sample).
+/// if it is a hardware stamp; `None` if there is none or it is not believable (in the future,
+/// or older than [`MAX_STAMP_AGE_NS`] at the receive time `now`: a stale value, or a PHC
+/// stepped since the last sample).
 #[inline]
-fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> u64 {
+fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> Option<u64> {
     let t = match stamp {
         RxStamp::Xdp(t) => t,
         RxStamp::Hardware(t) => hw.and_then(|c| c.to_mono(t)).unwrap_or(0),
         RxStamp::None => 0,
     };
-    match t {
-        t if t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS => t,
-        _ => now,
-    }
+    (t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS).then_some(t)
 }
 
 /// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames at `depth`:
@@ -87,9 +84,9 @@ pub struct AfXdpOptions {
 /// A received frame still arriving in further descriptors.
 #[derive(Debug)]
 struct Partial {
-    head: Frame,
+    /// The head chunk, with the frame's stamp.
+    rx: RxFrame,
     chunks: usize,
-    rx_ns: u64,
 }
 
 /// An AF_XDP socket bound to one queue of an interface.
@@ -296,16 +293,13 @@ impl Port for AfXdpPort {
             if let Some(p) = &mut self.partial {
                 // A continuation chunk: chained behind the head, whose metadata counted
                 // the whole frame; its token becomes part of the head's.
-                pool.chain(&mut p.head, seg);
+                pool.chain(&mut p.rx.frame, seg);
                 p.chunks += 1;
                 if !more || p.chunks > MAX_CHAIN {
                     // (A chain longer than any frame the program redirects cannot happen;
                     // bounded anyway, the rest would arrive as a frame of its own.)
                     let p = self.partial.take().expect("a partial frame");
-                    out.push(RxFrame {
-                        frame: p.head,
-                        rx_ns: p.rx_ns,
-                    });
+                    out.push(p.rx);
                     frames += 1;
                 }
                 continue;
@@ -314,15 +308,16 @@ impl Port for AfXdpPort {
             if let (Some(t), Some(s)) = (&mut self.ingress, meta.stamps) {
                 t.on_taken(s);
             }
-            let rx_ns = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now);
+            let stamp = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now);
+            let rx = RxFrame {
+                frame: seg,
+                rx_ns: stamp.unwrap_or(now),
+                stamped: stamp.is_some(),
+            };
             if more {
-                self.partial = Some(Partial {
-                    head: seg,
-                    chunks: 1,
-                    rx_ns,
-                });
+                self.partial = Some(Partial { rx, chunks: 1 });
             } else {
-                out.push(RxFrame { frame: seg, rx_ns });
+                out.push(rx);
                 frames += 1;
             }
         }
@@ -491,13 +486,16 @@ mod tests {
 
     #[test]
     fn xdp_stamps_are_taken_as_they_are_unless_unbelievable() {
-        assert_eq!(rx_time(RxStamp::Xdp(NOW - 3_000), None, NOW), NOW - 3_000);
-        // No stamp, one from the future, one older than a second: the receive time.
-        assert_eq!(rx_time(RxStamp::None, None, NOW), NOW);
-        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), NOW);
+        assert_eq!(
+            rx_time(RxStamp::Xdp(NOW - 3_000), None, NOW),
+            Some(NOW - 3_000)
+        );
+        // No stamp, one from the future, one older than a second: none.
+        assert_eq!(rx_time(RxStamp::None, None, NOW), None);
+        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), None);
         assert_eq!(
             rx_time(RxStamp::Xdp(NOW - MAX_STAMP_AGE_NS), None, NOW),
-            NOW
+            None
         );
     }
 
@@ -509,12 +507,12 @@ mod tests {
         map.update(tai, NOW - 100_000_000);
         // Stamped 100 ms - 2 us after that read: 2 us before now, on CLOCK_MONOTONIC.
         let hw = RxStamp::Hardware(tai + 99_998_000);
-        assert_eq!(rx_time(hw, Some(&map), NOW), NOW - 2_000);
-        // Never a PHC time taken for a CLOCK_MONOTONIC one: without a map, the receive time.
-        assert_eq!(rx_time(hw, None, NOW), NOW);
-        assert_eq!(rx_time(hw, Some(&DomainMap::default()), NOW), NOW);
-        // A PHC stepped since the read puts the stamp out of range: the receive time.
+        assert_eq!(rx_time(hw, Some(&map), NOW), Some(NOW - 2_000));
+        // Never a PHC time taken for a CLOCK_MONOTONIC one: without a map, none.
+        assert_eq!(rx_time(hw, None, NOW), None);
+        assert_eq!(rx_time(hw, Some(&DomainMap::default()), NOW), None);
+        // A PHC stepped since the read puts the stamp out of range: none.
         let stepped = RxStamp::Hardware(tai + 37_000_000_000);
-        assert_eq!(rx_time(stepped, Some(&map), NOW), NOW);
+        assert_eq!(rx_time(stepped, Some(&map), NOW), None);
     }
 }

@@ -127,7 +127,11 @@ impl Port for MemPort {
             // The frame's real length, as AF_PACKET reports it: a frame longer than the
             // buffer is the worker's to drop as oversize, never to forward truncated.
             frame.set_len(bytes.len());
-            out.push(RxFrame { frame, rx_ns });
+            out.push(RxFrame {
+                frame,
+                rx_ns,
+                stamped: true,
+            });
             n += 1;
         }
         self.ingress.publish();

@@ -18,6 +18,10 @@ pub struct RxFrame {
     pub frame: Frame,
     /// RX timestamp: from the XDP program where available, else the worker's clock.
     pub rx_ns: u64,
+    /// Whether `rx_ns` is the program's (or the NIC's) stamp; false where it is the worker's
+    /// clock at receipt (AF_PACKET, and a sampled port's unstamped frames:
+    /// [`super::xdp_prog::IngressPolicy::sampled`]).
+    pub stamped: bool,
 }
 
 /// Frames the kernel dropped before the worker saw them (AF_XDP socket statistics).

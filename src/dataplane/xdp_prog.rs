@@ -109,6 +109,11 @@ pub struct IngressPolicy {
     /// counted as `oversize`. At most what the port's sockets receive
     /// ([`XdpProgram::set_socket_max_frame`]); 0 = that.
     pub max_frame: u32,
+    /// Keep no ingress counters and stamp only control frames and one data frame in 64 (for
+    /// a forwarding port none of whose priorities is lossless, where nothing reads the
+    /// counters: the accounting and the clock are most of the program's per-frame cost).
+    /// Never for the tools' ports, whose every frame's stamp is read.
+    pub sampled: bool,
 }
 
 /// Why the program could not be loaded or attached.
@@ -397,6 +402,7 @@ impl XdpProgram {
         v[6..8].copy_from_slice(&s.sfc_udp_port.to_ne_bytes());
         v[8] = u8::from(i.trust == Trust::Dscp);
         v[9] = i.lossy_mask;
+        v[10] = u8::from(i.sampled);
         v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
         // Never above what a socket receives (nor unlimited): the kernel would drop a longer
         // frame at the socket, uncounted.

@@ -509,7 +509,8 @@ impl Collector for DaemonCollector {
             &mut enc,
             "rx_backlog",
             "Bytes the XDP program steered to the daemon that still wait in the RX ring; \
-             they count towards PFC and SFC congestion like queued bytes.",
+             they count towards PFC and SFC congestion like queued bytes (0 on a port with no \
+             lossless priority, which the program does not account).",
             bytes(),
             Gauge,
             gauges(|p| &p.rx_backlog_bytes),
@@ -619,7 +620,8 @@ impl Collector for DaemonCollector {
         family(
             &mut enc,
             "rx_lag",
-            "The daemon's own lag per frame: worker time minus the XDP RX stamp.",
+            "The daemon's own lag per frame: worker time minus the XDP RX stamp (one data \
+             frame in 64 on a port with no lossless priority).",
             Some(Unit::Seconds),
             MetricType::Histogram,
             s.iter().map(|p| {

@@ -140,6 +140,8 @@ pub fn ingress_policy(
             FillDepth::Lean => 0,
         },
         max_frame,
+        // Nothing reads a lean wire's ingress counters (no XOFF, no SFC, no stall guard).
+        sampled: depth == FillDepth::Lean,
     }
 }
 
@@ -751,6 +753,27 @@ mod tests {
             stats.ports[0].drops.iter().map(Counter::get).sum::<u64>(),
             0
         );
+    }
+
+    /// The program keeps ingress counters and stamps every frame where something reads them
+    /// (any lossless priority: PFC, SFC or credits) and samples where every priority is lossy.
+    #[test]
+    fn the_program_samples_only_where_no_priority_is_lossless() {
+        let lossy = [PrioPlan::lossy(64 * 1024); PRIORITIES];
+        let p = ingress_policy(Trust::Pcp, 1514, &lossy, 32768);
+        assert!(p.sampled);
+        assert_eq!((p.lossy_mask, p.lossy_backlog_frames), (0xff, 0));
+        for lossless in [
+            PrioPlan::pfc(64 * 1024, 32 * 1024, 256 * 1024),
+            PrioPlan::credit(64 * 1024),
+        ] {
+            let mut prios = lossy;
+            prios[3] = lossless;
+            let p = ingress_policy(Trust::Pcp, 1514, &prios, 32768);
+            assert!(!p.sampled, "{lossless:?}");
+            assert_eq!(p.lossy_mask, 0b1111_0111);
+            assert_eq!(p.lossy_backlog_frames, 8192 / 4);
+        }
     }
 
     /// Receive buffers follow the priorities in force: lean while none is lossless, deep

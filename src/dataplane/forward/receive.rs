@@ -127,7 +127,9 @@ impl ForwardWorker {
         let len = u64::from(flen);
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
-        c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
+        if rx.stamped {
+            c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
+        }
         match class.kind {
             FrameKind::Runt => return self.discard(p, rx.frame, DropReason::Malformed),
             FrameKind::Pfc | FrameKind::Pause => {
