@@ -48,10 +48,9 @@
  *   of its EtherType (bpf_xdp_adjust_head): the worker classifies the frame
  *   by the same tag with the same rule, and forwards it with its tag.
  *
- * Size budget of `lossless_xdp_dev`: 438 instructions submitted (358 of its
- * own and the 80 of `parse`, a subprogram it calls twice: inlined twice, the
- * program outgrew the page), 466 after the verifier's rewrites (bpftool's
- * xlated size / 8), of the 503 one page holds. A device-bound program the verifier grows past the pages it was
+ * Size budget of `lossless_xdp_dev`: 428 instructions submitted, 456 after
+ * the verifier's rewrites (bpftool's xlated size / 8), of the 503 one page
+ * holds. A device-bound program the verifier grows past the pages it was
  * loaded in trips a 6.18 kernel bug (a stale pointer in its offload record: an
  * oops with RTNL held when the interface is removed), so the loader refuses it
  * and falls back to `lossless_xdp` (`dataplane::xdp_prog`). Adding to this file
@@ -235,7 +234,7 @@ static __always_inline void count(__u64 *counters, __u32 idx)
 /* What the program needs to know of a frame, from one pass over its headers. */
 struct parsed {
 	__u16 proto; /* EtherType after at most one VLAN tag */
-	__u8 prio;   /* priority under the port's trust mode */
+	__u8 prio;   /* priority under the port's trust mode, by the frame's bytes */
 	__u8 owned;  /* a tool's port: the frame is the daemon's */
 };
 
@@ -246,22 +245,17 @@ static __always_inline int is_control(__u16 proto)
 }
 
 /*
- * `meta_tci`: the TCI of a tag the driver holds as metadata, or -1. It is the frame's outer
- * tag (the one taken off first), so its PCP is the priority, as the worker's classifier sees
- * it once the tag is back in the frame. `l2_only`: stop after the EtherType (the priority is
- * then the PCP's even where the port trusts DSCP, and a test or SFC frame is not seen).
+ * The frame's bytes only: a tag the driver holds as metadata is the caller's to weigh.
+ * `l2_only`: stop after the EtherType (the priority is then the PCP's even where the port
+ * trusts DSCP, and a test or SFC frame is not seen).
  */
-static __noinline int parse(struct xdp_md *ctx, const struct port_settings *s, int meta_tci,
-			    int l2_only, struct parsed *out)
+static __always_inline int parse(void *data, void *data_end, const struct port_settings *s,
+				 int l2_only, struct parsed *out)
 {
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	out->proto = 0;
 	out->prio = 0;
 	out->owned = 0;
-	if (meta_tci >= 0 && !s->trust_dscp)
-		out->prio = (meta_tci >> 13) & 7;
 	if ((void *)(eth + 1) > data_end)
 		return -1;
 	__u16 proto = bpf_ntohs(eth->h_proto);
@@ -271,7 +265,7 @@ static __noinline int parse(struct xdp_md *ctx, const struct port_settings *s, i
 		if (l3 + 4 > data_end)
 			return -1;
 		__u16 tci = bpf_ntohs(*(__be16 *)l3);
-		if (!s->trust_dscp && meta_tci < 0)
+		if (!s->trust_dscp)
 			out->prio = tci >> 13;
 		proto = bpf_ntohs(*(__be16 *)(l3 + 2));
 		l3 += 4;
@@ -364,7 +358,8 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	/* The whole frame's length; a tag put back below adds its 4 bytes. */
 	__u32 len = bpf_xdp_get_buff_len(ctx);
 	struct parsed f;
-	parse(ctx, s, meta_tci, sampled && !(s->max_frame && len + 4 > s->max_frame), &f);
+	parse((void *)(long)ctx->data, (void *)(long)ctx->data_end, s,
+	      sampled && !(s->max_frame && len + 4 > s->max_frame), &f);
 	if (!s->forward_all && !f.owned) {
 		count(cnt, CNT_PASSED);
 		return XDP_PASS;
@@ -380,12 +375,13 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 			len += 4;
 		} else {
 			meta_tci = -1;
-			parse(ctx, s, -1, sampled, &f);
 		}
 	}
-	/* The mask after a compiler barrier: the compiler knows f.prio < 8 and would drop a plain
-	 * mask, leaving the verifier an index it cannot bound. */
-	__u32 prio = f.prio;
+	/* A tag held as metadata is the frame's outer tag (the one taken off first), so where
+	 * the port classifies by PCP, the tag's PCP is the priority, as the worker's classifier
+	 * sees it once the tag is back in the frame. The mask after a compiler barrier: the compiler knows the value is below 8 and
+	 * would drop a plain mask, leaving the verifier an index it cannot bound. */
+	__u32 prio = meta_tci >= 0 && !s->trust_dscp ? meta_tci >> 13 : f.prio;
 	asm volatile("" : "+r"(prio));
 	prio &= 7;
 	struct ingress_queue *q = bpf_map_lookup_elem(&ingress, &queue);
