@@ -27,9 +27,9 @@ const RING: u32 = 8192;
 /// Frames kept in the fill ring at [`FillDepth::Deep`] (at most; and at most a quarter of the
 /// pool, so a small pool shared by two ports still has frames for queues and TX). Half of it
 /// is the receiver's slack after it pauses upstream for a short fill ring (8,192 frames:
-/// 5.5 ms of 128-byte frames at 10 Gbit/s).
+/// 1 ms of 128-byte frames at 10 Gbit/s, counting preamble and gap).
 const FILL_TARGET: usize = 8192;
-/// Frames kept in the fill ring at [`FillDepth::Lean`]: libxdp's default ring, 4.4 ms of
+/// Frames kept in the fill ring at [`FillDepth::Lean`]: libxdp's default ring, 2.5 ms of
 /// 1,500-byte frames at 10 Gbit/s.
 const LEAN_FILL_TARGET: usize = 2048;
 /// Largest batch handled per call.
