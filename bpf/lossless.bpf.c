@@ -379,8 +379,9 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	}
 	/* A tag held as metadata is the frame's outer tag (the one taken off first), so where
 	 * the port classifies by PCP, the tag's PCP is the priority, as the worker's classifier
-	 * sees it once the tag is back in the frame. The mask after a compiler barrier: the compiler knows the value is below 8 and
-	 * would drop a plain mask, leaving the verifier an index it cannot bound. */
+	 * sees it once the tag is back in the frame. The mask after a compiler barrier: the
+	 * compiler knows the value is below 8 and would drop a plain mask, leaving the verifier
+	 * an index it cannot bound. */
 	__u32 prio = meta_tci >= 0 && !s->trust_dscp ? meta_tci >> 13 : f.prio;
 	asm volatile("" : "+r"(prio));
 	prio &= 7;

@@ -95,15 +95,7 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
     let port0 = &st["ports"][0];
     assert_eq!(port0["time_stamping"]["rx"], "xdp", "{port0}");
 
-    run_scapy(
-        peer,
-        &format!(
-            "from scapy.all import *\n\
-             f = Ether(dst='02:00:00:00:00:02')/IP(src='10.9.0.1', dst='10.9.0.2')/\
-             UDP(sport=7777, dport=7777)/Raw(b'x' * 64)\n\
-             sendp([f] * {SENT}, iface='{p0}', verbose=False)\n"
-        ),
-    );
+    send_udp_7777(peer, &p0, SENT);
     let tshark = tshark.wait_with_output().expect("tshark ran");
     assert!(tshark.status.success(), "{tshark:?}");
     let (_, metrics) = http_get(&dut.ns, "127.0.0.1:9464", "/metrics");
@@ -197,15 +189,7 @@ fn forward_plain_frames(tag: &str, extra: &str, frames: u64) -> serde_json::Valu
     d.wait_ready(Duration::from_secs(20));
     let pcap = TempFile::new("smpcap", "");
     let tshark = capture_matching(&dut.peer, &p1, "udp port 7777", pcap.path(), frames as u32);
-    run_scapy(
-        &dut.peer,
-        &format!(
-            "from scapy.all import *\n\
-             f = Ether(dst='02:00:00:00:00:02')/IP(src='10.9.0.1', dst='10.9.0.2')/\
-             UDP(sport=7777, dport=7777)/Raw(b'x' * 64)\n\
-             sendp([f] * {frames}, iface='{p0}', verbose=False)\n"
-        ),
-    );
+    send_udp_7777(&dut.peer, &p0, frames);
     let tshark = tshark.wait_with_output().expect("tshark ran");
     assert!(tshark.status.success(), "{tshark:?}");
     d.interrupt();
@@ -232,6 +216,19 @@ fn stamps_are_sampled_where_no_priority_is_lossless() {
     assert!(
         (FRAMES / 64 - 2..=FRAMES / 64 + 4).contains(&lag),
         "{lag} RX lag samples for {FRAMES} frames: {sampled}"
+    );
+}
+
+/// Sends `frames` untagged 106-byte UDP frames to port 7777 out of `iface` (scapy).
+fn send_udp_7777(ns: &Netns, iface: &str, frames: u64) {
+    run_scapy(
+        ns,
+        &format!(
+            "from scapy.all import *\n\
+             f = Ether(dst='02:00:00:00:00:02')/IP(src='10.9.0.1', dst='10.9.0.2')/\
+             UDP(sport=7777, dport=7777)/Raw(b'x' * 64)\n\
+             sendp([f] * {frames}, iface='{iface}', verbose=False)\n"
+        ),
     );
 }
 
