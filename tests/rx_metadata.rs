@@ -7,8 +7,9 @@
 //! The daemon's XDP program never sees the tag in the frame's bytes. The device-bound
 //! program reads it with `bpf_xdp_metadata_rx_vlan_tag`, classifies the frame to priority 5
 //! and puts the tag back, so the worker counts priority 5 too and the frame leaves the far
-//! port tagged. On a plain veth `bpf_xdp_metadata_rx_timestamp` has no hardware stamp to
-//! give, so RX stamps are XDP ones and every report says so.
+//! port tagged. A veth has no RX hardware stamping for the daemon to turn on (nor a PHC), so
+//! the program never asks `bpf_xdp_metadata_rx_timestamp`: RX stamps are XDP ones and every
+//! report says so.
 //!
 //! A port with a lossless priority has every frame counted and stamped by the program; one
 //! without keeps no counters and stamps one data frame in 64, which the worker's RX lag shows.
@@ -108,14 +109,11 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
         .find(|l| l.contains("XDP RX metadata") && l.contains(dut.d0.as_str()))
         .unwrap_or_else(|| panic!("no XDP RX metadata line for {}:\n{log}", dut.d0));
     assert_eq!(field(meta_line, "meta_vlan"), SENT, "{meta_line}");
-    // ... and, on a veth, had no hardware stamp: the kfunc returns 0 with a zero stamp for a
-    // frame from an skb (veth_xdp_rx_timestamp), so every frame kept its XDP stamp.
-    assert_eq!(field(meta_line, "hw_stamps"), 0, "{meta_line}");
-    assert_eq!(
-        field(meta_line, "stamp_zero") + field(meta_line, "stamp_errors"),
-        field(meta_line, "redirected"),
-        "{meta_line}"
-    );
+    // ... and, on a veth, never asked the driver for a hardware stamp (it would give none:
+    // veth_xdp_rx_timestamp has only an skb's), so every frame kept its XDP stamp.
+    for asked in ["hw_stamps", "stamp_zero", "stamp_errors"] {
+        assert_eq!(field(meta_line, asked), 0, "{meta_line}");
+    }
     println!("{meta_line}");
 
     // The worker classified them as the program did: priority 5, none on 0.

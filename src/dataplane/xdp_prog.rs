@@ -238,6 +238,12 @@ impl XdpProgram {
                             None
                         }
                     };
+                    // Only now does the program ask the driver for stamps (a PHC to convert
+                    // them from is known): until here every frame had an XDP stamp.
+                    if prog.hw_rx_phc.is_some() {
+                        let policy = *prog.policy.lock().unwrap_or_else(|e| e.into_inner());
+                        prog.write_settings(policy)?;
+                    }
                     return Ok(prog);
                 }
                 Err(e) => tracing::warn!(
@@ -403,6 +409,9 @@ impl XdpProgram {
         v[8] = u8::from(i.trust == Trust::Dscp);
         v[9] = i.lossy_mask;
         v[10] = u8::from(i.sampled);
+        // Without a PHC to convert from, a hardware stamp would be thrown away (the worker
+        // then takes its own clock): the program keeps the XDP stamp and skips the kfunc.
+        v[11] = u8::from(self.hw_rx_phc.is_some());
         v[12..16].copy_from_slice(&i.lossy_backlog_frames.to_ne_bytes());
         // Never above what a socket receives (nor unlimited): the kernel would drop a longer
         // frame at the socket, uncounted.
