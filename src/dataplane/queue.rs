@@ -14,8 +14,6 @@ pub struct Queued {
     pub frame: Frame,
     /// Ingress port (index in the worker's port list).
     pub ingress: u8,
-    /// RX timestamp (for queueing-delay measurements).
-    pub rx_ns: u64,
 }
 
 /// A bounded FIFO ring that never allocates after creation.
@@ -197,7 +195,6 @@ mod tests {
         Queued {
             frame: Frame::for_test(idx, len),
             ingress: 0,
-            rx_ns: 0,
         }
     }
 

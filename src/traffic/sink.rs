@@ -316,7 +316,6 @@ pub fn run(
                     let q = Queued {
                         frame: r.frame,
                         ingress: 0,
-                        rx_ns: r.rx_ns,
                     };
                     // Queued, the frame is the queue's; refused, it comes back.
                     let refused = if fits {

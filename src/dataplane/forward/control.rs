@@ -95,7 +95,6 @@ impl ForwardWorker {
         let q = Queued {
             frame,
             ingress: p as u8,
-            rx_ns: 0,
         };
         if let Err(q) = self.ports[p].ctrl.push(q) {
             self.stats.ports[p].drop(DropReason::NoBuffer);

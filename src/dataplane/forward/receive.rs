@@ -207,7 +207,6 @@ impl ForwardWorker {
             let q = Queued {
                 frame: rx.frame,
                 ingress: p as u8,
-                rx_ns: rx.rx_ns,
             };
             // The queue owns the frame now; a full one hands it back.
             match egress.egress.push(prio, q) {
