@@ -7,7 +7,7 @@ use std::{process::Command, time::Duration};
 
 use common::{
     capture, control_section, has_xdp, http_get, json_u64 as u, loss_is_the_hosts, metric,
-    once_more_after_a_loss, report_port as port, status_of, traffic_lock, unique,
+    once_more_after_a_loss, report_port as port, rx_lag_samples, status_of, traffic_lock, unique,
     where_frames_went, Proc, TempFile, Wire,
 };
 use serde_json::Value;
@@ -583,11 +583,14 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
     assert_eq!(u(d0, &["drops", "headroom_overflow"]), 0, "{d0}");
 }
 
-/// The daemon's receive buffers follow the priorities in force: a lossy-only daemon keeps lean
-/// fill rings (2,048 buffers), and a SIGHUP that makes priority 3 PFC deepens them to 8,192
-/// on both ports, in `status` and in the metrics.
+/// The daemon's receive path follows the priorities in force: a lossy-only daemon keeps lean
+/// fill rings (2,048 buffers) and a sampled XDP program, and a SIGHUP that makes priority 3
+/// PFC deepens the rings to 8,192 on both ports, in `status` and in the metrics, and has the
+/// program account and stamp every frame: the traffic after it arrives whole, paused by PFC,
+/// with every frame's RX lag measured.
 #[test]
 fn fill_rings_deepen_when_a_reload_makes_a_priority_lossless() {
+    let _serial = traffic_lock();
     let w = wire();
     let (control, socket) = control_section();
     let metrics = "\n[metrics]\nlisten = \"127.0.0.1:9466\"\n";
@@ -614,8 +617,21 @@ fn fill_rings_deepen_when_a_reload_makes_a_priority_lossless() {
     dut.hangup();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(depths(), [(Some(8192), 8192.0); 2]);
+    let sink = common::start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
+    let gen = start_gen(&w, "2Gbit", "af-xdp").json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
     dut.interrupt();
-    let _ = dut.json(Duration::from_secs(10));
+    let report = dut.json(Duration::from_secs(10));
+    let d0 = port(&report, &w.d0);
+    let sent = u(&gen, &["frames_sent"]);
+    assert_eq!(
+        u(&sink, &["unique"]),
+        sent,
+        "{}",
+        where_frames_went(&report)
+    );
+    assert!(d0["pfc_tx"][3].as_u64() > Some(0), "{d0}");
+    assert_eq!(rx_lag_samples(d0), u(d0, &["rx_frames"]), "{d0}");
 }
 
 /// `lossless status` for an operator: per-priority PFC counters and drops by reason in the

@@ -167,17 +167,6 @@ fn vlan_tag_held_as_metadata_classifies_and_stays() {
     );
 }
 
-/// Frames the worker's RX lag histogram of `port` (a port of a daemon's JSON report) holds:
-/// the frames it received with the program's stamp.
-fn lag_samples(port: &serde_json::Value) -> u64 {
-    port["rx_lag_ns"]["buckets"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no RX lag buckets in {port}"))
-        .iter()
-        .map(|n| n.as_u64().unwrap_or(0))
-        .sum()
-}
-
 /// Sends `frames` untagged priority-0 frames through a daemon configured with `extra` and
 /// returns the report's entry for its ingress port.
 fn forward_plain_frames(tag: &str, extra: &str, frames: u64) -> serde_json::Value {
@@ -205,12 +194,12 @@ fn stamps_are_sampled_where_no_priority_is_lossless() {
     // measured its lag on every frame it received.
     let full = forward_plain_frames("smf", PFC_5, FRAMES);
     let received = full["rx_frames"].as_u64().expect("rx_frames");
-    assert_eq!(lag_samples(&full), received, "{full}");
+    assert_eq!(rx_lag_samples(&full), received, "{full}");
     // Every priority lossy: one data frame in 64 per CPU, counted from any frame the
     // program redirected (the link-up's frames too), so 10 of these 640 give or take
     // one per CPU's phase and a few control frames.
     let sampled = forward_plain_frames("sms", "", FRAMES);
-    let lag = lag_samples(&sampled);
+    let lag = rx_lag_samples(&sampled);
     assert!(
         (FRAMES / 64 - 2..=FRAMES / 64 + 4).contains(&lag),
         "{lag} RX lag samples for {FRAMES} frames: {sampled}"

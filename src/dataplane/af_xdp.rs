@@ -44,9 +44,10 @@ const TX_IN_FLIGHT: usize = 128;
 const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 
 /// A frame's RX time on CLOCK_MONOTONIC: the program's stamp, converted from the NIC's clock
-/// if it is a hardware stamp; `None` if there is none or it is not believable (in the future,
-/// or older than [`MAX_STAMP_AGE_NS`] at the receive time `now`: a stale value, or a PHC
-/// stepped since the last sample).
+/// if it is a hardware stamp; `None` if there is none or it is not believable (more than
+/// [`MAX_STAMP_AGE_NS`] from the receive time `now`: a stale value, or a PHC stepped since the
+/// last sample). A stamp after `now` is a frame that arrived after the worker read its clock
+/// for the batch: it was received at `now`, with no lag.
 #[inline]
 fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> Option<u64> {
     let t = match stamp {
@@ -54,7 +55,7 @@ fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> Option<u64> {
         RxStamp::Hardware(t) => hw.and_then(|c| c.to_mono(t)).unwrap_or(0),
         RxStamp::None => 0,
     };
-    (t != 0 && t <= now && now - t < MAX_STAMP_AGE_NS).then_some(t)
+    (t != 0 && t.abs_diff(now) < MAX_STAMP_AGE_NS).then_some(t.min(now))
 }
 
 /// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames at `depth`:
@@ -490,11 +491,16 @@ mod tests {
             rx_time(RxStamp::Xdp(NOW - 3_000), None, NOW),
             Some(NOW - 3_000)
         );
-        // No stamp, one from the future, one older than a second: none.
+        // A frame that arrived after the worker read its clock: received then, no lag.
+        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), Some(NOW));
+        // No stamp, one a second from now either way: none.
         assert_eq!(rx_time(RxStamp::None, None, NOW), None);
-        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), None);
         assert_eq!(
             rx_time(RxStamp::Xdp(NOW - MAX_STAMP_AGE_NS), None, NOW),
+            None
+        );
+        assert_eq!(
+            rx_time(RxStamp::Xdp(NOW + MAX_STAMP_AGE_NS), None, NOW),
             None
         );
     }

@@ -742,6 +742,17 @@ pub fn longest_rx_lag_ns(port: &serde_json::Value) -> u64 {
     histogram_top(&port["rx_lag_ns"]).unwrap_or(0)
 }
 
+/// Frames the RX lag histogram of `port` (a port of a daemon's JSON report) holds: those
+/// the worker received with the XDP program's stamp.
+pub fn rx_lag_samples(port: &serde_json::Value) -> u64 {
+    port["rx_lag_ns"]["buckets"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no RX lag buckets in {port}"))
+        .iter()
+        .map(|n| n.as_u64().unwrap_or(0))
+        .sum()
+}
+
 /// Whether `lost` frames are the host's: frames were lost and the worker on `port` (a port
 /// of a daemon's JSON report) left a frame waiting longer than a `buffer_bytes` buffer lasts
 /// at `offered_bps`. A worker the host held off that long (the VM stopping a vCPU) overflows
