@@ -337,12 +337,8 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	struct port_settings *s = bpf_map_lookup_elem(&settings, &zero);
 	if (!s)
 		return XDP_PASS;
-	/* A sampled port: a forwarding port none of whose priorities is lossless. Nothing there
-	 * reads the ingress counters (no XOFF, no SFC congestion, no stall guard), so the program
-	 * keeps none, classifies a frame only as far as its EtherType (unless it may be oversize)
-	 * and stamps its control frames and one data frame in SAMPLE_EVERY, at the end: the
-	 * accounting and the clock are most of this program's cost on the CPU that receives
-	 * (bench/RESULTS.md). */
+	/* A sampled port (see the top of this file): no counters, the EtherType only unless the
+	 * frame may be oversize, a stamp at the end on control frames and one in SAMPLE_EVERY. */
 	const int sampled = s->forward_all && s->sampled;
 	/* The arrival time first, before any parsing or kfunc call delays it. */
 	__u64 arrival = sampled ? 0 : bpf_ktime_get_ns();

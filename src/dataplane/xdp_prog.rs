@@ -241,8 +241,7 @@ impl XdpProgram {
                     // Only now does the program ask the driver for stamps (a PHC to convert
                     // them from is known): until here every frame had an XDP stamp.
                     if prog.hw_rx_phc.is_some() {
-                        let policy = *prog.policy.lock().unwrap_or_else(|e| e.into_inner());
-                        prog.write_settings(policy)?;
+                        prog.rewrite_settings()?;
                     }
                     return Ok(prog);
                 }
@@ -437,6 +436,12 @@ impl XdpProgram {
         if self.sock_max_frame.swap(max_frame, Ordering::Relaxed) == max_frame {
             return Ok(());
         }
+        self.rewrite_settings()
+    }
+
+    /// Writes the settings again with the policy last set, after a fact of the port they
+    /// carry changed (the sockets' capacity, hardware stamping).
+    fn rewrite_settings(&self) -> Result<(), XdpError> {
         let policy = *self.policy.lock().unwrap_or_else(|e| e.into_inner());
         self.write_settings(policy)
     }
