@@ -115,10 +115,31 @@ pub struct AfXdpPort {
     ingress: Option<IngressTracker>,
     /// The NIC's clock, where the program gives hardware RX stamps.
     hw_clock: Option<HwClock>,
+    /// The socket is bound in zero-copy mode: the NIC, not the kernel's copy, reads what it
+    /// sends ([`FramePool::prefetch_rx`]).
+    zero_copy: bool,
 }
 
 // SAFETY: the rings are only used from the worker thread that owns the port.
 unsafe impl Send for AfXdpPort {}
+
+/// Whether the AF_XDP socket `fd` is bound in zero-copy mode (`XDP_OPTIONS`); copy mode if
+/// the kernel does not say.
+fn is_zero_copy(fd: RawFd) -> bool {
+    let mut opts = libc::xdp_options { flags: 0 };
+    let mut len = std::mem::size_of::<libc::xdp_options>() as libc::socklen_t;
+    // SAFETY: `opts` and `len` are valid for the kernel to write, `len` their size.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_XDP,
+            libc::XDP_OPTIONS,
+            (&mut opts as *mut libc::xdp_options).cast(),
+            &mut len,
+        )
+    };
+    rc == 0 && opts.flags & libc::XDP_OPTIONS_ZEROCOPY != 0
+}
 
 fn is_transient(e: &std::io::Error) -> bool {
     matches!(
@@ -180,6 +201,8 @@ impl AfXdpPort {
         let (fq, cq) =
             rings.ok_or_else(|| err("socket came without fill/completion rings".into()))?;
         let fd = rx.fd().as_raw_fd();
+        let zero_copy = is_zero_copy(fd);
+        tracing::debug!(iface = %iface, queue, zero_copy, "AF_XDP socket bound");
         if opts.multi_buffer {
             // The program may now redirect frames as long as the socket takes.
             prog.set_socket_max_frame(JUMBO_MAX_FRAME as u32)
@@ -208,6 +231,7 @@ impl AfXdpPort {
                     .ok()
             }),
             name: iface.clone(),
+            zero_copy,
         };
         // Buffers first, then the program may redirect to the socket: registered over an
         // empty fill ring, a frame arriving in between was a kernel drop (fill_ring_empty),
@@ -284,6 +308,9 @@ impl Port for AfXdpPort {
         let n = unsafe { self.rx.consume(&mut self.scratch[..max]) };
         if let Some(c) = &mut self.hw_clock {
             c.refresh(now);
+        }
+        for d in &self.scratch[..n] {
+            pool.prefetch_rx(d, !self.zero_copy);
         }
         let mut frames = 0;
         for d in &self.scratch[..n] {
@@ -483,6 +510,14 @@ mod tests {
         assert_eq!(fill_target(4096, FillDepth::Deep), 1024);
         assert_eq!(fill_target(4096, FillDepth::Lean), 1024);
         assert_eq!(fill_target(100, FillDepth::Lean), 64);
+    }
+
+    #[test]
+    fn a_socket_the_kernel_says_nothing_about_counts_as_copy_mode() {
+        // Not an AF_XDP socket: getsockopt fails, and the port then hints the data too.
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        assert!(!is_zero_copy(a.as_raw_fd()));
+        assert!(!is_zero_copy(-1));
     }
 
     #[test]
