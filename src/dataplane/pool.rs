@@ -470,9 +470,10 @@ impl FramePool {
     /// from another core's cache. Touched one frame at a time, they are waited for one after
     /// another: the metadata in [`super::port::Port::recv`], the data in the kernel's copy
     /// into an skb when the frame is sent. Hinted for a whole batch first, the misses
-    /// overlap: on bench/forward's lossy row that copy went from 115 to 19 ns per frame
-    /// forwarded (OVS's, whose user space reads each frame's headers before it sends it,
-    /// 11-14 ns) and the worker's own step from 77 to 21 (bench/RESULTS.md "(12)"). In
+    /// overlap: on bench/forward's lossy row that copy went from 73-116 to 19-57 ns per
+    /// frame forwarded (OVS's, whose user space reads each frame's headers before it sends
+    /// it, 11-14 ns) and the worker's own step from 69-85 to 25-66 (three profiles each,
+    /// bench/RESULTS.md "(12)"). In
     /// zero-copy mode the NIC reads the data itself, so the port asks only for the metadata.
     /// A hint never faults and is a no-op off x86-64.
     #[inline]
