@@ -208,6 +208,8 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
     // A lossless priority rides on the receive buffers: both ports keep deep fill rings.
     assert_eq!(st["counters"]["fill_target"], 8192, "{st}");
     assert_eq!(d1["fill_target"], 8192, "{d1}");
+    // veth has no AF_XDP zero-copy: every socket copies.
+    assert_eq!(st["counters"]["zero_copy_sockets"], 0, "{st}");
     // The report, taken after the stop, also has the XOFFs the daemon sends while it drains.
     let status_pfc = st["counters"]["pfc_tx"][3].as_u64().unwrap();
     assert!(
@@ -289,6 +291,8 @@ fn without_pfc_the_same_run_loses_frames() {
     for dev in [&w.d0, &w.d1] {
         let series = format!("lossless_fill_ring_target_frames{{device=\"{dev}\"}}");
         assert_eq!(metric(&r.metrics, &series), 2048.0, "{series}");
+        let series = format!("lossless_zero_copy_sockets{{device=\"{dev}\"}}");
+        assert_eq!(metric(&r.metrics, &series), 0.0, "{series}");
     }
 }
 

@@ -463,12 +463,13 @@ pub fn text(s: &Status) -> String {
         let c = &p.counters;
         let _ = writeln!(
             out,
-            "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring {} buffers, starved {} \
-             times, worker stalls {} ({} guard PFC){}",
+            "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring {} buffers, {} \
+             zero-copy sockets, starved {} times, worker stalls {} ({} guard PFC){}",
             c.rx_frames,
             c.tx_frames,
             c.rx_backlog_frames_peak,
             c.fill_target,
+            c.zero_copy_sockets,
             c.fill_starved_events,
             c.stalls,
             c.stall_pfc_tx.iter().sum::<u64>(),

@@ -438,6 +438,10 @@ impl Port for AfXdpPort {
         Some(self.fd)
     }
 
+    fn zero_copy(&self) -> bool {
+        self.zero_copy
+    }
+
     fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
         // Deeper: the next refill tops up. Shallower: the ring drains to it as frames
         // arrive, and refills resume below it.

@@ -224,6 +224,11 @@ pub trait Port: Send {
     fn rx_stamping(&self) -> Stamping {
         Stamping::User
     }
+    /// The port's socket is bound in zero-copy mode: the NIC moves frames in and out of the
+    /// frame pool itself (AF_XDP on a driver that supports it; never veth or AF_PACKET).
+    fn zero_copy(&self) -> bool {
+        false
+    }
     /// Keeps the port's kernel receive buffers at `depth` from the next refill on; returns
     /// the buffers that now are (0: the backend has no fill ring).
     fn set_fill_depth(&mut self, _depth: FillDepth) -> u64 {

@@ -284,6 +284,8 @@ pub struct PortCounters {
     /// Receive buffers each of this port's sockets keeps in its fill ring (gauge; 0 without
     /// a fill ring), as deep as the priorities in force ask ([`super::port::FillDepth`]).
     pub fill_target: Counter,
+    /// 1 if this worker's socket on the port is bound in zero-copy mode, else 0 (gauge).
+    pub zero_copy_sockets: Counter,
     /// Lossy frames the XDP program dropped because this port's RX backlog was deep, per
     /// priority (gauge of the program's counter).
     pub rx_backlog_drops: [Counter; PRIORITIES],
@@ -480,6 +482,9 @@ pub struct PortSnapshot {
     /// Receive buffers each of the port's sockets keeps in its fill ring (0: no fill ring).
     #[serde(default)]
     pub fill_target: u64,
+    /// The port's sockets (one per worker) bound in zero-copy mode.
+    #[serde(default)]
+    pub zero_copy_sockets: u64,
     /// Lossy frames the XDP program dropped because the RX backlog was deep, per priority.
     #[serde(default)]
     pub rx_backlog_drops: [u64; PRIORITIES],
@@ -670,6 +675,7 @@ pub fn snapshot(
             .unwrap_or(0),
         fill_starved_events: sum(|p| &p.fill_starved_events),
         fill_target: c.iter().map(|pc| pc.fill_target.get()).max().unwrap_or(0),
+        zero_copy_sockets: sum(|p| &p.zero_copy_sockets),
         rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
         oversize: arr(|p| &p.oversize),
         overshoot: (0..PRIORITIES)

@@ -572,6 +572,17 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "zero_copy_sockets",
+            "The port's AF_XDP sockets (one per worker) bound in zero-copy mode, where the NIC \
+             moves frames in and out of the frame pool itself; 0 in copy mode (veth, drivers \
+             without AF_XDP zero-copy, AF_PACKET).",
+            None,
+            Gauge,
+            s.iter()
+                .map(|p| (device(p), ConstGauge::new(p.zero_copy_sockets as i64))),
+        )?;
+        family(
+            &mut enc,
             "fill_ring_starved",
             "Times the port's fill ring ran short of receive buffers, which pauses its PFC \
              priorities upstream before the kernel has to drop.",

@@ -356,6 +356,10 @@ impl ForwardWorker {
             stats,
             setup,
         };
+        for (p, port) in worker.ports.iter().enumerate() {
+            let zero_copy = u64::from(port.io.zero_copy());
+            worker.stats.ports[p].zero_copy_sockets.set(zero_copy);
+        }
         worker.keep_lossless_buffers();
         worker
     }
