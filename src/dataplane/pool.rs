@@ -462,8 +462,8 @@ impl FramePool {
     }
 
     /// Hints the CPU to start loading what will be read of the frame an RX descriptor holds:
-    /// its XDP metadata (read and cleared by [`FramePool::take_meta`], so asked for with
-    /// intent to write) and, with `data`, its first [`PREFETCH_DATA`] bytes.
+    /// its XDP metadata (read and cleared by [`FramePool::take_meta`]) and, with `data`, its
+    /// first [`PREFETCH_DATA`] bytes.
     ///
     /// Why: in copy mode the kernel wrote the frame on the CPU that received it, which on
     /// veth is the sender's, so every line of it the worker's CPU touches is a miss served
@@ -473,19 +473,18 @@ impl FramePool {
     /// overlap: on bench/forward's lossy row that copy went from 73-116 to 19-57 ns per
     /// frame forwarded (OVS's, whose user space reads each frame's headers before it sends
     /// it, 11-14 ns) and the worker's own step from 69-85 to 25-66 (three profiles each,
-    /// bench/RESULTS.md "(12)"). In
-    /// zero-copy mode the NIC reads the data itself, so the port asks only for the metadata.
-    /// A hint never faults and is a no-op off x86-64.
+    /// bench/RESULTS.md "(12)"). In zero-copy mode the NIC reads the data itself, so the port
+    /// asks only for the metadata. A hint never faults and is a no-op off x86-64.
     #[inline]
     pub(super) fn prefetch_rx(&self, desc: &FrameDesc, data: bool) {
         #[cfg(target_arch = "x86_64")]
         {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
             let at = self.base.wrapping_add(desc.addr());
             // SAFETY: a prefetch is a hint: it reads nothing and never faults, whatever the
             // address (which lies in the UMEM anyway: the kernel wrote the descriptor).
             unsafe {
-                _mm_prefetch::<_MM_HINT_ET0>(at.wrapping_sub(META_WORDS * 8).cast());
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_sub(META_WORDS * 8).cast());
                 if data {
                     let len = desc.lengths().data().min(PREFETCH_DATA);
                     for off in (0..len).step_by(64) {
