@@ -422,10 +422,12 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
 }
 
 /// A worker stopped outright three times while the generator sends 2 Gbit/s (ptrace, as a
-/// hypervisor stops a vCPU or a hung call holds a thread), for 5, 20 and 50 ms: the stall
-/// guard pauses the generator for it and nothing is lost. With the guard off the 50 ms stop
+/// hypervisor stops a vCPU or a hung call holds a thread), for 5, 20 and 100 ms: the stall
+/// guard pauses the generator for it and nothing is lost. With the guard off the 100 ms stop
 /// overflows the RX ring's 8,192 buffers (33 ms at this rate) and the kernel drops frames, the
-/// control that proves the guard is what covers it. Both egresses run at 10 Gbit/s, so that
+/// control that proves the guard is what covers it. (A 50 ms stop did not always: the
+/// generator, at normal priority, sometimes sent at half its rate through it, 6,700 frames,
+/// and 14 of 52 controls here lost nothing.) Both egresses run at 10 Gbit/s, so that
 /// outside the stops the worker keeps up and nothing but a stop can lose frames, however busy
 /// the host.
 #[test]
@@ -449,7 +451,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
         let worker = threads_named(dut.pid(), "lossless-w0");
         assert_eq!(worker.len(), 1, "one worker thread");
         let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", &[]);
-        for stop_ms in [5, 20, 50] {
+        for stop_ms in [5, 20, 100] {
             std::thread::sleep(Duration::from_millis(600));
             let frozen = FrozenThread::freeze(worker[0]);
             std::thread::sleep(Duration::from_millis(stop_ms));
@@ -475,8 +477,10 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
         if !guard.is_empty() {
             assert!(
                 u(&r.sink, &["lost"]) > 0,
-                "the stops lost nothing: {}",
-                r.sink
+                "the stops lost nothing: sink {}\ngen {}\ndaemon {}",
+                r.sink,
+                r.gen,
+                r.dut
             );
             assert!(
                 u(d0, &["kernel_drops", "fill_ring_empty"]) > 0,
