@@ -365,7 +365,8 @@ fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
 /// 320 KiB buffer as the default split as XOFF 312 KiB + an 8 KiB floor, so the headroom in
 /// force is the daemon's choice. The observed overshoot after XOFF (about 32 KiB here) misses
 /// what crosses XOFF before the worker notices; the notice term (the stall guard's bound times
-/// the fastest arrival rate) covers it, and nothing is lost (`bench/reaction`'s `pfc-8KiB`
+/// the fastest arrival rate, or the most that arrived between two turns, whichever is more)
+/// covers it, and nothing is lost (`bench/reaction`'s `pfc-8KiB`
 /// row lost 0-3,047 frames per run without the term). The sink is `--realtime`: at normal
 /// priority it lost frames at its own socket in about one run in ten here (the daemon none),
 /// which is the sink's test, not this one. The generator is not: as a real-time peer of the
@@ -377,7 +378,8 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
     // frames with the worker's lag under the bound below (12 frames, 9 stalls met by the guard
     // and an overshoot after XOFF of 131-262 kB: the generator, at normal priority, was itself
     // held off). Before the notice term this row lost frames in most runs, which two in a row
-    // still show.
+    // still show. With the bound alone (no turn-to-turn measurement) it lost 2-3 frames in 3 of
+    // 14 runs after the stall guard's test, and twice in a row in CI.
     let (w, r) = once_more_after_a_loss(
         || {
             let w = wire();

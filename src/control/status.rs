@@ -60,8 +60,9 @@ pub struct PrioStatus {
     /// The terms of the headroom in force: floor, measured model, observed evidence, bytes.
     #[serde(default)]
     pub headroom_terms: Option<[u64; 3]>,
-    /// The notice term, part of the observed evidence: what arrives, at the fastest rate seen,
-    /// while a crossing of XOFF may go unnoticed (the stall guard's bound), bytes.
+    /// The notice term, part of the observed evidence: what arrives while a crossing of XOFF
+    /// may go unnoticed (the stall guard's bound at the fastest rate seen, or the most seen
+    /// arriving between two turns of the worker, whichever is more), bytes.
     #[serde(default)]
     pub headroom_notice_bytes: u64,
     /// How often the headroom in force changed since the start.

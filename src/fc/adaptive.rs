@@ -11,7 +11,8 @@
 //! - the **evidence**: the overshoot observed after XOFFs (see [`super::overshoot`]) times a
 //!   margin, plus the **notice** term: what arrives while a crossing of XOFF may go unnoticed
 //!   before any XOFF goes out (the caller's bound on that time times the fastest arrival rate
-//!   seen, see `dataplane::pfc_headroom`). The overshoot only counts what arrives *after*
+//!   seen, or what the caller saw arrive unnoticed, whichever is more: see
+//!   `dataplane::pfc_headroom`). The overshoot only counts what arrives *after*
 //!   the XOFF, so the two add up. Both are raised at once by a larger value, so the next
 //!   episode of the same size is covered, and decay slowly (exponentially, with a configurable
 //!   half-life) so one stall long ago does not hold the XOFF point down for ever.
