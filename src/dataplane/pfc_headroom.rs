@@ -29,11 +29,12 @@
 //! priority (a crossing in there went unnoticed until this turn), the most of them per gauge
 //! period. The notice term is the larger of the two, added to the observed overshoot in
 //! [`crate::fc::adaptive`]. With the bound alone, `tests/under_load.rs`'s 8 KiB floor lost
-//! 2-3 frames in 3 of 14 runs here with the worker's longest lag under 0.26-0.52 ms and no
-//! stall called (the notice term 92-100 kB, the headroom 130-138 kB); with both, 0 of 30.
-//! Measured alone the term was 64-80 kB, under the bound most of the time, and a run of 5 lost
-//! frames: the bound covers what the last second did not show. Without the guard there
-//! is no bound and no notice term.
+//! 1-5 frames in 5 of 14 runs on the lab VM with no stall called (the notice term
+//! 127-153 kB), and 2-3 frames in 3 of 14 with two CPU hogs running, the worker's longest lag
+//! under 0.26-0.52 ms (notice 92-100 kB); with both, 0 of 20 and 0 of 30 with the hogs.
+//! Measured alone (with the hogs) the term was 64-80 kB, under the bound most of the time, and
+//! a run of 5 lost frames: the bound covers what the last second did not show. Without the
+//! guard there is no bound and no notice term.
 //!
 //! **The guard's wait.** Each look of the guard costs a wake-up, about 60 us of CPU on the
 //! lab VM whatever it finds, and before its doorbell it looked every half stall while traffic
