@@ -166,6 +166,35 @@ fn daemon_bound_pfc_is_lossless() {
     assert!(u(d0, &["rx_backlog_frames_peak"]) > 0, "{d0}");
     assert_no_drops(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
+    // 2 MiB of 128-byte frames is 16,384 buffers: the fill ring stays deep.
+    assert_eq!(u(d0, &["fill_target"]), 8192, "{d0}");
+}
+
+/// The same flood with an 8 KiB floor and a real-time worker (the default, as in
+/// `bench/forward`): the daemon sizes the headroom from what it measures (about 60 kB here),
+/// XOFF + headroom in 128-byte frames fits half a lean fill ring, and the stall guard bounds
+/// what arrives while the worker is away, so the ring goes lean (2,048 buffers: the cost
+/// `bench/forward`'s PFC rows paid for a deep one) and nothing is lost. (With the worker at
+/// normal priority, as above, it was held off often enough that the notice term rose to
+/// 207 kB in one run of three, 1,790 frames: the ring stayed deep, as it should.)
+#[test]
+fn a_measured_headroom_lets_the_fill_ring_go_lean_and_loses_nothing() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let plan = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"8KiB\"";
+    let config = daemon_bound_config(&w, plan).replace("realtime = \"off\"\n", "");
+    let r = run(&w, &config, FLOOD);
+    assert_lossless(&r);
+    let d0 = port(&r.dut, &w.d0);
+    assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
+    assert_no_drops(&r.dut, &w.d0);
+    assert_no_drops(&r.dut, &w.d1);
+    let (headroom, xoff) = (prio3(d0, "headroom_in_force"), prio3(d0, "xoff_in_force"));
+    println!(
+        "headroom in force {headroom} B, XOFF {xoff} B, fill ring {}",
+        u(d0, &["fill_target"])
+    );
+    assert_eq!(u(d0, &["fill_target"]), 2048, "{d0}");
 }
 
 /// `[headroom] xoff_time`: with the worker as the bottleneck the daemon measures how fast the
@@ -220,6 +249,8 @@ fn daemon_bound_sfc_is_lossless() {
     assert!(prio3(d0, "sfcm_tx") > 0, "no SFCM to the source: {d0}");
     assert!(u(&r.gen, &["sfcm_rx"]) > 0, "gen saw no SFCM: {}", r.gen);
     assert_no_drops(&r.dut, &w.d0);
+    // No stall guard covers SFC: the fill ring stays deep.
+    assert_eq!(u(d0, &["fill_target"]), 8192, "{d0}");
 }
 
 #[test]
@@ -357,8 +388,12 @@ fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
     let dut = dut.json(Duration::from_secs(20));
     let r = Run { gen, sink, dut };
     assert_lossless(&r);
-    assert!(prio3(port(&r.dut, &w.d0), "pfc_tx") > 0, "{}", r.dut);
+    let d0 = port(&r.dut, &w.d0);
+    assert!(prio3(d0, "pfc_tx") > 0, "{}", r.dut);
     assert_no_drops(&r.dut, &w.d0);
+    // XOFF + the default 256 KiB headroom is about 330 frames of 1,000 bytes and the stall
+    // guard runs: the fill ring went lean, so this is also a lean ring's test with two hogs.
+    assert_eq!(u(d0, &["fill_target"]), 2048, "{d0}");
 }
 
 /// The headroom left to the daemon: the quick start's 2 Gbit/s into 1 Gbit/s with the same

@@ -245,14 +245,17 @@ pub trait Port: Send {
 /// is in circulation, and the per-buffer state and memory it writes for each frame are as
 /// many cache lines as the ring is deep. `bench/forward`'s lossy row on the lab VM: with
 /// 8,192 buffers `xp_alloc` alone took 5-7 % of the receiving CPU, with 2,048 1-3 %, and the
-/// generator sharing that CPU offered 7-11 % more (bench/RESULTS.md).
+/// generator sharing that CPU offered 7-11 % more (bench/RESULTS.md). A port with lossless
+/// priorities is deep unless its [`super::fill_sizer::FillSizer`] finds the backlog bounded
+/// well inside a lean ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FillDepth {
     /// Deep (8,192 buffers over AF_XDP): a lossless priority's headroom, or a receiver that
     /// must ride out being descheduled (the sink).
     #[default]
     Deep,
-    /// Lean (2,048, libxdp's default ring): no lossless priority arrives here.
+    /// Lean (2,048, libxdp's default ring): no lossless priority arrives here, or PFC and the
+    /// stall guard bound what can wait to half of it.
     Lean,
 }
 

@@ -12,6 +12,7 @@ use super::{
     agent::PortAgent,
     classify::Trust,
     clock::now_ns,
+    fill_sizer::FillSizer,
     idle::Idler,
     ingress::FillWatch,
     pfc_headroom::PortHeadroom,
@@ -113,8 +114,9 @@ const LOSSY_RESERVE_DIVISOR: usize = 4;
 const KERNEL_STATS_EVERY: u32 = 1 << 14;
 
 /// With lossless priorities configured, the XDP program drops lossy frames once the RX
-/// backlog reaches 1/this of the fill ring, so a lossy flood never gets near the point where
-/// the fill ring is short of buffers (half of it, see [`FillWatch`]).
+/// backlog reaches 1/this of a lean fill ring (the shallowest the ring of such a port gets,
+/// [`FillSizer`]), so a lossy flood never gets near the point where the fill ring is short of
+/// buffers (half of it, see [`FillWatch`]).
 const LOSSY_BACKLOG_DIVISOR: u64 = 4;
 
 /// The XDP program's ingress policy for a port classifying by `trust` and taking frames of
@@ -134,7 +136,8 @@ pub fn ingress_policy(
             .fold(0, |m, p| m | (1 << p)),
         lossy_backlog_frames: match depth {
             FillDepth::Deep => {
-                (fill_target(pool_frames, depth) as u64 / LOSSY_BACKLOG_DIVISOR) as u32
+                let lean = fill_target(pool_frames, FillDepth::Lean) as u64;
+                (lean / LOSSY_BACKLOG_DIVISOR) as u32
             }
             // No lossless priority needs the buffers kept from a lossy flood.
             FillDepth::Lean => 0,
@@ -252,6 +255,8 @@ struct PortState {
     headroom: Option<PortHeadroom>,
     /// Whether this worker's fill ring is short of buffers (published in [`SharedPort`]).
     fill_watch: FillWatch,
+    /// How deep the fill ring is kept while a priority is lossless.
+    fill_sizer: FillSizer,
     /// The port's count of `oversize` drops before the socket (XDP), as last added to the
     /// stats.
     oversize_seen: [u64; PRIORITIES],
@@ -337,6 +342,7 @@ impl ForwardWorker {
                     arrived,
                     headroom,
                     fill_watch: FillWatch::default(),
+                    fill_sizer: FillSizer::new(fill_target(cap as u32, FillDepth::Lean) as u64),
                     oversize_seen: [0; PRIORITIES],
                     io,
                     shared,
@@ -365,17 +371,60 @@ impl ForwardWorker {
     }
 
     /// Keeps what the pool holds back for lossless priorities as the priorities in force ask:
-    /// every port's receive buffers as deep ([`fill_depth`], published), and the frames lossy
-    /// priorities may not take. A socket opens deep: a lean one lets the ring drain to it.
+    /// every port's receive buffers as deep ([`fill_depth`]; with a lossless priority as its
+    /// [`FillSizer`] finds, published), and the frames lossy priorities may not take. A socket
+    /// opens deep: a lean one lets the ring drain to it.
     fn keep_lossless_buffers(&mut self) {
         let depth = fill_depth(&self.setup.prios);
         self.lossy_reserve = match depth {
             FillDepth::Deep => self.pool.capacity() as usize / LOSSY_RESERVE_DIVISOR,
             FillDepth::Lean => 0,
         };
-        for (p, port) in self.ports.iter_mut().enumerate() {
-            let buffers = port.io.set_fill_depth(depth);
-            self.stats.ports[p].fill_target.set(buffers);
+        for p in 0..self.ports.len() {
+            self.set_fill_depth(p, depth);
+        }
+    }
+
+    /// Port `p`'s fill ring at `depth`, or at what its [`FillSizer`] finds where `depth` is
+    /// deep (a lossless priority), published.
+    fn set_fill_depth(&mut self, p: usize, depth: FillDepth) {
+        let port = &mut self.ports[p];
+        let depth = match depth {
+            FillDepth::Deep => port.fill_sizer.depth(),
+            FillDepth::Lean => FillDepth::Lean,
+        };
+        let buffers = port.io.set_fill_depth(depth);
+        self.stats.ports[p].fill_target.set(buffers);
+    }
+
+    /// Once per gauge period: lets port `p`'s [`FillSizer`] look at what the port's PFC
+    /// priorities may hold and the frames the worker took, and applies a new depth.
+    pub(super) fn size_fill_ring(&mut self, p: usize, now: u64) {
+        let depth = fill_depth(&self.setup.prios);
+        if depth == FillDepth::Lean {
+            return;
+        }
+        // Only where PFC pauses every lossless priority (the stall guard's XOFF is PFC).
+        let pfc_covers = self
+            .setup
+            .prios
+            .iter()
+            .all(|prio| !prio.lossless() || prio.pfc.is_some());
+        let port = &mut self.ports[p];
+        let guarded = port
+            .headroom
+            .as_ref()
+            .and_then(PortHeadroom::guarded_buffer)
+            .filter(|_| pfc_covers);
+        let c = &self.stats.ports[p];
+        let taken = (c.rx_frames.get(), c.rx_bytes.get());
+        let starved = port.fill_watch.starved();
+        if port
+            .fill_sizer
+            .update(now, taken, guarded, starved)
+            .is_some()
+        {
+            self.set_fill_depth(p, depth);
         }
     }
 
@@ -776,7 +825,7 @@ mod tests {
             let p = ingress_policy(Trust::Pcp, 1514, &prios, 32768);
             assert!(!p.sampled, "{lossless:?}");
             assert_eq!(p.lossy_mask, 0b1111_0111);
-            assert_eq!(p.lossy_backlog_frames, 8192 / 4);
+            assert_eq!(p.lossy_backlog_frames, 2048 / 4, "a quarter of a lean ring");
         }
     }
 

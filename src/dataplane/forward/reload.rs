@@ -17,6 +17,7 @@ impl ForwardWorker {
                     self.retune(p, now);
                 }
             }
+            self.size_fill_ring(p, now);
             let c = &self.stats.ports[p];
             let Some(h) = self.ports[p].headroom.as_ref() else {
                 continue;

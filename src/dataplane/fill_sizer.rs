@@ -1,0 +1,247 @@
+//! How deep a port with lossless priorities keeps its fill ring: deep, unless what can wait in
+//! its RX ring is bounded, in frames, well inside a lean ring.
+//!
+//! **Why lean at all.** The kernel takes fill buffers in ring order, so every buffer in the
+//! ring is in circulation and each frame meets a cold per-buffer struct and a cold buffer
+//! ([`FillDepth`]). On the lab VM that cost is what kept `bench/forward`'s PFC rows under the
+//! lossy row: the `xoff_time` row delivered 0.88-0.89x the lossy row with 8,192 buffers,
+//! 0.89-0.90x with 4,096 and 0.94-0.96x with 2,048 (bench/RESULTS.md (14)).
+//!
+//! **Why deep is the default.** A frame holds a fill buffer from its arrival until the worker
+//! takes it from the RX ring, so the ring's depth is the receiver's buffer, in frames, for
+//! whatever waits there. A worker that keeps running bounds that backlog by XOFF in bytes; a
+//! worker kept off its CPU bounds nothing, and with 2,048 buffers an SFC-only priority, which
+//! no stall guard covers, lost 4,687 frames to a worker lag of 8.4 ms (2,048 128-byte frames
+//! last 2.9 ms at 700 kpps, 8,192 last 12).
+//!
+//! **When lean is safe.** When every lossless priority of the port is paused by PFC and the
+//! stall guard runs with the headroom adaptive (the notice term counts), the RX backlog of
+//! those priorities is bounded in bytes in both cases: while the worker runs by XOFF in force
+//! plus what arrives until the source reacts (the observed overshoot), while it does not by
+//! what arrives until the guard's XOFF (the notice term) and the source reacts. The headroom in
+//! force holds both terms, so XOFF + headroom in force, summed over the port's PFC priorities,
+//! bounds the backlog in bytes; divided by the smallest average frame size the port has
+//! carried, in frames. The ring goes lean when that is at most half a lean ring, so the fill
+//! watch ([`super::ingress::FillWatch`], which pauses upstream at half) never has to, and the
+//! other half is margin. The bound moves with the headroom in force, so the check runs every
+//! gauge period: the ring deepens at once when the bound stops fitting (or the fill watch finds
+//! the ring short, or a lossy flood fills it), and goes lean again only after it has fitted
+//! for [`LEAN_AFTER_NS`].
+//!
+//! **The frame size** is the average of what the worker took over each stretch of at least
+//! [`MIN_SAMPLE`] frames, the smallest ever seen on the port: a port that carried small frames
+//! once may again, and until [`MIN_SAMPLE`] frames have passed nothing is known and the ring
+//! stays deep. A sudden burst of frames smaller than any seen is what this does not see
+//! coming; the fill watch pauses upstream at half the ring, as on a deep ring, and the next
+//! period deepens it.
+//!
+//! Only a port's leader worker holds the headroom in force, so on a port with several RX
+//! queues the other workers' rings stay deep.
+//!
+//! Sans-I/O: time and the totals come from the caller, once per gauge period.
+
+use super::port::FillDepth;
+
+/// How long the bound must fit before the ring goes lean (ns): many gauge periods, so that a
+/// ring the headroom's evidence keeps pushing past the bound does not flap between depths,
+/// and short against a run (a lean ring is what a port with lossless priorities forwards
+/// fastest with).
+pub const LEAN_AFTER_NS: u64 = 250_000_000;
+/// Frames a frame-size sample takes at least.
+pub const MIN_SAMPLE: u64 = 64;
+
+/// The fill depth of one port with lossless priorities.
+#[derive(Debug, Clone)]
+pub struct FillSizer {
+    /// Buffers a lean ring holds on this port.
+    lean_buffers: u64,
+    /// Smallest average frame size seen, bytes (`None`: no sample yet).
+    smallest_frame: Option<u64>,
+    /// Frames and bytes taken when the current sample began.
+    sample_start: Option<(u64, u64)>,
+    /// Since when the bound has fitted a lean ring.
+    fits_since: Option<u64>,
+    depth: FillDepth,
+}
+
+impl FillSizer {
+    /// A deep ring, on a port whose lean ring holds `lean_buffers`.
+    pub fn new(lean_buffers: u64) -> Self {
+        FillSizer {
+            lean_buffers,
+            smallest_frame: None,
+            sample_start: None,
+            fits_since: None,
+            depth: FillDepth::Deep,
+        }
+    }
+
+    /// The depth in force.
+    pub fn depth(&self) -> FillDepth {
+        self.depth
+    }
+
+    /// Once per gauge period at `now`: `taken` is the frames and bytes the worker has taken
+    /// from the port so far; `guarded` the bytes the port's PFC priorities may hold (XOFF +
+    /// headroom in force, summed) if every lossless priority of the port is PFC and the stall
+    /// guard bounds what arrives while the worker is away, else `None`; `starved` whether the
+    /// fill watch finds the ring short. Returns the new depth when it changed.
+    pub fn update(
+        &mut self,
+        now: u64,
+        taken: (u64, u64),
+        guarded: Option<u64>,
+        starved: bool,
+    ) -> Option<FillDepth> {
+        let (frames, bytes) = taken;
+        match self.sample_start {
+            Some((f0, b0)) if frames >= f0 + MIN_SAMPLE => {
+                let size = bytes.saturating_sub(b0) / (frames - f0);
+                self.smallest_frame = Some(self.smallest_frame.map_or(size, |s| s.min(size)));
+                self.sample_start = Some(taken);
+            }
+            Some(_) => {}
+            None => self.sample_start = Some(taken),
+        }
+        let fits = !starved
+            && match (guarded, self.smallest_frame) {
+                (Some(buffer), Some(size)) => buffer.div_ceil(size.max(1)) <= self.lean_buffers / 2,
+                _ => false,
+            };
+        let depth = if !fits {
+            self.fits_since = None;
+            FillDepth::Deep
+        } else if now.saturating_sub(*self.fits_since.get_or_insert(now)) >= LEAN_AFTER_NS {
+            FillDepth::Lean
+        } else {
+            self.depth
+        };
+        (depth != self.depth).then(|| {
+            self.depth = depth;
+            depth
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    /// Gauge periods (of 1 ms) the bound must fit for.
+    const WAIT: u64 = LEAN_AFTER_NS / MS;
+
+    /// A sizer fed period by period.
+    struct Feed {
+        s: FillSizer,
+        taken: (u64, u64),
+        now: u64,
+    }
+
+    impl Feed {
+        fn new() -> Self {
+            Feed {
+                s: FillSizer::new(2048),
+                taken: (0, 0),
+                now: 0,
+            }
+        }
+
+        /// `n` periods of 1 ms, each taking `frames` frames of `size` bytes, with `guarded`
+        /// and `starved`; the last change of depth.
+        fn periods(
+            &mut self,
+            n: u64,
+            (frames, size): (u64, u64),
+            guarded: Option<u64>,
+            starved: bool,
+        ) -> Option<FillDepth> {
+            let mut last = None;
+            for _ in 0..n {
+                self.taken = (self.taken.0 + frames, self.taken.1 + frames * size);
+                last = self
+                    .s
+                    .update(self.now, self.taken, guarded, starved)
+                    .or(last);
+                self.now += MS;
+            }
+            last
+        }
+    }
+
+    /// 700 frames of 128 bytes a millisecond.
+    const SMALL: (u64, u64) = (700, 128);
+
+    #[test]
+    fn a_bound_that_fits_half_a_lean_ring_makes_it_lean_once_it_has_fitted_a_while() {
+        let mut f = Feed::new();
+        // 100 kB of 128-byte frames: 782 frames, within 1,024. The first period only starts
+        // the first frame-size sample.
+        assert_eq!(f.periods(WAIT, SMALL, Some(100_000), false), None);
+        assert_eq!(f.s.depth(), FillDepth::Deep, "not yet LEAN_AFTER_NS");
+        assert_eq!(
+            f.periods(2, SMALL, Some(100_000), false),
+            Some(FillDepth::Lean)
+        );
+    }
+
+    #[test]
+    fn a_bound_that_does_not_fit_keeps_it_deep() {
+        let mut f = Feed::new();
+        // 2 MiB of 128-byte frames: 16,384 frames.
+        assert_eq!(f.periods(3 * WAIT, SMALL, Some(2 << 20), false), None);
+        // Without the guard (or with a lossless priority PFC does not cover), deep whatever
+        // the bytes.
+        assert_eq!(f.periods(3 * WAIT, SMALL, None, false), None);
+        assert_eq!(f.s.depth(), FillDepth::Deep);
+    }
+
+    #[test]
+    fn it_deepens_at_once_and_goes_lean_again_only_once_it_has_fitted_a_while() {
+        let mut f = Feed::new();
+        f.periods(WAIT + 2, SMALL, Some(100_000), false);
+        assert_eq!(f.s.depth(), FillDepth::Lean);
+        // The fill watch finds the ring short: deep in the same period.
+        assert_eq!(
+            f.periods(1, SMALL, Some(100_000), true),
+            Some(FillDepth::Deep)
+        );
+        f.periods(WAIT + 1, SMALL, Some(100_000), false);
+        assert_eq!(f.s.depth(), FillDepth::Lean);
+        // The headroom in force grows past half the ring (1,563 frames): deep too.
+        assert_eq!(
+            f.periods(1, SMALL, Some(200_000), false),
+            Some(FillDepth::Deep)
+        );
+        assert_eq!(
+            f.periods(WAIT, SMALL, Some(100_000), false),
+            None,
+            "not yet again"
+        );
+        assert_eq!(
+            f.periods(1, SMALL, Some(100_000), false),
+            Some(FillDepth::Lean)
+        );
+    }
+
+    #[test]
+    fn the_smallest_frames_seen_decide_and_a_sample_needs_enough_frames() {
+        let mut f = Feed::new();
+        // Fewer than MIN_SAMPLE frames a period still add up to samples.
+        f.periods(WAIT + 10, (10, 1000), Some(500_000), false);
+        assert_eq!(
+            f.s.depth(),
+            FillDepth::Lean,
+            "500 kB of 1,000-byte frames: 500 frames"
+        );
+        // A stretch mostly of 64-byte frames (an average of 156 bytes: 3,206 frames), and it
+        // stays so for larger ones after.
+        f.periods(1, (10 * MIN_SAMPLE, 64), Some(500_000), false);
+        assert_eq!(f.s.depth(), FillDepth::Deep);
+        f.periods(3 * WAIT, (10, 1000), Some(500_000), false);
+        assert_eq!(f.s.depth(), FillDepth::Deep);
+        // Nothing taken: no frame size, deep.
+        let mut f = Feed::new();
+        assert_eq!(f.periods(3 * WAIT, (0, 0), Some(1), false), None);
+    }
+}
