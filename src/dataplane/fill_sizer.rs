@@ -32,8 +32,9 @@
 //! [`MIN_SAMPLE`] frames, the smallest ever seen on the port: a port that carried small frames
 //! once may again, and until [`MIN_SAMPLE`] frames have passed nothing is known and the ring
 //! stays deep. A sudden burst of frames smaller than any seen is what this does not see
-//! coming; the fill watch pauses upstream at half the ring, as on a deep ring, and the next
-//! period deepens it.
+//! coming, and the average is the port's over all priorities, so a PFC priority of small
+//! frames beside a lossy one of large frames is sized at the average; in both cases the fill
+//! watch pauses upstream at half the ring, as on a deep ring, and the next period deepens it.
 //!
 //! Only a port's leader worker holds the headroom in force, so on a port with several RX
 //! queues the other workers' rings stay deep.
