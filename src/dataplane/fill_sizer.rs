@@ -19,22 +19,22 @@
 //! those priorities is bounded in bytes in both cases: while the worker runs by XOFF in force
 //! plus what arrives until the source reacts (the observed overshoot), while it does not by
 //! what arrives until the guard's XOFF (the notice term) and the source reacts. The headroom in
-//! force holds both terms, so XOFF + headroom in force, summed over the port's PFC priorities,
-//! bounds the backlog in bytes; divided by the smallest average frame size the port has
-//! carried, in frames. The ring goes lean when that is at most half a lean ring, so the fill
+//! force holds both terms, so each PFC priority's XOFF + headroom in force bounds its backlog
+//! in bytes; divided by the smallest average size of that priority's frames, in frames. The
+//! ring goes lean when their sum is at most half a lean ring, so the fill
 //! watch ([`super::ingress::FillWatch`], which pauses upstream at half) never has to, and the
 //! other half is margin. The bound moves with the headroom in force, so the check runs every
 //! gauge period: the ring deepens at once when the bound stops fitting (or the fill watch finds
 //! the ring short, or a lossy flood fills it), and goes lean again only after it has fitted
 //! for [`LEAN_AFTER_NS`].
 //!
-//! **The frame size** is the average of what the worker took over each stretch of at least
-//! [`MIN_SAMPLE`] frames, the smallest ever seen on the port: a port that carried small frames
-//! once may again, and until [`MIN_SAMPLE`] frames have passed nothing is known and the ring
-//! stays deep. A sudden burst of frames smaller than any seen is what this does not see
-//! coming, and the average is the port's over all priorities, so a PFC priority of small
-//! frames beside a lossy one of large frames is sized at the average; in both cases the fill
-//! watch pauses upstream at half the ring, as on a deep ring, and the next period deepens it.
+//! **The frame size** of a priority is the average of its data frames the worker took over
+//! each stretch of at least [`MIN_SAMPLE`] of them, the smallest ever seen on the port: a
+//! priority that carried small frames once may again. A priority not yet sampled counts at
+//! the smallest Ethernet frame ([`MIN_FRAME`]), so a port with an idle PFC priority stays deep
+//! unless even minimum-size frames would fit. A sudden burst of frames smaller than any seen
+//! is what this does not see coming; the fill watch pauses upstream at half the ring, as on a
+//! deep ring, and the next period deepens it.
 //!
 //! Only a port's leader worker holds the headroom in force, so on a port with several RX
 //! queues the other workers' rings stay deep.
@@ -42,6 +42,7 @@
 //! Sans-I/O: time and the totals come from the caller, once per gauge period.
 
 use super::port::FillDepth;
+use crate::fc::PRIORITIES;
 
 /// How long the bound must fit before the ring goes lean (ns): many gauge periods, so that a
 /// ring the headroom's evidence keeps pushing past the bound does not flap between depths,
@@ -50,16 +51,19 @@ use super::port::FillDepth;
 pub const LEAN_AFTER_NS: u64 = 250_000_000;
 /// Frames a frame-size sample takes at least.
 pub const MIN_SAMPLE: u64 = 64;
+/// The size a priority's frames count at before it is sampled: the smallest Ethernet frame
+/// without FCS.
+pub const MIN_FRAME: u64 = 60;
 
 /// The fill depth of one port with lossless priorities.
 #[derive(Debug, Clone)]
 pub struct FillSizer {
     /// Buffers a lean ring holds on this port.
     lean_buffers: u64,
-    /// Smallest average frame size seen, bytes (`None`: no sample yet).
-    smallest_frame: Option<u64>,
-    /// Frames and bytes taken when the current sample began.
-    sample_start: Option<(u64, u64)>,
+    /// Per priority, the smallest average frame size seen, bytes (`None`: no sample yet).
+    smallest_frame: [Option<u64>; PRIORITIES],
+    /// Per priority, the data frames and bytes taken when the current sample began.
+    sample_start: [Option<(u64, u64)>; PRIORITIES],
     /// Since when the bound has fitted a lean ring.
     fits_since: Option<u64>,
     depth: FillDepth,
@@ -70,8 +74,8 @@ impl FillSizer {
     pub fn new(lean_buffers: u64) -> Self {
         FillSizer {
             lean_buffers,
-            smallest_frame: None,
-            sample_start: None,
+            smallest_frame: [None; PRIORITIES],
+            sample_start: [None; PRIORITIES],
             fits_since: None,
             depth: FillDepth::Deep,
         }
@@ -82,33 +86,39 @@ impl FillSizer {
         self.depth
     }
 
-    /// Once per gauge period at `now`: `taken` is the frames and bytes the worker has taken
-    /// from the port so far; `guarded` the bytes the port's PFC priorities may hold (XOFF +
-    /// headroom in force, summed) if every lossless priority of the port is PFC and the stall
-    /// guard bounds what arrives while the worker is away, else `None`; `starved` whether the
-    /// fill watch finds the ring short. Returns the new depth when it changed.
+    /// Once per gauge period at `now`: `taken` is the data frames and bytes per priority the
+    /// worker has taken from the port so far; `guarded` the bytes each PFC priority of the
+    /// port may hold (XOFF + headroom in force; 0 for the others) if every lossless priority
+    /// of the port is PFC and the stall guard bounds what arrives while the worker is away,
+    /// else `None`; `starved` whether the fill watch finds the ring short. Returns the new
+    /// depth when it changed.
     pub fn update(
         &mut self,
         now: u64,
-        taken: (u64, u64),
-        guarded: Option<u64>,
+        taken: &[(u64, u64); PRIORITIES],
+        guarded: Option<&[u64; PRIORITIES]>,
         starved: bool,
     ) -> Option<FillDepth> {
-        let (frames, bytes) = taken;
-        match self.sample_start {
-            Some((f0, b0)) if frames >= f0 + MIN_SAMPLE => {
-                let size = bytes.saturating_sub(b0) / (frames - f0);
-                self.smallest_frame = Some(self.smallest_frame.map_or(size, |s| s.min(size)));
-                self.sample_start = Some(taken);
+        for (p, &(frames, bytes)) in taken.iter().enumerate() {
+            match self.sample_start[p] {
+                Some((f0, b0)) if frames >= f0 + MIN_SAMPLE => {
+                    let size = bytes.saturating_sub(b0) / (frames - f0);
+                    let smallest = self.smallest_frame[p].map_or(size, |s| s.min(size));
+                    self.smallest_frame[p] = Some(smallest);
+                    self.sample_start[p] = Some((frames, bytes));
+                }
+                Some(_) => {}
+                None => self.sample_start[p] = Some((frames, bytes)),
             }
-            Some(_) => {}
-            None => self.sample_start = Some(taken),
         }
         let fits = !starved
-            && match (guarded, self.smallest_frame) {
-                (Some(buffer), Some(size)) => buffer.div_ceil(size.max(1)) <= self.lean_buffers / 2,
-                _ => false,
-            };
+            && guarded.is_some_and(|buffer| {
+                let frames = (0..PRIORITIES).map(|p| {
+                    let size = self.smallest_frame[p].unwrap_or(MIN_FRAME).max(1);
+                    buffer[p].div_ceil(size)
+                });
+                frames.sum::<u64>() <= self.lean_buffers / 2
+            });
         let depth = if !fits {
             self.fits_since = None;
             FillDepth::Deep
@@ -135,35 +145,43 @@ mod tests {
     /// A sizer fed period by period.
     struct Feed {
         s: FillSizer,
-        taken: (u64, u64),
+        taken: [(u64, u64); PRIORITIES],
         now: u64,
+    }
+
+    /// Priority 3 may hold `bytes` (the others nothing).
+    fn prio3(bytes: u64) -> Option<[u64; PRIORITIES]> {
+        let mut b = [0; PRIORITIES];
+        b[3] = bytes;
+        Some(b)
     }
 
     impl Feed {
         fn new() -> Self {
             Feed {
                 s: FillSizer::new(2048),
-                taken: (0, 0),
+                taken: [(0, 0); PRIORITIES],
                 now: 0,
             }
         }
 
-        /// `n` periods of 1 ms, each taking `frames` frames of `size` bytes, with `guarded`
-        /// and `starved`; the last change of depth.
+        /// `n` periods of 1 ms, each taking `frames` frames of `size` bytes of priority 3
+        /// (and 10 of 1,500 bytes of priority 0), with `guarded` and `starved`; the last
+        /// change of depth.
         fn periods(
             &mut self,
             n: u64,
             (frames, size): (u64, u64),
-            guarded: Option<u64>,
+            guarded: Option<[u64; PRIORITIES]>,
             starved: bool,
         ) -> Option<FillDepth> {
             let mut last = None;
             for _ in 0..n {
-                self.taken = (self.taken.0 + frames, self.taken.1 + frames * size);
-                last = self
-                    .s
-                    .update(self.now, self.taken, guarded, starved)
-                    .or(last);
+                let t = &mut self.taken;
+                t[3] = (t[3].0 + frames, t[3].1 + frames * size);
+                t[0] = (t[0].0 + 10, t[0].1 + 10 * 1500);
+                let change = self.s.update(self.now, t, guarded.as_ref(), starved);
+                last = change.or(last);
                 self.now += MS;
             }
             last
@@ -178,10 +196,10 @@ mod tests {
         let mut f = Feed::new();
         // 100 kB of 128-byte frames: 782 frames, within 1,024. The first period only starts
         // the first frame-size sample.
-        assert_eq!(f.periods(WAIT, SMALL, Some(100_000), false), None);
+        assert_eq!(f.periods(WAIT, SMALL, prio3(100_000), false), None);
         assert_eq!(f.s.depth(), FillDepth::Deep, "not yet LEAN_AFTER_NS");
         assert_eq!(
-            f.periods(2, SMALL, Some(100_000), false),
+            f.periods(2, SMALL, prio3(100_000), false),
             Some(FillDepth::Lean)
         );
     }
@@ -190,7 +208,7 @@ mod tests {
     fn a_bound_that_does_not_fit_keeps_it_deep() {
         let mut f = Feed::new();
         // 2 MiB of 128-byte frames: 16,384 frames.
-        assert_eq!(f.periods(3 * WAIT, SMALL, Some(2 << 20), false), None);
+        assert_eq!(f.periods(3 * WAIT, SMALL, prio3(2 << 20), false), None);
         // Without the guard (or with a lossless priority PFC does not cover), deep whatever
         // the bytes.
         assert_eq!(f.periods(3 * WAIT, SMALL, None, false), None);
@@ -200,36 +218,37 @@ mod tests {
     #[test]
     fn it_deepens_at_once_and_goes_lean_again_only_once_it_has_fitted_a_while() {
         let mut f = Feed::new();
-        f.periods(WAIT + 2, SMALL, Some(100_000), false);
+        f.periods(WAIT + 2, SMALL, prio3(100_000), false);
         assert_eq!(f.s.depth(), FillDepth::Lean);
         // The fill watch finds the ring short: deep in the same period.
         assert_eq!(
-            f.periods(1, SMALL, Some(100_000), true),
+            f.periods(1, SMALL, prio3(100_000), true),
             Some(FillDepth::Deep)
         );
-        f.periods(WAIT + 1, SMALL, Some(100_000), false);
+        f.periods(WAIT + 1, SMALL, prio3(100_000), false);
         assert_eq!(f.s.depth(), FillDepth::Lean);
         // The headroom in force grows past half the ring (1,563 frames): deep too.
         assert_eq!(
-            f.periods(1, SMALL, Some(200_000), false),
+            f.periods(1, SMALL, prio3(200_000), false),
             Some(FillDepth::Deep)
         );
         assert_eq!(
-            f.periods(WAIT, SMALL, Some(100_000), false),
+            f.periods(WAIT, SMALL, prio3(100_000), false),
             None,
             "not yet again"
         );
         assert_eq!(
-            f.periods(1, SMALL, Some(100_000), false),
+            f.periods(1, SMALL, prio3(100_000), false),
             Some(FillDepth::Lean)
         );
     }
 
     #[test]
-    fn the_smallest_frames_seen_decide_and_a_sample_needs_enough_frames() {
+    fn each_priority_counts_at_its_own_smallest_frames() {
         let mut f = Feed::new();
-        // Fewer than MIN_SAMPLE frames a period still add up to samples.
-        f.periods(WAIT + 10, (10, 1000), Some(500_000), false);
+        // Fewer than MIN_SAMPLE frames a period still add up to samples; priority 0's large
+        // frames do not make priority 3's count less.
+        f.periods(WAIT + 10, (10, 1000), prio3(500_000), false);
         assert_eq!(
             f.s.depth(),
             FillDepth::Lean,
@@ -237,12 +256,16 @@ mod tests {
         );
         // A stretch mostly of 64-byte frames (an average of 156 bytes: 3,206 frames), and it
         // stays so for larger ones after.
-        f.periods(1, (10 * MIN_SAMPLE, 64), Some(500_000), false);
+        f.periods(1, (10 * MIN_SAMPLE, 64), prio3(500_000), false);
         assert_eq!(f.s.depth(), FillDepth::Deep);
-        f.periods(3 * WAIT, (10, 1000), Some(500_000), false);
+        f.periods(3 * WAIT, (10, 1000), prio3(500_000), false);
         assert_eq!(f.s.depth(), FillDepth::Deep);
-        // Nothing taken: no frame size, deep.
-        let mut f = Feed::new();
-        assert_eq!(f.periods(3 * WAIT, (0, 0), Some(1), false), None);
+        // Priority 3 not sampled yet: its bytes count in 60-byte frames, 61 kB as 1,017 (it
+        // fits), 62 kB as 1,034 (it does not).
+        for (bytes, lean) in [(61_000, true), (62_000, false)] {
+            let mut f = Feed::new();
+            f.periods(3 * WAIT, (0, 0), prio3(bytes), false);
+            assert_eq!(f.s.depth() == FillDepth::Lean, lean, "{bytes} B");
+        }
     }
 }

@@ -455,18 +455,18 @@ impl PortHeadroom {
         changed
     }
 
-    /// The bytes this port's PFC priorities may hold, XOFF + headroom in force summed, while
-    /// that bounds their RX backlog even with the worker kept off its CPU: the stall guard on
-    /// and the headroom adaptive, so that the headroom holds what arrives until the guard's
-    /// XOFF takes effect (the notice term). `None` otherwise ([`super::fill_sizer`]).
-    pub fn guarded_buffer(&self) -> Option<u64> {
+    /// The bytes each PFC priority of this port may hold, XOFF + headroom in force (0 for the
+    /// others), while that bounds its RX backlog even with the worker kept off its CPU: the
+    /// stall guard on and the headroom adaptive, so that the headroom holds what arrives until
+    /// the guard's XOFF takes effect (the notice term). `None` otherwise
+    /// ([`super::fill_sizer`]).
+    pub fn guarded_buffer(&self) -> Option<[u64; PRIORITIES]> {
         self.notice_ns()?;
-        let prios = self.prios.iter().flatten();
-        Some(
-            prios
-                .map(|s| s.thresholds().xoff + s.adaptive.in_force())
-                .sum(),
-        )
+        Some(std::array::from_fn(|p| {
+            self.prios[p]
+                .as_ref()
+                .map_or(0, |s| s.thresholds().xoff + s.adaptive.in_force())
+        }))
     }
 
     /// The longest a crossing of XOFF goes unnoticed, while the notice term counts (the guard

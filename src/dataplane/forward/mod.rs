@@ -398,7 +398,8 @@ impl ForwardWorker {
     }
 
     /// Once per gauge period: lets port `p`'s [`FillSizer`] look at what the port's PFC
-    /// priorities may hold and the frames the worker took, and applies a new depth.
+    /// priorities may hold and the data frames the worker took of each, and applies a new
+    /// depth.
     pub(super) fn size_fill_ring(&mut self, p: usize, now: u64) {
         let depth = fill_depth(&self.setup.prios);
         if depth == FillDepth::Lean {
@@ -417,11 +418,12 @@ impl ForwardWorker {
             .and_then(PortHeadroom::guarded_buffer)
             .filter(|_| pfc_covers);
         let c = &self.stats.ports[p];
-        let taken = (c.rx_frames.get(), c.rx_bytes.get());
+        let taken =
+            std::array::from_fn(|prio| (c.rx_data_frames[prio].get(), c.rx_data_bytes[prio].get()));
         let starved = port.fill_watch.starved();
-        if port
-            .fill_sizer
-            .update(now, taken, guarded, starved)
+        let sizer = &mut port.fill_sizer;
+        if sizer
+            .update(now, &taken, guarded.as_ref(), starved)
             .is_some()
         {
             self.set_fill_depth(p, depth);
