@@ -86,6 +86,13 @@ impl FillSizer {
         self.depth
     }
 
+    /// Deep again, until the bound has fitted for [`LEAN_AFTER_NS`] under settings that
+    /// changed (a reload); the frame sizes seen stay.
+    pub fn restart(&mut self) {
+        self.depth = FillDepth::Deep;
+        self.fits_since = None;
+    }
+
     /// Once per gauge period at `now`: `taken` is the data frames and bytes per priority the
     /// worker has taken from the port so far; `guarded` the bytes each PFC priority of the
     /// port may hold (XOFF + headroom in force; 0 for the others) if every lossless priority
@@ -237,6 +244,14 @@ mod tests {
             None,
             "not yet again"
         );
+        assert_eq!(
+            f.periods(1, SMALL, prio3(100_000), false),
+            Some(FillDepth::Lean)
+        );
+        // A reload: deep until the bound has fitted a while under the new settings.
+        f.s.restart();
+        assert_eq!(f.s.depth(), FillDepth::Deep);
+        assert_eq!(f.periods(WAIT, SMALL, prio3(100_000), false), None);
         assert_eq!(
             f.periods(1, SMALL, prio3(100_000), false),
             Some(FillDepth::Lean)

@@ -88,7 +88,11 @@ impl ForwardWorker {
         self.setup.sfc = s.sfc;
         self.setup.prios = s.prios;
         // A priority turned lossless gets its buffers from the next refill on, and the pool's
-        // reserve against lossy frames at once.
+        // reserve against lossy frames at once; a lean ring is deep again until its bound has
+        // fitted a while under the new settings.
+        for port in &mut self.ports {
+            port.fill_sizer.restart();
+        }
         self.keep_lossless_buffers();
         self.setup.headroom = s.headroom;
         self.setup.watchdog = s.watchdog;
