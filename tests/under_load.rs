@@ -465,9 +465,8 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
 /// control that proves the guard is what covers it. (A 50 ms stop did not always: with two
 /// CPU hogs on the lab VM the generator, at normal priority, sometimes sent at half its rate
 /// through it, 6,700 frames, and 14 of 52 controls lost nothing.) Both egresses run at
-/// 10 Gbit/s, so that
-/// outside the stops the worker keeps up and nothing but a stop can lose frames, however busy
-/// the host.
+/// 10 Gbit/s, so that outside the stops the worker keeps up and nothing but a stop can lose
+/// frames, however busy the host.
 #[test]
 fn a_stopped_worker_is_covered_by_the_stall_guard() {
     let _serial = traffic_lock();

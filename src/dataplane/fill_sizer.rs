@@ -21,9 +21,9 @@
 //! what arrives until the guard's XOFF (the notice term) and the source reacts. The headroom in
 //! force holds both terms, so each PFC priority's XOFF + headroom in force bounds its backlog
 //! in bytes; divided by the smallest average size of that priority's frames, in frames. The
-//! ring goes lean when their sum is at most half a lean ring, so the fill
-//! watch ([`super::ingress::FillWatch`], which pauses upstream at half) never has to, and the
-//! other half is margin. The bound moves with the headroom in force, so the check runs every
+//! ring goes lean when their sum is at most half a lean ring, so the fill watch
+//! ([`super::ingress::FillWatch`], which pauses upstream at half) never has to, and the other
+//! half is margin. The bound moves with the headroom in force, so the check runs every
 //! gauge period: the ring deepens at once when the bound stops fitting (or the fill watch finds
 //! the ring short, or a lossy flood fills it), and goes lean again only after it has fitted
 //! for [`LEAN_AFTER_NS`].
@@ -31,10 +31,10 @@
 //! **The frame size** of a priority is the average of its data frames the worker took over
 //! each stretch of at least [`MIN_SAMPLE`] of them, the smallest ever seen on the port: a
 //! priority that carried small frames once may again. A priority not yet sampled counts at
-//! the smallest Ethernet frame ([`MIN_FRAME`]), so a port with an idle PFC priority stays deep
-//! unless even minimum-size frames would fit. A sudden burst of frames smaller than any seen
-//! is what this does not see coming; the fill watch pauses upstream at half the ring, as on a
-//! deep ring, and the next period deepens it.
+//! the smallest Ethernet frame ([`MIN_FRAME_LEN`]), so a port with an idle PFC priority stays
+//! deep unless even minimum-size frames would fit. A sudden burst of frames smaller than any
+//! seen is what this does not see coming; the fill watch pauses upstream at half the ring, as
+//! on a deep ring, and the next period deepens it.
 //!
 //! Only a port's leader worker holds the headroom in force, so on a port with several RX
 //! queues the other workers' rings stay deep.
@@ -42,7 +42,7 @@
 //! Sans-I/O: time and the totals come from the caller, once per gauge period.
 
 use super::port::FillDepth;
-use crate::fc::PRIORITIES;
+use crate::{fc::PRIORITIES, wire::MIN_FRAME_LEN};
 
 /// How long the bound must fit before the ring goes lean (ns): many gauge periods, so that a
 /// ring the headroom's evidence keeps pushing past the bound does not flap between depths,
@@ -51,9 +51,6 @@ use crate::fc::PRIORITIES;
 pub const LEAN_AFTER_NS: u64 = 250_000_000;
 /// Frames a frame-size sample takes at least.
 pub const MIN_SAMPLE: u64 = 64;
-/// The size a priority's frames count at before it is sampled: the smallest Ethernet frame
-/// without FCS.
-pub const MIN_FRAME: u64 = 60;
 
 /// The fill depth of one port with lossless priorities.
 #[derive(Debug, Clone)]
@@ -121,7 +118,9 @@ impl FillSizer {
         let fits = !starved
             && guarded.is_some_and(|buffer| {
                 let frames = (0..PRIORITIES).map(|p| {
-                    let size = self.smallest_frame[p].unwrap_or(MIN_FRAME).max(1);
+                    let size = self.smallest_frame[p]
+                        .unwrap_or(MIN_FRAME_LEN as u64)
+                        .max(1);
                     buffer[p].div_ceil(size)
                 });
                 frames.sum::<u64>() <= self.lean_buffers / 2
