@@ -21,7 +21,10 @@ pub use report::{CableReport, LaneReport};
 pub use rules::{Matcher, RuleSpec};
 pub use worker::{run_cable, CableError};
 
-use crate::dataplane::{open::Backend, sched::Request, xdp_prog::XdpMode};
+use crate::{
+    dataplane::{open::Backend, sched::Request, xdp_prog::XdpMode},
+    wire::MIN_FRAME_LEN,
+};
 
 /// Rate the FIFO bound assumes for an unshaped direction.
 pub const UNSHAPED_BOUND_BPS: u64 = 10_000_000_000;
@@ -29,8 +32,6 @@ pub const UNSHAPED_BOUND_BPS: u64 = 10_000_000_000;
 pub const FIFO_MARGIN_BYTES: u64 = 64 * 1024;
 /// Most frames one direction's FIFO may hold (2 KiB of frame pool each).
 pub const MAX_FIFO_FRAMES: usize = 1 << 17;
-/// Smallest frame counted when sizing the FIFO in frames (60 bytes without FCS).
-const MIN_FRAME: u64 = 60;
 
 /// Settings of one direction.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -56,7 +57,7 @@ impl LaneSettings {
     /// [`UNSHAPED_BOUND_BPS`]) plus the larger of [`FIFO_MARGIN_BYTES`] and 1/8 of it.
     pub fn fifo_limit_bytes(&self) -> u64 {
         if let Some(l) = self.fifo_limit {
-            return l.max(MIN_FRAME);
+            return l.max(MIN_FRAME_LEN as u64);
         }
         let rate = self.rate_bps.unwrap_or(UNSHAPED_BOUND_BPS);
         let ns = u128::from(self.delay_ns + self.jitter_ns);
@@ -67,7 +68,7 @@ impl LaneSettings {
     /// Frames the FIFO may hold: its byte limit in minimum-size frames, at most
     /// [`MAX_FIFO_FRAMES`].
     pub fn fifo_frames(&self) -> usize {
-        ((self.fifo_limit_bytes() / MIN_FRAME) as usize + 64).min(MAX_FIFO_FRAMES)
+        ((self.fifo_limit_bytes() / MIN_FRAME_LEN as u64) as usize + 64).min(MAX_FIFO_FRAMES)
     }
 }
 

@@ -28,7 +28,7 @@ use crate::{
     },
     linkup::LinkupSettings,
     units,
-    wire::MacAddr,
+    wire::{MacAddr, MIN_FRAME_LEN},
 };
 
 /// Smallest MTU a port may be configured with (IPv4's minimum).
@@ -78,8 +78,6 @@ impl Plan {
     }
 }
 
-/// Smallest Ethernet frame the dataplane carries (without FCS), for the frame-count sizing.
-const MIN_FRAME: u64 = 60;
 /// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
 const MAX_STD_FRAME: u64 = 1518;
 
@@ -115,7 +113,7 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
     }
     let (large, small) = (
         pool_needed(prios, ports, frames, MAX_STD_FRAME),
-        pool_needed(prios, ports, frames, MIN_FRAME),
+        pool_needed(prios, ports, frames, MIN_FRAME_LEN as u64),
     );
     let frames = u64::from(frames);
     if large > frames {
@@ -135,7 +133,7 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
             priorities = %names.join(", "),
             "daemon.frames holds XOFF + headroom of {} only in frames above {} bytes: smaller \
              frames are paused by fill-ring starvation first (still lossless); \
-             daemon.frames = {small} would hold {MIN_FRAME}-byte frames",
+             daemon.frames = {small} would hold {MIN_FRAME_LEN}-byte frames",
             names.join(", "),
             prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
                 / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
