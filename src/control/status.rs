@@ -71,6 +71,11 @@ pub struct PrioStatus {
     /// How long ago it last changed, seconds (`None`: never).
     #[serde(default)]
     pub headroom_changed_ago_s: Option<f64>,
+    /// The headroom in force leaves XOFF less than its minimum: XOFF + headroom in force
+    /// exceed the configured buffer (XOFF + headroom), which is too small for what the daemon
+    /// measured.
+    #[serde(default)]
+    pub xoff_squeezed: bool,
     /// Largest overshoot seen after an XOFF (upper bound of its power-of-two bucket), bytes.
     #[serde(default)]
     pub overshoot_max_bytes: u64,
@@ -211,6 +216,9 @@ impl StatusSource {
                                 ]
                             }),
                             headroom_notice_bytes: counters.headroom_notice[prio],
+                            xoff_squeezed: pfc
+                                .zip(plan.pfc)
+                                .is_some_and(|(f, p)| f.buffer() > p.buffer()),
                             headroom_changes: counters.headroom_changes[prio],
                             headroom_changed_ago_s: (counters.headroom_changed_ns[prio] > 0).then(
                                 || {
@@ -525,6 +533,12 @@ pub fn text(s: &Status) -> String {
                     q.headroom_notice_bytes,
                     q.overshoot_max_bytes
                 );
+                if q.xoff_squeezed {
+                    let _ = writeln!(
+                        out,
+                        "       XOFF at its minimum: the buffer (xoff + headroom as configured) is smaller than the headroom in force; raise it"
+                    );
+                }
             }
             if let Some(rate) = q.drain_rate_bytes_per_s {
                 let _ = writeln!(

@@ -118,6 +118,14 @@ pub struct HeadroomReport {
     pub xoff: u64,
     /// XON in force.
     pub xon: u64,
+    /// The buffer, XOFF + headroom as configured: the headroom in force comes out of it.
+    pub buffer: u64,
+    /// The headroom in force leaves XOFF less than its minimum ([`min_xoff`]), so XOFF + the
+    /// headroom in force exceed the buffer ([`crate::fc::plan::PfcPlan::buffer`]): the source is paused at
+    /// almost every burst, and the buffer may run dry before the source resumes after XON (in
+    /// `bench/forward`'s `xoff_time` row, 0.86-0.87x the lossy row's rate against 0.92-1.05x
+    /// with room for an XOFF; bench/RESULTS.md (15)).
+    pub squeezed: bool,
     /// The measured drain rate, bytes per second, while `[headroom] xoff_time` is set and a
     /// backlog has been seen.
     pub drain_rate: Option<u64>,
@@ -516,6 +524,8 @@ impl PortHeadroom {
             notice: s.adaptive.notice(now),
             xoff: t.xoff,
             xon: t.xon,
+            buffer: s.buffer,
+            squeezed: t.xoff + s.adaptive.in_force() > s.buffer,
             drain_rate: self.settings.xoff_time_ns.and(s.time.drain.rate()),
             peak_excess: self.settings.xoff_time_ns.map(|_| s.time.beyond),
             changes: s.adaptive.changes(),
@@ -542,6 +552,7 @@ mod tests {
         let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
         let t = h.thresholds()[3].unwrap();
         assert_eq!((t.xoff, t.xon), (65_536, 32_768), "as configured");
+        assert!(!h.report(3, 0).unwrap().squeezed);
         assert!(h.thresholds()[0].is_none());
         let mut arrived = [0u64; PRIORITIES];
         // XOFF, then 1.2 MB arrive before the source stops.
@@ -567,6 +578,14 @@ mod tests {
         let r = h.report(3, 2 * MS).unwrap();
         assert_eq!(r.source, HeadroomSource::Observed);
         assert_eq!(r.in_force, 1_800_000);
+        assert_eq!(
+            r.buffer, 1_114_112,
+            "the configured 64 KiB XOFF + 1 MiB headroom"
+        );
+        assert!(
+            r.squeezed,
+            "the headroom in force leaves no room for an XOFF"
+        );
         assert_eq!(r.changes, (1, Some(2 * MS)), "one change, when it was seen");
         // On a jumbo port the minimum is two of its frames.
         let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);

@@ -22,6 +22,15 @@ pub struct PfcPlan {
     pub headroom: u64,
 }
 
+impl PfcPlan {
+    /// XOFF + headroom: the buffer these thresholds take. Thresholds in force that take more
+    /// than the configured buffer have a headroom that left XOFF no room: XOFF is held at its
+    /// minimum, above what the buffer leaves it.
+    pub fn buffer(&self) -> u64 {
+        self.xoff + self.headroom
+    }
+}
+
 /// SFC settings of a priority.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct SfcPlan {

@@ -152,7 +152,7 @@ impl ForwardWorker {
     }
 
     /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log
-    /// says why.
+    /// says why, with a warning where the buffer leaves no room for an XOFF.
     pub(super) fn retune(&mut self, p: usize, now: u64) {
         self.apply_thresholds(p);
         let state = &self.ports[p];
@@ -161,6 +161,18 @@ impl ForwardWorker {
         };
         for prio in 0..PRIORITIES {
             if let Some(r) = h.report(prio, now) {
+                if r.squeezed {
+                    tracing::warn!(
+                        iface = state.io.name(),
+                        priority = prio,
+                        headroom = r.in_force,
+                        buffer = r.buffer,
+                        xoff = r.xoff,
+                        "the PFC headroom in force leaves XOFF at its minimum: the source is \
+                         paused at almost every burst and the link may idle while it resumes; \
+                         raise xoff + headroom above the headroom in force"
+                    );
+                }
                 tracing::info!(
                     iface = state.io.name(),
                     priority = prio,
