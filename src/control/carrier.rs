@@ -70,6 +70,21 @@ pub struct Watched {
     pub shared: Arc<SharedPort>,
 }
 
+impl Watched {
+    /// Records the port's carrier, and logs a change: from a link event, or from sysfs at the
+    /// start and after lost events (a port down at the start is named too).
+    fn set_carrier(&self, up: bool) {
+        if self.shared.link_up() != up {
+            self.shared.set_link_up(up);
+            if up {
+                tracing::info!(iface = %self.iface, "carrier back: egress resumes");
+            } else {
+                tracing::warn!(iface = %self.iface, "carrier lost: holding egress frames");
+            }
+        }
+    }
+}
+
 /// The running watch. Dropping it stops the thread and waits for it: an eventfd wakes the
 /// thread out of its `poll`, so the stop takes no timeout.
 pub struct CarrierWatch {
@@ -106,7 +121,7 @@ pub fn spawn(ports: Vec<Watched>) -> io::Result<CarrierWatch> {
     let woken = wake.try_clone()?;
     let refresh = |ports: &[Watched]| {
         for p in ports {
-            p.shared.set_link_up(is_up(&p.iface));
+            p.set_carrier(is_up(&p.iface));
         }
     };
     refresh(&ports);
@@ -126,14 +141,17 @@ pub fn spawn(ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                     revents: 0,
                 },
             ];
-            loop {
+            let failed = loop {
                 // SAFETY: `fds` is a valid array of two pollfds for the call.
                 let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-                if ready < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                    break;
+                if ready < 0 {
+                    let e = io::Error::last_os_error();
+                    if e.raw_os_error() != Some(libc::EINTR) {
+                        break Some(e);
+                    }
                 }
                 if fds[1].revents != 0 {
-                    break;
+                    break None;
                 }
                 if ready <= 0 || fds[0].revents == 0 {
                     continue;
@@ -148,28 +166,26 @@ pub fn spawn(ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                     )
                 };
                 if n < 0 {
-                    match io::Error::last_os_error().raw_os_error() {
+                    let e = io::Error::last_os_error();
+                    match e.raw_os_error() {
                         // Events were lost: read the truth from sysfs.
                         Some(libc::ENOBUFS) => refresh(&ports),
                         Some(libc::EAGAIN) | Some(libc::EINTR) => {}
-                        _ => break,
+                        _ => break Some(e),
                     }
                     continue;
                 }
                 for ev in parse_link_events(&buf[..n as usize]) {
-                    let Some(i) = indexes.iter().position(|&x| x == ev.index) else {
-                        continue;
-                    };
-                    let p = &ports[i];
-                    if p.shared.link_up() != ev.up {
-                        p.shared.set_link_up(ev.up);
-                        if ev.up {
-                            tracing::info!(iface = %p.iface, "carrier back: egress resumes");
-                        } else {
-                            tracing::warn!(iface = %p.iface, "carrier lost: holding egress frames");
-                        }
+                    if let Some(i) = indexes.iter().position(|&x| x == ev.index) {
+                        ports[i].set_carrier(ev.up);
                     }
                 }
+            };
+            if let Some(e) = failed {
+                tracing::error!(
+                    error = %e,
+                    "carrier watch stopped: a carrier change is no longer seen, so egress is not held while a link is down"
+                );
             }
         })?;
     Ok(CarrierWatch {
