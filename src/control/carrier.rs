@@ -257,6 +257,25 @@ mod tests {
     }
 
     #[test]
+    fn a_port_without_carrier_at_the_start_holds_its_egress_from_the_start() {
+        let (absent, here): (Arc<SharedPort>, Arc<SharedPort>) = (Arc::default(), Arc::default());
+        let watch = spawn(vec![
+            Watched {
+                iface: "no-such-link0".into(),
+                shared: absent.clone(),
+            },
+            Watched {
+                iface: "lo".into(),
+                shared: here.clone(),
+            },
+        ])
+        .expect("netlink socket");
+        assert!(!absent.link_up(), "read from sysfs before the first event");
+        assert!(here.link_up());
+        drop(watch);
+    }
+
+    #[test]
     fn link_events_need_admin_up_and_carrier() {
         let mut buf = msg(RTM_NEWLINK, 7, IFF_UP | IFF_LOWER_UP, 5);
         buf.extend(msg(RTM_NEWLINK, 8, IFF_UP, 0)); // carrier lost
