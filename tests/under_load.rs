@@ -10,8 +10,8 @@ use std::{process::Command, time::Duration};
 use common::{
     control_section, http_get, json_u64 as u, loss_is_the_hosts, metric, once_more_after_a_loss,
     promtool_check, report_port as port, start_sink_with, status_of, stdout_of, threads_named,
-    traffic_lock, unique, veth, where_frames_went, FrozenThread, Hogs, Netns, Proc, TempFile, Wire,
-    BIN,
+    traffic_lock, unique, veth, where_frames_went, FrozenThread, Hogs, Netns, Proc, SocketPath,
+    TempFile, Wire, BIN,
 };
 use serde_json::Value;
 
@@ -19,13 +19,14 @@ fn wire() -> Wire {
     Wire::new("u")
 }
 
-/// Starts a daemon in `ns` with `config` (a control socket of its own added) and waits for it.
-fn start_daemon(ns: &Netns, config: &str) -> (Proc, TempFile) {
-    let (control, _socket) = control_section();
+/// Starts a daemon in `ns` with `config` (a control socket of its own added) and waits for it;
+/// the config file and the socket's path live as long as the caller keeps them.
+fn start_daemon(ns: &Netns, config: &str) -> (Proc, TempFile, SocketPath) {
+    let (control, socket) = control_section();
     let cfg = TempFile::new("cfg", &format!("{config}{control}"));
     let mut dut = Proc::spawn(ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
-    (dut, cfg)
+    (dut, cfg, socket)
 }
 
 struct Run {
@@ -51,7 +52,7 @@ fn run_with(
     sink_args: &[&str],
 ) -> (Run, Option<String>) {
     let sink = start_sink_with(&w.sink_ns, &w.s, sink_args);
-    let (dut, _cfg) = start_daemon(&w.dut_ns, config);
+    let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, config);
     let mut args = vec!["gen", "--iface", &w.g, "--json"];
     args.extend_from_slice(gen_args);
     let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
@@ -201,8 +202,8 @@ fn a_measured_headroom_lets_the_fill_ring_go_lean_and_loses_nothing() {
 /// A buffer (XOFF + headroom as configured, 12 KiB) smaller than the headroom the daemon
 /// measures under the daemon-bound flood (the notice term alone is tens of kB): the headroom
 /// in force leaves XOFF at its minimum, the daemon says so in a warning naming the buffer, and
-/// what overflows the buffer is counted. (`bench/forward`'s `xoff_time` row ran 5-15 % slower
-/// with its XOFF held there; bench/RESULTS.md (15).)
+/// what overflows the buffer is counted. (`bench/forward`'s `xoff_time` row ran at 0.87x the
+/// lossy row with its XOFF held there, 0.96x with room for one; bench/RESULTS.md (15).)
 #[test]
 fn a_buffer_smaller_than_the_measured_headroom_is_named() {
     let _serial = traffic_lock();
@@ -210,11 +211,7 @@ fn a_buffer_smaller_than_the_measured_headroom_is_named() {
     let plan = "mode = \"pfc\"\nxoff = \"8KiB\"\nxon = \"4KiB\"\nheadroom = \"4KiB\"";
     let config = daemon_bound_config(&w, plan).replace("realtime = \"off\"\n", "");
     let sink = start_sink_with(&w.sink_ns, &w.s, &[]);
-    // The daemon with its control socket kept, for `status` after the traffic.
-    let (control, socket) = control_section();
-    let cfg = TempFile::new("cfg", &format!("{config}{control}"));
-    let mut dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path(), "--json"]);
-    dut.wait_ready(Duration::from_secs(10));
+    let (dut, _cfg, socket) = start_daemon(&w.dut_ns, &config);
     let mut args = vec!["gen", "--iface", &w.g, "--json"];
     args.extend_from_slice(FLOOD);
     let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
@@ -379,7 +376,7 @@ fn a_starved_sink_pauses_upstream_and_loses_nothing() {
             .replace("realtime = \"off\"", "realtime = \"on\"\ncores = [1]");
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
         let sink = start_sink_with(&w.sink_ns, &w.s, extra);
-        let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+        let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
         // The daemon-bound flood (128-byte frames as fast as gen goes).
         let mut args = vec!["gen", "--iface", &w.g, "--json"];
         args.extend_from_slice(FLOOD);
@@ -446,7 +443,7 @@ fn readme_quick_start_is_lossless_with_two_cpu_hogs() {
     sargs.extend(sink_args.iter().map(String::as_str));
     let mut sink = Proc::spawn(&w.sink_ns, &sargs);
     sink.wait_ready(Duration::from_secs(20));
-    let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+    let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
     let mut gargs = vec!["gen", "--json"];
     gargs.extend(gen_args.iter().map(String::as_str));
     let gen = Proc::spawn(&w.gen_ns, &gargs).json(Duration::from_secs(60));
@@ -551,7 +548,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
         // its fill ring lasts at 10 Gbit/s drops at its own ring (412 `lost_here` in one CI
         // run, none upstream). That is the starved-sink case above; here the sink is a fair peer.
         let sink = start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
-        let (dut, _cfg) = start_daemon(&w.dut_ns, &config);
+        let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
         let worker = threads_named(dut.pid(), "lossless-w0");
         assert_eq!(worker.len(), 1, "one worker thread");
         let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", &[]);
@@ -631,8 +628,8 @@ fn pfc_propagates_hop_by_hop_through_two_daemons() {
     };
     // Two real-time daemons would starve a sink at normal priority: it is a fair peer.
     let sink = start_sink_with(&ns, &s, &["--realtime"]);
-    let (d2, _c2) = start_daemon(&n2, &cfg(&b0, &b1, "1Gbit"));
-    let (d1, _c1) = start_daemon(&n1, &cfg(&a0, &a1, "10Gbit"));
+    let (d2, _c2, _s2) = start_daemon(&n2, &cfg(&b0, &b1, "1Gbit"));
+    let (d1, _c1, _s1) = start_daemon(&n1, &cfg(&a0, &a1, "10Gbit"));
     let gen = gen_2gbit(&ng, &g, "2s", &["--link-speed", "10Gbit"]).json(Duration::from_secs(30));
     let sink = sink.json(Duration::from_secs(30));
     d1.interrupt();

@@ -428,7 +428,7 @@ fn priority(c: &Check, key: &str, p: usize, s: &PrioritySection) -> Result<PrioP
             }
             l
         }
-        (Some(p), _) => p.xoff + p.headroom,
+        (Some(p), _) => p.buffer(),
         (None, Some(f)) => {
             let l = size("limit", &s.limit, DEFAULT_SFC_LIMIT)?;
             if l <= f.threshold {

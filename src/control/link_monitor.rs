@@ -151,7 +151,7 @@ impl<'a> LinkMonitor<'a> {
             tracing::info!(iface = %iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
             return;
         };
-        let buffer = configured.xoff + configured.headroom;
+        let buffer = configured.buffer();
         let rtt = m.estimate_ns;
         let software = self.ports[i].software.take(snap, rtt.max(0) as u64);
         // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.

@@ -536,7 +536,7 @@ pub fn text(s: &Status) -> String {
                 if q.xoff_squeezed {
                     let _ = writeln!(
                         out,
-                        "       XOFF at its minimum: the buffer (xoff + headroom as configured) is smaller than the headroom in force; raise it"
+                        "       XOFF at its minimum: the buffer (xoff + headroom as configured) leaves no room for an XOFF beside the headroom in force; raise it"
                     );
                 }
             }

@@ -121,10 +121,10 @@ pub struct HeadroomReport {
     /// The buffer, XOFF + headroom as configured: the headroom in force comes out of it.
     pub buffer: u64,
     /// The headroom in force leaves XOFF less than its minimum ([`min_xoff`]), so XOFF + the
-    /// headroom in force exceed the buffer ([`crate::fc::plan::PfcPlan::buffer`]): the source is paused at
-    /// almost every burst, and the buffer may run dry before the source resumes after XON (in
-    /// `bench/forward`'s `xoff_time` row, 0.86-0.87x the lossy row's rate against 0.92-1.05x
-    /// with room for an XOFF; bench/RESULTS.md (15)).
+    /// headroom in force exceed the buffer ([`crate::fc::plan::PfcPlan::buffer`]): the source
+    /// is paused at almost every burst, and the buffer may run dry before the source resumes
+    /// after XON (in `bench/forward`'s `xoff_time` row, 0.87x the lossy row's rate against
+    /// 0.96x with room for an XOFF; bench/RESULTS.md (15)).
     pub squeezed: bool,
     /// The measured drain rate, bytes per second, while `[headroom] xoff_time` is set and a
     /// backlog has been seen.

@@ -63,7 +63,7 @@ impl LiveSettings {
             (Some(_), Some(m)) => (
                 PrioPlan {
                     pfc: Some(m),
-                    limit: m.xoff + m.headroom,
+                    limit: m.buffer(),
                     ..plan
                 },
                 "measured",

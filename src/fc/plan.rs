@@ -26,7 +26,7 @@ impl PfcPlan {
     /// XOFF + headroom: the buffer these thresholds take. Thresholds in force that take more
     /// than the configured buffer have a headroom that left XOFF no room: XOFF is held at its
     /// minimum, above what the buffer leaves it.
-    pub fn buffer(&self) -> u64 {
+    pub const fn buffer(&self) -> u64 {
         self.xoff + self.headroom
     }
 }
@@ -77,15 +77,16 @@ impl PrioPlan {
 
     /// A PFC priority.
     pub const fn pfc(xoff: u64, xon: u64, headroom: u64) -> Self {
+        let pfc = PfcPlan {
+            xoff,
+            xon,
+            headroom,
+        };
         PrioPlan {
-            pfc: Some(PfcPlan {
-                xoff,
-                xon,
-                headroom,
-            }),
+            pfc: Some(pfc),
             sfc: None,
             credit: false,
-            limit: xoff + headroom,
+            limit: pfc.buffer(),
         }
     }
 

@@ -170,7 +170,7 @@ impl ForwardWorker {
                         xoff = r.xoff,
                         "the PFC headroom in force leaves XOFF at its minimum: the source is \
                          paused at almost every burst and the link may idle while it resumes; \
-                         raise xoff + headroom above the headroom in force"
+                         raise xoff + headroom to hold the headroom in force and an XOFF"
                     );
                 }
                 tracing::info!(
