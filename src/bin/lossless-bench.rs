@@ -146,10 +146,7 @@ fn sum_percpu(values: &[Vec<u8>]) -> u64 {
 fn merge(iface: &str, queues: Vec<(u64, KernelDrops)>) -> RxReport {
     let mut kd = KernelDrops::default();
     for (_, k) in &queues {
-        kd.rx_dropped += k.rx_dropped;
-        kd.rx_ring_full += k.rx_ring_full;
-        kd.fill_ring_empty += k.fill_ring_empty;
-        kd.tx_invalid += k.tx_invalid;
+        kd += *k;
     }
     RxReport {
         iface: iface.to_string(),

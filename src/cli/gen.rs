@@ -167,6 +167,12 @@ fn text(r: &GenReport) -> String {
         sfc_paused = r.sfc_paused_ns as f64 / 1e6,
         sfcm = r.sfcm_rx,
     );
+    if r.tx_refused > 0 {
+        s += &format!(
+            "kernel: refused {} of the frames sent (no carrier, or the driver would not take them): they never reached the link\n",
+            r.tx_refused
+        );
+    }
     if let Some(c) = &r.credit {
         s += &common::credit_line(
             c,

@@ -567,10 +567,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let watched = ifaces
         .iter()
         .zip(&shared)
-        .map(|(iface, s)| carrier::Watched {
-            iface: iface.clone(),
-            shared: s.clone(),
-        })
+        .map(|(iface, s)| carrier::Watched::new(iface.clone(), s.clone()))
         .collect();
     let carrier_watch = carrier::spawn(watched).map_err(DaemonError::Runtime)?;
     let metrics_listener = match plan.metrics_listen {

@@ -398,7 +398,9 @@ pub fn rates(before: &Status, now: &Status) -> String {
         let per_s = |x: u64, y: u64| y.saturating_sub(x) as f64 / dt;
         let (bc, nc) = (&b.counters, &n.counters);
         let sum = |a: &[u64]| a.iter().sum::<u64>();
-        let drops = |c: &PortSnapshot| c.drops.values().sum::<u64>() + c.kernel_drops.rx_lost();
+        let drops = |c: &PortSnapshot| {
+            c.drops.values().sum::<u64>() + c.kernel_drops.rx_lost() + c.kernel_drops.tx_refused
+        };
         let _ = writeln!(
             out,
             "{}: rx {:.0} frames/s {}, tx {:.0} frames/s {}, PFC tx {:.0}/s rx {:.0}/s, drops {:.0}/s",
@@ -567,7 +569,7 @@ mod tests {
             rx_dropped: 3732,
             rx_ring_full: 0,
             fill_ring_empty: 3732,
-            tx_invalid: 0,
+            ..KernelDrops::default()
         };
         assert_eq!(by_reason(k.by_reason()), "3732 (fill_ring_empty 3732)");
         let k = KernelDrops {
@@ -575,10 +577,11 @@ mod tests {
             rx_ring_full: 2,
             fill_ring_empty: 5,
             tx_invalid: 1,
+            tx_refused: 4,
         };
         assert_eq!(
             by_reason(k.by_reason()),
-            "11 (rx_ring_full 2, fill_ring_empty 5, tx_invalid 1, other 3)"
+            "15 (rx_ring_full 2, fill_ring_empty 5, tx_invalid 1, tx_refused 4, other 3)"
         );
     }
 }

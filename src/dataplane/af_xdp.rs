@@ -118,6 +118,8 @@ pub struct AfXdpPort {
     /// The socket is bound in zero-copy mode: the NIC, not the kernel's copy, reads what it
     /// sends ([`FramePool::prefetch_rx`]).
     zero_copy: bool,
+    /// Frames the kernel took from the TX ring and dropped ([`Port::tx_refused`]).
+    tx_refused: u64,
 }
 
 // SAFETY: the rings are only used from the worker thread that owns the port.
@@ -149,6 +151,33 @@ fn is_transient(e: &std::io::Error) -> bool {
 }
 
 impl AfXdpPort {
+    /// Asks the kernel to transmit what the TX ring holds. In copy mode it sends frame after
+    /// frame and stops at the first it drops (the interface has no carrier, or its driver
+    /// refused the frame): that one is completed unsent, and `sendto` says EBUSY. Counted
+    /// here; the rest wait in the ring for the next kick.
+    /// (xsk-rs's `TxQueue::wakeup` makes the same call but keeps EBUSY to itself.)
+    fn kick(&mut self) -> std::io::Result<()> {
+        // SAFETY: a zero-length sendto(2) on our own socket: the kernel reads no buffer.
+        let rc = unsafe {
+            libc::sendto(
+                self.fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null(),
+                0,
+            )
+        };
+        if rc >= 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EBUSY) {
+            self.tx_refused += 1;
+        }
+        Err(e)
+    }
+
     /// Creates a socket on `iface`/`queue` over `pool`'s UMEM and registers it with `prog`.
     pub fn open(
         pool: &mut FramePool,
@@ -232,6 +261,7 @@ impl AfXdpPort {
             }),
             name: iface.clone(),
             zero_copy,
+            tx_refused: 0,
         };
         // Buffers first, then the program may redirect to the socket: registered over an
         // empty fill ring, a frame arriving in between was a kernel drop (fill_ring_empty),
@@ -404,7 +434,7 @@ impl Port for AfXdpPort {
         frames.drain(..n);
         self.in_tx += done;
         if done > 0 {
-            if let Err(e) = self.tx.wakeup() {
+            if let Err(e) = self.kick() {
                 if !is_transient(&e) {
                     return Err(PortError::Io {
                         iface: self.name.clone(),
@@ -429,7 +459,7 @@ impl Port for AfXdpPort {
         self.in_tx -= n.min(self.in_tx);
         // Copy-mode TX sends a bounded batch per kick; keep kicking while frames are outstanding.
         if self.in_tx > 0 && self.tx.needs_wakeup() {
-            let _ = self.tx.wakeup();
+            let _ = self.kick();
         }
         self.refill(pool)
     }
@@ -440,6 +470,10 @@ impl Port for AfXdpPort {
 
     fn zero_copy(&self) -> bool {
         self.zero_copy
+    }
+
+    fn tx_refused(&self) -> u64 {
+        self.tx_refused
     }
 
     fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
@@ -494,8 +528,12 @@ impl Port for AfXdpPort {
                 rx_ring_full: s.rx_ring_full(),
                 fill_ring_empty: s.rx_fill_ring_empty_descs(),
                 tx_invalid: s.tx_invalid_descs(),
+                tx_refused: self.tx_refused,
             },
-            Err(_) => KernelDrops::default(),
+            Err(_) => KernelDrops {
+                tx_refused: self.tx_refused,
+                ..KernelDrops::default()
+            },
         }
     }
 }

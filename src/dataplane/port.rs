@@ -24,7 +24,8 @@ pub struct RxFrame {
     pub stamped: bool,
 }
 
-/// Frames the kernel dropped before the worker saw them (AF_XDP socket statistics).
+/// Frames the kernel dropped on a port's socket: received ones before the worker saw them
+/// (AF_XDP socket statistics), and sent ones it took and then dropped (`tx_refused`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelDrops {
     /// Dropped for reasons other than the two below.
@@ -35,9 +36,39 @@ pub struct KernelDrops {
     pub fill_ring_empty: u64,
     /// TX descriptors the kernel rejected.
     pub tx_invalid: u64,
+    /// Frames the kernel took from the TX ring and dropped instead of sending (see
+    /// [`Port::tx_refused`]): the port had no carrier, or its driver would not take the frame.
+    #[serde(default)]
+    pub tx_refused: u64,
 }
 
 impl KernelDrops {
+    /// The number of counts, as [`KernelDrops::to_array`] orders them.
+    pub const LEN: usize = 5;
+
+    /// The counts in field order, for storing them as counters.
+    pub fn to_array(&self) -> [u64; Self::LEN] {
+        [
+            self.rx_dropped,
+            self.rx_ring_full,
+            self.fill_ring_empty,
+            self.tx_invalid,
+            self.tx_refused,
+        ]
+    }
+
+    /// The counts [`KernelDrops::to_array`] gave.
+    pub fn from_array(a: [u64; Self::LEN]) -> Self {
+        let [rx_dropped, rx_ring_full, fill_ring_empty, tx_invalid, tx_refused] = a;
+        KernelDrops {
+            rx_dropped,
+            rx_ring_full,
+            fill_ring_empty,
+            tx_invalid,
+            tx_refused,
+        }
+    }
+
     /// Received frames the kernel dropped at the socket: no fill buffer (counted in
     /// `rx_dropped`, and as empty fill-ring reads in `fill_ring_empty`) or no RX ring slot.
     pub fn rx_lost(&self) -> u64 {
@@ -47,17 +78,25 @@ impl KernelDrops {
     /// The drops by reason, each counted once (`rx_dropped` includes the fill-ring drops, so
     /// only what it has beyond the two named RX reasons is `other`), as the metrics and
     /// `status` show them.
-    pub fn by_reason(&self) -> [(&'static str, u64); 4] {
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
         [
             ("rx_ring_full", self.rx_ring_full),
             ("fill_ring_empty", self.fill_ring_empty),
             ("tx_invalid", self.tx_invalid),
+            ("tx_refused", self.tx_refused),
             (
                 "other",
                 self.rx_dropped
                     .saturating_sub(self.rx_ring_full + self.fill_ring_empty),
             ),
         ]
+    }
+}
+
+impl std::ops::AddAssign for KernelDrops {
+    fn add_assign(&mut self, o: Self) {
+        let (a, b) = (self.to_array(), o.to_array());
+        *self = KernelDrops::from_array(std::array::from_fn(|i| a[i] + b[i]));
     }
 }
 
@@ -219,6 +258,14 @@ pub trait Port: Send {
     /// Frames the kernel dropped on this port's socket so far (a syscall: call rarely).
     fn kernel_drops(&self) -> KernelDrops {
         KernelDrops::default()
+    }
+    /// Frames the kernel took for transmit and dropped instead of sending, so far (no
+    /// syscall; never reset, the caller takes differences). A copy-mode AF_XDP socket's
+    /// `sendto` says so with EBUSY, one frame each time: the interface had no carrier (a
+    /// link that just died, before any link event says so), or its driver refused the frame
+    /// (veth, when its peer's receive ring is full).
+    fn tx_refused(&self) -> u64 {
+        0
     }
     /// Where received frames' times come from (see [`Stamping`]).
     fn rx_stamping(&self) -> Stamping {

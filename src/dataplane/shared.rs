@@ -3,7 +3,16 @@
 //! deadlines from received PAUSE/PFC/SFC frames with the time they held each priority, and
 //! whether the port has a carrier.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::{
+    os::fd::{AsRawFd, OwnedFd},
+    sync::{
+        atomic::{
+            AtomicBool, AtomicU32, AtomicU64,
+            Ordering::{AcqRel, Acquire, Relaxed},
+        },
+        OnceLock,
+    },
+};
 
 use crate::{
     fc::{PauseTimers, PRIORITIES},
@@ -29,6 +38,11 @@ pub struct SharedPort {
     sfc_clocks: [PauseClock; PRIORITIES],
     /// The port has no carrier (or is down): its egress holds every frame.
     link_down: AtomicBool,
+    /// The kernel dropped a frame a worker sent on this port, and the carrier watch has not
+    /// read the carrier since: the egress holds every frame until it has.
+    tx_refused: AtomicBool,
+    /// The carrier watch's doorbell for this port (an eventfd), once a watch runs.
+    carrier_bell: OnceLock<OwnedFd>,
     /// Until when the PFC this port sent (its workers' or the stall guard's) pauses each
     /// priority upstream, CLOCK_MONOTONIC ns (0: never paused).
     upstream_pause: [AtomicU64; PRIORITIES],
@@ -201,10 +215,55 @@ impl SharedPort {
         self.link_down.store(!up, Relaxed);
     }
 
-    /// False while the port has no carrier: its egress holds frames.
+    /// False while the port has no carrier.
     #[inline]
     pub fn link_up(&self) -> bool {
         !self.link_down.load(Relaxed)
+    }
+
+    /// The port's egress holds every frame: no carrier, or a refused transmit the carrier
+    /// watch has not answered yet ([`SharedPort::transmit_refused`]).
+    #[inline]
+    pub fn egress_held(&self) -> bool {
+        // Acquire: the watch records the carrier it read before it clears the refusal, so
+        // a refusal seen cleared comes with that carrier.
+        self.tx_refused.load(Acquire) || self.link_down.load(Relaxed)
+    }
+
+    /// A worker's transmit on this port was refused: the kernel dropped a frame it took
+    /// ([`crate::dataplane::port::Port::tx_refused`]), for want of a carrier most likely, and
+    /// the kernel's link events say so up to a second late. The egress holds and the carrier
+    /// watch is rung to read the carrier now. Without a watch nothing is held.
+    pub fn transmit_refused(&self) {
+        let Some(bell) = self.carrier_bell.get() else {
+            return;
+        };
+        if !self.tx_refused.swap(true, AcqRel) {
+            let one = 1u64.to_ne_bytes();
+            // SAFETY: writing 8 bytes from a live buffer to the eventfd this port owns. A
+            // failure (the counter full, never in practice) leaves the watch's next look to
+            // find the refusal.
+            unsafe { libc::write(bell.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        }
+    }
+
+    /// The carrier watch recorded the carrier it read after a refusal
+    /// ([`SharedPort::transmit_refused`]): from now on that carrier alone decides whether the
+    /// egress holds. Returns whether a refusal was waiting. (A refusal in between, after the
+    /// read, is answered with it: a port still without carrier refuses the next frame too.)
+    pub fn answer_transmit_refused(&self) -> bool {
+        self.tx_refused.swap(false, AcqRel)
+    }
+
+    /// Installs the carrier watch's doorbell (an eventfd) for [`SharedPort::transmit_refused`];
+    /// a port's first stays for its life (a second watch shares it).
+    pub fn carrier_bell(&self, fd: OwnedFd) {
+        let _ = self.carrier_bell.set(fd);
+    }
+
+    /// The carrier watch's doorbell, once one is installed.
+    pub fn installed_carrier_bell(&self) -> Option<&OwnedFd> {
+        self.carrier_bell.get()
     }
 
     /// Applies new pause deadlines received at `now` (a new value replaces the running timer,

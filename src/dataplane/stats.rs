@@ -337,20 +337,15 @@ pub struct PortCounters {
     pub credit_resyncs: [Counter; PRIORITIES],
     /// Re-initialisations of the priority's lane (timeout, overrun, peer, link flap).
     pub credit_reinits: [Counter; PRIORITIES],
-    /// Kernel socket drops: rx_dropped, rx_ring_full, fill_ring_empty, tx_invalid (gauges,
-    /// refreshed now and then by the worker).
-    pub kernel: [Counter; 4],
+    /// Kernel socket drops, as [`KernelDrops::to_array`] orders them (gauges, refreshed now
+    /// and then by the worker).
+    pub kernel: [Counter; KernelDrops::LEN],
 }
 
 impl PortCounters {
     /// Records the kernel's drop statistics of this worker's socket.
     pub fn set_kernel_drops(&self, k: &KernelDrops) {
-        for (c, v) in self.kernel.iter().zip([
-            k.rx_dropped,
-            k.rx_ring_full,
-            k.fill_ring_empty,
-            k.tx_invalid,
-        ]) {
+        for (c, v) in self.kernel.iter().zip(k.to_array()) {
             c.set(v);
         }
     }
@@ -697,15 +692,9 @@ pub fn snapshot(
         xon_in_force: arr(|p| &p.xon_in_force),
         pfc_drain_rate: arr(|p| &p.pfc_drain_rate),
         pfc_peak_excess: arr(|p| &p.pfc_peak_excess),
-        kernel_drops: {
-            let k = |i: usize| c.iter().map(|pc| pc.kernel[i].get()).sum();
-            KernelDrops {
-                rx_dropped: k(0),
-                rx_ring_full: k(1),
-                fill_ring_empty: k(2),
-                tx_invalid: k(3),
-            }
-        },
+        kernel_drops: KernelDrops::from_array(std::array::from_fn(|i| {
+            c.iter().map(|pc| pc.kernel[i].get()).sum()
+        })),
     }
 }
 

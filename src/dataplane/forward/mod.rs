@@ -260,6 +260,8 @@ struct PortState {
     /// The port's count of `oversize` drops before the socket (XDP), as last added to the
     /// stats.
     oversize_seen: [u64; PRIORITIES],
+    /// The port's count of frames the kernel refused to send, as last seen.
+    tx_refused_seen: u64,
 }
 
 /// Port `p` and the other one of a worker's two, both borrowed mutably at once: a data frame's
@@ -344,6 +346,7 @@ impl ForwardWorker {
                     fill_watch: FillWatch::default(),
                     fill_sizer: FillSizer::new(fill_target(cap as u32, FillDepth::Lean) as u64),
                     oversize_seen: [0; PRIORITIES],
+                    tx_refused_seen: 0,
                     io,
                     shared,
                 }
@@ -533,6 +536,7 @@ impl ForwardWorker {
         for e in 0..self.ports.len() {
             work += self.transmit(e, now)?;
             self.send_credit(e, now);
+            self.hold_if_refused(e);
         }
         self.run_link_agents(now);
         if now >= self.gauges_due {
@@ -553,7 +557,7 @@ impl ForwardWorker {
             if self.ports[e].egress.is_empty() {
                 continue;
             }
-            if !self.ports[e].shared.link_up() {
+            if self.ports[e].shared.egress_held() {
                 // Held for a dead link: look again soon (the carrier watch has no wake-up).
                 consider(now + LINK_DOWN_RECHECK_NS);
                 continue;

@@ -53,6 +53,19 @@ impl TxTally {
 }
 
 impl ForwardWorker {
+    /// Holds port `e`'s egress when the kernel dropped a frame this worker handed it (since
+    /// the last look; kicks in receive's reclaim included), until the carrier watch has read
+    /// the carrier: a link that just died says so at once in the drop, up to a second later
+    /// in the kernel's link events, and every frame sent meanwhile would be lost.
+    pub(super) fn hold_if_refused(&mut self, e: usize) {
+        let port = &mut self.ports[e];
+        let refused = port.io.tx_refused();
+        if refused != port.tx_refused_seen {
+            port.tx_refused_seen = refused;
+            port.shared.transmit_refused();
+        }
+    }
+
     pub(super) fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
         let mut sent = 0;
         if !self.ports[e].ctrl.is_empty() {
@@ -89,8 +102,9 @@ impl ForwardWorker {
         }
         let (received_pause, _) = self.ports[e].shared.paused(now);
         let mut paused = received_pause & !self.watch(e, received_pause, now);
-        if !self.ports[e].shared.link_up() {
-            // No carrier: hold every frame rather than send it into a dead link.
+        if self.ports[e].shared.egress_held() {
+            // No carrier, or not known since the kernel refused a frame: hold every frame
+            // rather than send it into a dead link.
             paused = u8::MAX;
         }
         let room = self.ports[e].io.tx_room().min(BATCH);
