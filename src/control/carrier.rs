@@ -87,30 +87,47 @@ impl Watched {
         let downs = carrier_down_count(&self.iface);
         self.shared.set_link_up(up);
         let refused = self.shared.answer_transmit_refused();
+        match self.observe(up, downs) {
+            Change::None => {}
+            Change::Back => tracing::info!(iface = %self.iface, "carrier back: egress resumes"),
+            Change::Lost => tracing::warn!(
+                iface = %self.iface,
+                refused_transmit = refused,
+                "carrier lost: holding egress frames"
+            ),
+            Change::Flapped(times) => tracing::warn!(
+                iface = %self.iface,
+                times,
+                "carrier lost and back between two looks (the kernel reported it late): frames sent meanwhile went into a dead link"
+            ),
+        }
+    }
+
+    /// What a look that read carrier `up` and `downs` losses in all tells against the last.
+    fn observe(&mut self, up: bool, downs: Option<u64>) -> Change {
         let lost = match (self.downs, downs) {
             (Some(before), Some(now)) => now.saturating_sub(before),
             _ => 0,
         };
         self.downs = downs.or(self.downs);
-        if up != self.up {
-            self.up = up;
-            if up {
-                tracing::info!(iface = %self.iface, "carrier back: egress resumes");
-            } else {
-                tracing::warn!(
-                    iface = %self.iface,
-                    refused_transmit = refused,
-                    "carrier lost: holding egress frames"
-                );
-            }
-        } else if up && lost > 0 {
-            tracing::warn!(
-                iface = %self.iface,
-                times = lost,
-                "carrier lost and back between two looks (the kernel reported it late): frames sent meanwhile went into a dead link"
-            );
+        let was = std::mem::replace(&mut self.up, up);
+        match (was, up) {
+            (true, false) => Change::Lost,
+            (false, true) => Change::Back,
+            (true, true) if lost > 0 => Change::Flapped(lost),
+            _ => Change::None,
         }
     }
+}
+
+/// What one look at a port found, against the look before.
+#[derive(Debug, PartialEq, Eq)]
+enum Change {
+    None,
+    Lost,
+    Back,
+    /// Up at both looks, and down this many times in between.
+    Flapped(u64),
 }
 
 /// The running watch. Dropping it stops the thread and waits for it: an eventfd wakes the
@@ -311,6 +328,26 @@ mod tests {
         assert!(absent.egress_held());
         assert!(here.link_up());
         drop(watch);
+    }
+
+    #[test]
+    fn a_flap_between_two_looks_is_told_by_the_down_count() {
+        let mut w = Watched::new("x".into(), Arc::default());
+        assert_eq!(w.observe(true, Some(3)), Change::None);
+        // The kernel reported only the end of a flap: up again, one more loss.
+        assert_eq!(w.observe(true, Some(4)), Change::Flapped(1));
+        assert_eq!(w.observe(true, Some(4)), Change::None);
+        assert_eq!(w.observe(false, Some(5)), Change::Lost);
+        // Down at both looks: no news, whatever the count did.
+        assert_eq!(w.observe(false, Some(6)), Change::None);
+        assert_eq!(w.observe(true, Some(6)), Change::Back);
+        // A look without the count (unreadable) keeps the one before.
+        assert_eq!(w.observe(true, None), Change::None);
+        assert_eq!(w.observe(true, Some(9)), Change::Flapped(3));
+        // A port first read without it: changes only.
+        let mut w = Watched::new("y".into(), Arc::default());
+        assert_eq!(w.observe(true, None), Change::None);
+        assert_eq!(w.observe(true, Some(2)), Change::None);
     }
 
     #[test]
