@@ -74,12 +74,17 @@ fn tx_dropped(ns: &Netns, iface: &str) -> u64 {
 }
 
 fn daemon(l: &Line, prio3: &str) -> (Proc, TempFile, common::SocketPath) {
+    daemon_on(l, prio3, "auto")
+}
+
+/// [`daemon`] on `backend` (`[daemon] backend`).
+fn daemon_on(l: &Line, prio3: &str, backend: &str) -> (Proc, TempFile, common::SocketPath) {
     let (control, socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(
             "[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n\
-             [priority.3]\n{prio3}\n[linkup]\nenabled = false\n{control}",
+             [priority.3]\n{prio3}\n[linkup]\nenabled = false\n[daemon]\nbackend = \"{backend}\"\n{control}",
             l.d0, l.d1
         ),
     );
@@ -116,17 +121,18 @@ const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom =
 /// `tx_dropped` of the source's and of the daemon's egress interface, which also counts
 /// the kernel's own frames, IPv6 neighbour discovery at link-up for instance).
 fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> (Value, Value, Value, String, u64) {
-    flaps_during_pfc_run(l, ns, iface, 1)
+    flaps_during_pfc_run(l, ns, iface, 1, "auto")
 }
 
-/// [`flap_during_pfc_run`] with `flaps` flaps of 300 ms, 200 ms apart.
+/// [`flap_during_pfc_run`] with `flaps` flaps of 300 ms, 200 ms apart, the daemon on `backend`.
 fn flaps_during_pfc_run(
     l: &Line,
     ns: &Netns,
     iface: &str,
     flaps: usize,
+    backend: &str,
 ) -> (Value, Value, Value, String, u64) {
-    let (dut, _cfg, _socket) = daemon(l, PFC);
+    let (dut, _cfg, _socket) = daemon_on(l, PFC, backend);
     let sink = common::start_sink(&l.ns, &l.s0);
     let dropped = || tx_dropped(&l.nd, &l.d1) + tx_dropped(&l.ng, &l.g0);
     let before = dropped();
@@ -201,7 +207,7 @@ fn assert_flap_lost_only_the_dying_links_frames(
 fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
     let _l = traffic_lock();
     let l = line_indexed(true);
-    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2);
+    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-xdp");
     assert!(log.contains("carrier back"), "{log}");
     // The second flap came within the second after the first was reported: the kernel's
     // drop of a frame sent into it told the daemon, not a link event.
@@ -212,6 +218,26 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
         report["ports"][1]
     );
     assert_flap_lost_only_the_dying_links_frames("late egress", &g, &sink, &report, &log, dropped);
+}
+
+/// The same on the AF_PACKET backend, whose `sendto` says ENOBUFS for a frame sent into a
+/// port without carrier: the port keeps that frame and the ones taken after it and sends them
+/// again once the kernel takes them, instead of handing them back to be dropped.
+#[test]
+fn egress_carrier_loss_on_the_af_packet_backend_holds_frames() {
+    let _l = traffic_lock();
+    let l = line_indexed(true);
+    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-packet");
+    assert_eq!(report["backend"], "af_packet", "{report}");
+    assert!(log.contains("carrier back"), "{log}");
+    assert_flap_lost_only_the_dying_links_frames(
+        "af-packet egress",
+        &g,
+        &sink,
+        &report,
+        &log,
+        dropped,
+    );
 }
 
 /// The source's link goes down mid-traffic: only frames on the dying link are lost (the kernel

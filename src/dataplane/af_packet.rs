@@ -5,6 +5,7 @@
 
 use std::{
     cell::Cell,
+    collections::VecDeque,
     io,
     os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd},
     time::Duration,
@@ -29,7 +30,15 @@ pub struct AfPacketPort {
     /// Frames the kernel dropped for want of room in the socket's receive queue so far: the
     /// kernel's count resets on each read, so the reads are summed here.
     rx_queue_drops: Cell<u64>,
+    /// Frames taken for transmit that the kernel refused (ENOBUFS), in order: sent again, ahead
+    /// of anything new, once it takes them (at most [`TX_PENDING`]; never grows).
+    pending: VecDeque<Frame>,
+    /// Times the kernel refused a frame ([`Port::tx_refusals`]).
+    refusals: u64,
 }
+
+/// Frames the port takes per [`Port::send`] at most, and so at most holds refused: a batch.
+const TX_PENDING: usize = 64;
 
 /// A send-only packet socket on one interface: bound with protocol 0, so it receives
 /// nothing and the interface's reception stays with its port. For frames sent beside a
@@ -287,7 +296,36 @@ impl AfPacketPort {
             tx,
             _rx,
             rx_queue_drops: Cell::new(0),
+            pending: VecDeque::with_capacity(TX_PENDING),
+            refusals: 0,
         })
+    }
+
+    /// Sends what waits in `pending`, in order, until the kernel refuses one (it stays first).
+    /// A frame sent goes back to the pool.
+    fn flush(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+        while let Some(f) = self.pending.front() {
+            match self.tx.send_to(pool.data(f), None) {
+                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+                    self.refusals += 1;
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    // Not a refusal to wait out: this frame is dropped, as the caller is told.
+                    let f = self.pending.pop_front().expect("looked at");
+                    pool.release(f);
+                    return Err(PortError::Io {
+                        iface: self.name.clone(),
+                        source: e,
+                    });
+                }
+                _ => {
+                    let f = self.pending.pop_front().expect("looked at");
+                    pool.release(f);
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -336,41 +374,37 @@ impl Port for AfPacketPort {
         Ok(n)
     }
 
+    /// A batch, or nothing while frames the kernel refused still wait ([`Port::tx_refusals`]).
     fn tx_room(&mut self) -> usize {
-        usize::MAX
+        if self.pending.is_empty() {
+            TX_PENDING
+        } else {
+            0
+        }
     }
 
     fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError> {
-        // Each frame is copied into the socket and goes straight back to the pool. A full
-        // device queue (ENOBUFS) leaves that frame and the ones after it in `frames`, as a
-        // full TX ring does, so the caller sees them unsent (the worker counts them as
-        // `no_buffer` drops, the generator sends them again) instead of counting as sent what
-        // the kernel dropped; on another error the failed frame goes back to the pool and the
-        // ones after it stay.
-        let mut n = 0;
-        let mut res = Ok(());
-        for f in frames.iter() {
-            match self.tx.send_to(pool.data(f), None) {
-                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => break,
-                Some(Err(e)) => {
-                    n += 1;
-                    res = Err(PortError::Io {
-                        iface: self.name.clone(),
-                        source: e,
-                    });
-                    break;
-                }
-                _ => n += 1,
-            }
-        }
+        // Each frame is copied into the socket and goes straight back to the pool. One the
+        // kernel refuses (ENOBUFS: the interface has no carrier, or its queue is full) is
+        // kept, with every frame taken after it, and sent again in order ahead of anything new
+        // (`flush`): the port takes frames as a TX ring does, and gives none back to be
+        // dropped. While any wait it takes nothing. On another error the failed frame goes
+        // back to the pool (dropped) and the ones after it stay the caller's.
+        self.flush(pool)?;
+        let n = frames.len().min(self.tx_room());
         for f in frames.drain(..n) {
-            pool.release(f);
+            self.pending.push_back(f);
         }
-        res.map(|()| n)
+        self.flush(pool).map(|()| n)
     }
 
-    fn reclaim(&mut self, _pool: &mut FramePool) -> Result<(), PortError> {
-        Ok(())
+    /// Sends again what the kernel refused before.
+    fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+        self.flush(pool)
+    }
+
+    fn tx_refusals(&self) -> u64 {
+        self.refusals
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

@@ -118,7 +118,7 @@ pub struct AfXdpPort {
     /// The socket is bound in zero-copy mode: the NIC, not the kernel's copy, reads what it
     /// sends ([`FramePool::prefetch_rx`]).
     zero_copy: bool,
-    /// Frames the kernel took from the TX ring and dropped ([`Port::tx_refused`]).
+    /// Frames the kernel took from the TX ring and dropped ([`Port::tx_refusals`]).
     tx_refused: u64,
 }
 
@@ -472,7 +472,7 @@ impl Port for AfXdpPort {
         self.zero_copy
     }
 
-    fn tx_refused(&self) -> u64 {
+    fn tx_refusals(&self) -> u64 {
         self.tx_refused
     }
 

@@ -37,7 +37,7 @@ pub struct KernelDrops {
     /// TX descriptors the kernel rejected.
     pub tx_invalid: u64,
     /// Frames the kernel took from the TX ring and dropped instead of sending (see
-    /// [`Port::tx_refused`]): the port had no carrier, or its driver would not take the frame.
+    /// [`Port::tx_refusals`]): the port had no carrier, or its driver would not take the frame.
     #[serde(default)]
     pub tx_refused: u64,
 }
@@ -259,12 +259,13 @@ pub trait Port: Send {
     fn kernel_drops(&self) -> KernelDrops {
         KernelDrops::default()
     }
-    /// Frames the kernel took for transmit and dropped instead of sending, so far (no
-    /// syscall; never reset, the caller takes differences). A copy-mode AF_XDP socket's
-    /// `sendto` says so with EBUSY, one frame each time: the interface had no carrier (a
-    /// link that just died, before any link event says so), or its driver refused the frame
-    /// (veth, when its peer's receive ring is full).
-    fn tx_refused(&self) -> u64 {
+    /// Times the kernel refused a frame this port handed it for transmit, so far (no
+    /// syscall; never reset, the caller takes differences): the interface had no carrier (a
+    /// link that just died, before any link event says so), or its driver or queue would not
+    /// take the frame (veth, when its peer's receive ring is full). A copy-mode AF_XDP socket
+    /// has then lost the frame (`sendto` says EBUSY, one frame each time; counted in
+    /// [`KernelDrops::tx_refused`]); the AF_PACKET port keeps it and sends it again.
+    fn tx_refusals(&self) -> u64 {
         0
     }
     /// Where received frames' times come from (see [`Stamping`]).

@@ -231,7 +231,7 @@ impl SharedPort {
     }
 
     /// A worker's transmit on this port was refused: the kernel dropped a frame it took
-    /// ([`crate::dataplane::port::Port::tx_refused`]), for want of a carrier most likely, and
+    /// ([`crate::dataplane::port::Port::tx_refusals`]), for want of a carrier most likely, and
     /// the kernel's link events say so up to a second late. The egress holds and the carrier
     /// watch is rung to read the carrier now. Without a watch nothing is held.
     pub fn transmit_refused(&self) {

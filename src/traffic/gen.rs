@@ -111,9 +111,9 @@ pub struct GenReport {
     /// Time the generator had frames to send but no credit, ns.
     pub credit_wait_ns: u64,
     /// Of `frames_sent`, frames the kernel took and dropped instead of sending
-    /// ([`crate::dataplane::port::Port::tx_refused`]): the interface had no carrier, or its
-    /// driver refused them (veth, when its peer's receive ring is full). They never reached
-    /// the link.
+    /// ([`crate::dataplane::port::KernelDrops::tx_refused`]): the interface had no carrier, or
+    /// its driver refused them (veth, when its peer's receive ring is full). They never
+    /// reached the link.
     pub tx_refused: u64,
 }
 
@@ -398,6 +398,6 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         oversize,
         credit: credit.report(prio),
         credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
-        tx_refused: port.tx_refused(),
+        tx_refused: port.kernel_drops().tx_refused,
     }
 }

@@ -59,7 +59,7 @@ impl ForwardWorker {
     /// in the kernel's link events, and every frame sent meanwhile would be lost.
     pub(super) fn hold_if_refused(&mut self, e: usize) {
         let port = &mut self.ports[e];
-        let refused = port.io.tx_refused();
+        let refused = port.io.tx_refusals();
         if refused != port.tx_refused_seen {
             port.tx_refused_seen = refused;
             port.shared.transmit_refused();
