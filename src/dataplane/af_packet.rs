@@ -35,6 +35,8 @@ pub struct AfPacketPort {
     pending: VecDeque<Frame>,
     /// Times the kernel refused a frame ([`Port::tx_refusals`]).
     refusals: u64,
+    /// The port's egress is held ([`Port::hold_tx`]): `pending` waits.
+    tx_held: bool,
 }
 
 /// Frames the port takes per [`Port::send`] at most, and so at most holds refused: a batch.
@@ -298,6 +300,7 @@ impl AfPacketPort {
             rx_queue_drops: Cell::new(0),
             pending: VecDeque::with_capacity(TX_PENDING),
             refusals: 0,
+            tx_held: false,
         })
     }
 
@@ -398,13 +401,20 @@ impl Port for AfPacketPort {
         self.flush(pool).map(|()| n)
     }
 
-    /// Sends again what the kernel refused before.
+    /// Sends again what the kernel refused before, unless the egress is held.
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+        if self.tx_held {
+            return Ok(());
+        }
         self.flush(pool)
     }
 
     fn tx_refusals(&self) -> u64 {
         self.refusals
+    }
+
+    fn hold_tx(&mut self, held: bool) {
+        self.tx_held = held;
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

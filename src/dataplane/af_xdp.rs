@@ -120,6 +120,8 @@ pub struct AfXdpPort {
     zero_copy: bool,
     /// Frames the kernel took from the TX ring and dropped ([`Port::tx_refusals`]).
     tx_refused: u64,
+    /// The port's egress is held ([`Port::hold_tx`]): no kicks from `reclaim`.
+    tx_held: bool,
 }
 
 // SAFETY: the rings are only used from the worker thread that owns the port.
@@ -262,6 +264,7 @@ impl AfXdpPort {
             name: iface.clone(),
             zero_copy,
             tx_refused: 0,
+            tx_held: false,
         };
         // Buffers first, then the program may redirect to the socket: registered over an
         // empty fill ring, a frame arriving in between was a kernel drop (fill_ring_empty),
@@ -457,8 +460,9 @@ impl Port for AfXdpPort {
             pool.release(chunk);
         }
         self.in_tx -= n.min(self.in_tx);
-        // Copy-mode TX sends a bounded batch per kick; keep kicking while frames are outstanding.
-        if self.in_tx > 0 && self.tx.needs_wakeup() {
+        // Copy-mode TX sends a bounded batch per kick; keep kicking while frames are
+        // outstanding, unless held: a kick into a dead link loses one frame each time.
+        if self.in_tx > 0 && !self.tx_held && self.tx.needs_wakeup() {
             let _ = self.kick();
         }
         self.refill(pool)
@@ -474,6 +478,10 @@ impl Port for AfXdpPort {
 
     fn tx_refusals(&self) -> u64 {
         self.tx_refused
+    }
+
+    fn hold_tx(&mut self, held: bool) {
+        self.tx_held = held;
     }
 
     fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {

@@ -236,8 +236,14 @@ pub trait Port: Send {
     /// order, the caller's; also on an error, which is the port's and says nothing about
     /// the frames (a frame the port took before it failed is gone from `frames`).
     fn send(&mut self, pool: &mut FramePool, frames: &mut Vec<Frame>) -> Result<usize, PortError>;
-    /// Returns completed TX frames to the pool and tops up the RX buffers.
+    /// Returns completed TX frames to the pool and tops up the RX buffers; pushes what the
+    /// port already took towards the link, unless its transmit is held ([`Port::hold_tx`]).
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
+    /// Whether the port's egress is held (no carrier, or not known since the kernel refused a
+    /// frame): while it is, [`Port::reclaim`] leaves what the port took where it is (a copy-mode
+    /// AF_XDP kick would lose the first frame again, an AF_PACKET retry would be refused), and
+    /// the caller sends nothing.
+    fn hold_tx(&mut self, _held: bool) {}
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;
     /// What waits in this port's RX ring for the worker (no syscall: call once per turn).

@@ -233,10 +233,11 @@ impl SharedPort {
     /// A worker's transmit on this port was refused: the kernel dropped a frame it took
     /// ([`crate::dataplane::port::Port::tx_refusals`]), for want of a carrier most likely, and
     /// the kernel's link events say so up to a second late. The egress holds and the carrier
-    /// watch is rung to read the carrier now. Without a watch nothing is held.
-    pub fn transmit_refused(&self) {
+    /// watch is rung to read the carrier now. Without a watch nothing is held. Returns
+    /// whether the egress is held now.
+    pub fn transmit_refused(&self) -> bool {
         let Some(bell) = self.carrier_bell.get() else {
-            return;
+            return false;
         };
         if !self.tx_refused.swap(true, AcqRel) {
             let one = 1u64.to_ne_bytes();
@@ -245,6 +246,7 @@ impl SharedPort {
             // find the refusal.
             unsafe { libc::write(bell.as_raw_fd(), one.as_ptr().cast(), one.len()) };
         }
+        true
     }
 
     /// The carrier watch recorded the carrier it read after a refusal

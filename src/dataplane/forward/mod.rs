@@ -262,6 +262,8 @@ struct PortState {
     oversize_seen: [u64; PRIORITIES],
     /// The port's count of frames the kernel refused to send, as last seen.
     tx_refused_seen: u64,
+    /// The port's egress was held at the last transmit ([`Port::hold_tx`]).
+    tx_held: bool,
 }
 
 /// Port `p` and the other one of a worker's two, both borrowed mutably at once: a data frame's
@@ -347,6 +349,7 @@ impl ForwardWorker {
                     fill_sizer: FillSizer::new(fill_target(cap as u32, FillDepth::Lean) as u64),
                     oversize_seen: [0; PRIORITIES],
                     tx_refused_seen: 0,
+                    tx_held: false,
                     io,
                     shared,
                 }
@@ -551,15 +554,16 @@ impl ForwardWorker {
         let mut next: Option<u64> = None;
         let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
         for e in 0..self.ports.len() {
+            if self.ports[e].shared.egress_held() {
+                // Held for a dead link: look again soon (the carrier watch wakes no worker),
+                // also with nothing queued: the port may hold frames it took.
+                consider(now + LINK_DOWN_RECHECK_NS);
+                continue;
+            }
             if !self.ports[e].ctrl.is_empty() {
                 consider(now);
             }
             if self.ports[e].egress.is_empty() {
-                continue;
-            }
-            if self.ports[e].shared.egress_held() {
-                // Held for a dead link: look again soon (the carrier watch has no wake-up).
-                consider(now + LINK_DOWN_RECHECK_NS);
                 continue;
             }
             let (received_pause, resume) = self.ports[e].shared.paused(now);

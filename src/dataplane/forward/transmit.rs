@@ -62,13 +62,28 @@ impl ForwardWorker {
         let refused = port.io.tx_refusals();
         if refused != port.tx_refused_seen {
             port.tx_refused_seen = refused;
-            port.shared.transmit_refused();
+            if port.shared.transmit_refused() && !port.tx_held {
+                // At once: the next receive's reclaim would push the next frame after it.
+                port.tx_held = true;
+                port.io.hold_tx(true);
+            }
         }
     }
 
     pub(super) fn transmit(&mut self, e: usize, now: u64) -> Result<usize, WorkerError> {
+        // No carrier, or not known since the kernel refused a frame: hold every frame rather
+        // than send it into a dead link, the ones the port already took included.
+        let held = self.ports[e].shared.egress_held();
+        if held != self.ports[e].tx_held {
+            self.ports[e].tx_held = held;
+            self.ports[e].io.hold_tx(held);
+            if !held {
+                // What the port took before the hold goes first.
+                self.ports[e].io.reclaim(&mut self.pool)?;
+            }
+        }
         let mut sent = 0;
-        if !self.ports[e].ctrl.is_empty() {
+        if !held && !self.ports[e].ctrl.is_empty() {
             self.tx.clear();
             let room = self.ports[e].io.tx_room().min(BATCH);
             let mut bytes = 0;
@@ -102,9 +117,7 @@ impl ForwardWorker {
         }
         let (received_pause, _) = self.ports[e].shared.paused(now);
         let mut paused = received_pause & !self.watch(e, received_pause, now);
-        if self.ports[e].shared.egress_held() {
-            // No carrier, or not known since the kernel refused a frame: hold every frame
-            // rather than send it into a dead link.
+        if held {
             paused = u8::MAX;
         }
         let room = self.ports[e].io.tx_room().min(BATCH);
