@@ -1,7 +1,9 @@
-//! AF_PACKET port: the fallback where AF_XDP is refused. pnet's datalink finds, binds and
-//! transmits on the interface; reception uses `recvmsg` on the same socket straight into the
-//! worker's pool, with PACKET_AUXDATA so the 802.1Q tag the kernel strips before packet
-//! sockets see a frame is put back (PCP classification needs it). One syscall per frame.
+//! AF_PACKET port: the fallback where AF_XDP is refused. pnet's datalink finds and binds the
+//! interface; reception uses `recvmsg` on the same socket straight into the worker's pool,
+//! with PACKET_AUXDATA so the 802.1Q tag the kernel strips before packet sockets see a frame
+//! is put back (PCP classification needs it), and transmission a non-blocking `sendto` (pnet's
+//! sender polls before each send, and waits without end while the socket buffer is full).
+//! One syscall per frame.
 
 use std::{
     cell::Cell,
@@ -11,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use pnet::datalink::{self, Channel, DataLinkReceiver, DataLinkSender};
+use pnet::datalink::{self, Channel, DataLinkReceiver};
 
 use super::{
     pool::{Frame, FramePool},
@@ -24,8 +26,10 @@ pub struct AfPacketPort {
     name: String,
     mac: MacAddr,
     fd: RawFd,
-    tx: Box<dyn DataLinkSender>,
-    /// Kept so pnet does not close the shared socket; reception bypasses it (see module doc).
+    /// The interface's index, where frames are sent.
+    ifindex: i32,
+    /// Kept so pnet does not close the shared socket; reception and transmission bypass it
+    /// (see module doc).
     _rx: Box<dyn DataLinkReceiver>,
     /// Frames the kernel dropped for want of room in the socket's receive queue so far: the
     /// kernel's count resets on each read, so the reads are summed here.
@@ -88,23 +92,29 @@ impl RawSender {
 
     /// Sends `frame`, a whole Ethernet frame; returns the bytes the kernel took.
     pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
-        let sll = sockaddr_ll(self.ifindex);
-        // SAFETY: `frame` is valid for its length; `sll` is a valid sockaddr_ll.
-        let n = unsafe {
-            libc::sendto(
-                self.fd.as_raw_fd(),
-                frame.as_ptr() as *const libc::c_void,
-                frame.len(),
-                0,
-                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(n as usize)
+        send_frame(self.fd.as_raw_fd(), self.ifindex, frame)
     }
+}
+
+/// Sends `frame`, a whole Ethernet frame, out of interface `ifindex` on packet socket `fd`,
+/// never blocking: a full socket buffer is `WouldBlock`. Returns the bytes the kernel took.
+fn send_frame(fd: RawFd, ifindex: i32, frame: &[u8]) -> io::Result<usize> {
+    let sll = sockaddr_ll(ifindex);
+    // SAFETY: `frame` is valid for its length; `sll` is a valid sockaddr_ll.
+    let n = unsafe {
+        libc::sendto(
+            fd,
+            frame.as_ptr() as *const libc::c_void,
+            frame.len(),
+            libc::MSG_DONTWAIT,
+            &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_ll>() as u32,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 impl AsFd for RawSender {
@@ -286,8 +296,8 @@ impl AfPacketPort {
             promiscuous: true,
             ..Default::default()
         };
-        let (tx, _rx) = match datalink::channel(&ni, config) {
-            Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
+        let _rx = match datalink::channel(&ni, config) {
+            Ok(Channel::Ethernet(_tx, rx)) => rx,
             Ok(_) => return Err(err("unexpected channel type".into())),
             Err(e) => return Err(err(e.to_string())),
         };
@@ -295,7 +305,7 @@ impl AfPacketPort {
             name: iface.to_string(),
             mac: iface_mac(iface).unwrap_or_default(),
             fd,
-            tx,
+            ifindex: ni.index as i32,
             _rx,
             rx_queue_drops: Cell::new(0),
             pending: VecDeque::with_capacity(TX_PENDING),
@@ -308,12 +318,15 @@ impl AfPacketPort {
     /// A frame sent goes back to the pool.
     fn flush(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
         while let Some(f) = self.pending.front() {
-            match self.tx.send_to(pool.data(f), None) {
-                Some(Err(e)) if e.raw_os_error() == Some(libc::ENOBUFS) => {
+            match send_frame(self.fd, self.ifindex, pool.data(f)) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc::ENOBUFS)
+                        || e.kind() == io::ErrorKind::WouldBlock =>
+                {
                     self.refusals += 1;
                     return Ok(());
                 }
-                Some(Err(e)) => {
+                Err(e) => {
                     // Not a refusal to wait out: this frame is dropped, as the caller is told.
                     let f = self.pending.pop_front().expect("looked at");
                     pool.release(f);
