@@ -250,6 +250,25 @@ fn ingress_carrier_loss_loses_only_what_the_dying_link_dropped() {
     assert_flap_lost_only_the_dying_links_frames("ingress", &g, &sink, &report, &log, dropped);
 }
 
+/// The daemon's ingress interface is taken down mid-traffic, so the generator's link loses
+/// its carrier: the generator learns it from the first frame the kernel refuses and holds the
+/// rest until the carrier is back, as a NIC would, instead of losing a frame at every kick.
+#[test]
+fn a_generator_whose_link_loses_its_carrier_holds_its_frames() {
+    let _l = traffic_lock();
+    let l = line();
+    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.nd, &l.d0, 1, "auto");
+    assert!(
+        n(&g["no_carrier_ns"]) > 100_000_000,
+        "the generator held its frames: {g}"
+    );
+    assert!(
+        n(&g["tx_refused"]) <= 2,
+        "at most one lost per refusal seen: {g}"
+    );
+    assert_flap_lost_only_the_dying_links_frames("source-side", &g, &sink, &report, &log, dropped);
+}
+
 /// A credit peer (the generator) is killed mid-traffic and a new one starts: the daemon's
 /// lane re-initialises on the newcomer's Init, the new source gets credit, and every frame
 /// either generator handed to the link arrives exactly once.

@@ -167,6 +167,12 @@ fn text(r: &GenReport) -> String {
         sfc_paused = r.sfc_paused_ns as f64 / 1e6,
         sfcm = r.sfcm_rx,
     );
+    if r.no_carrier_ns > 0 {
+        s += &format!(
+            "carrier: the link had none for {:.3} ms, frames held meanwhile\n",
+            r.no_carrier_ns as f64 / 1e6
+        );
+    }
     if r.tx_refused > 0 {
         s += &format!(
             "kernel: refused {} of the frames sent (no carrier, or the driver would not take them): they never reached the link\n",

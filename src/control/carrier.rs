@@ -31,32 +31,15 @@ use std::{
     time::Duration,
 };
 
-use crate::dataplane::shared::SharedPort;
+use crate::dataplane::{
+    port::{iface_carrier, iface_carrier_downs},
+    shared::SharedPort,
+};
 
 const RTMGRP_LINK: u32 = 1;
 
 /// How often a port that is down is looked at again.
 pub const DOWN_RECHECK: Duration = Duration::from_millis(5);
-
-/// True if `iface` is up with a carrier now: sysfs `carrier`, the kernel's state this instant
-/// (an interface that is down cannot be read: false), where link events and `operstate` wait
-/// for the kernel's link watch, up to a second.
-pub fn is_up(iface: &str) -> bool {
-    read_sysfs(iface, "carrier") == Some(1)
-}
-
-/// Times `iface` lost its carrier since it was created, if the kernel says.
-fn carrier_down_count(iface: &str) -> Option<u64> {
-    read_sysfs(iface, "carrier_down_count")
-}
-
-fn read_sysfs(iface: &str, what: &str) -> Option<u64> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/{what}"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
 
 /// A port the watch keeps up to date.
 pub struct Watched {
@@ -83,8 +66,8 @@ impl Watched {
     /// named too, and so is a flap between two looks). A refused transmit that waited is
     /// answered once the carrier it read is recorded.
     fn look(&mut self) {
-        let up = is_up(&self.iface);
-        let downs = carrier_down_count(&self.iface);
+        let up = iface_carrier(&self.iface);
+        let downs = iface_carrier_downs(&self.iface);
         self.shared.set_link_up(up);
         let refused = self.shared.answer_transmit_refused();
         match self.observe(up, downs) {

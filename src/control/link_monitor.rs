@@ -17,14 +17,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use super::{
-    carrier,
-    link_model::{model_terms, SoftwareWindow},
-};
+use super::link_model::{model_terms, SoftwareWindow};
 use crate::{
     config::Plan,
     dataplane::{
-        clock::now_ns, pfc_headroom::min_xoff, settings::SettingsCell, stats::PortSnapshot,
+        clock::now_ns, pfc_headroom::min_xoff, port::iface_carrier, settings::SettingsCell,
+        stats::PortSnapshot,
     },
     fc::{
         credit::{CreditWindow, BLOCK_BYTES},
@@ -74,7 +72,7 @@ impl<'a> LinkMonitor<'a> {
             .iter()
             .zip(links)
             .map(|(p, l)| {
-                let up = carrier::is_up(&p.iface);
+                let up = iface_carrier(&p.iface);
                 if up {
                     tracing::info!(iface = %p.iface, "measuring the link");
                     l.request_measurement();
@@ -113,7 +111,7 @@ impl<'a> LinkMonitor<'a> {
         let iface = &plan.ports[i].iface;
         let port = &mut self.ports[i];
         let period = Duration::from_nanos(settings.interval_ns);
-        let up = carrier::is_up(iface);
+        let up = iface_carrier(iface);
         let came_up = up && !port.up;
         if up != port.up {
             tracing::info!(iface = %iface, up, "link state changed");

@@ -331,22 +331,36 @@ pub fn send_or_release(
     res.map(|_| taken)
 }
 
-/// Reads an interface's MAC address from sysfs.
-pub fn iface_mac(iface: &str) -> Option<MacAddr> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/address"))
+/// Reads attribute `what` of interface `iface` from sysfs.
+fn sysfs<T: std::str::FromStr>(iface: &str, what: &str) -> Option<T> {
+    std::fs::read_to_string(format!("/sys/class/net/{iface}/{what}"))
         .ok()?
         .trim()
         .parse()
         .ok()
 }
 
+/// Reads an interface's MAC address from sysfs.
+pub fn iface_mac(iface: &str) -> Option<MacAddr> {
+    sysfs(iface, "address")
+}
+
 /// Reads an interface's MTU from sysfs.
 pub fn iface_mtu(iface: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/mtu"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+    sysfs(iface, "mtu")
+}
+
+/// True if `iface` is up with a carrier now: sysfs `carrier`, the kernel's state this instant
+/// (an interface that is down cannot be read: false), where link events and `operstate` wait
+/// for the kernel's link watch, which reports a change of a physical NIC at most once a
+/// second (see `control::carrier`).
+pub fn iface_carrier(iface: &str) -> bool {
+    sysfs::<u8>(iface, "carrier") == Some(1)
+}
+
+/// Times `iface` lost its carrier since it was created, if the kernel says.
+pub fn iface_carrier_downs(iface: &str) -> Option<u64> {
+    sysfs(iface, "carrier_down_count")
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The traffic generator: sends test frames at a line rate on one priority, round-robin over
 //! flows, and is a real reaction point: PAUSE and PFC received on its interface stop it for
-//! the time they say, at the link speed's quanta.
+//! the time they say, at the link speed's quanta. Like a NIC, it sends nothing while its link
+//! has no carrier (`CarrierHold`).
 
 use std::{sync::atomic::AtomicBool, time::Duration};
 
@@ -10,7 +11,12 @@ use super::send_credit_update;
 
 use crate::{
     dataplane::{
-        agent::Taken, clock::now_ns, idle::Idler, open::WorkerPorts, pool::Frame, port::RxFrame,
+        agent::Taken,
+        clock::now_ns,
+        idle::Idler,
+        open::WorkerPorts,
+        pool::Frame,
+        port::{iface_carrier, RxFrame},
         shaper::Shaper,
     },
     fc::{
@@ -115,6 +121,60 @@ pub struct GenReport {
     /// its driver refused them (veth, when its peer's receive ring is full). They never
     /// reached the link.
     pub tx_refused: u64,
+    /// Time the generator held its frames because its link had no carrier, ns.
+    pub no_carrier_ns: u64,
+}
+
+/// How often a generator holding for a carrier looks whether it is back.
+const CARRIER_LOOK_NS: u64 = 1_000_000;
+
+/// The generator's hold while its link has no carrier. It learns of a loss when the kernel
+/// refuses a frame ([`crate::dataplane::port::Port::tx_refusals`]: copy-mode AF_XDP then loses
+/// that one frame, AF_PACKET keeps it), reads the carrier then (`look`), and while it is down
+/// looks again every [`CARRIER_LOOK_NS`]: the kernel's link events come up to a second late. A
+/// generator that kept sending would lose a frame at every kick into the dead link, and the
+/// sink would count them lost upstream, as if the device under test had dropped them.
+#[derive(Debug, Default)]
+struct CarrierHold {
+    refusals_seen: u64,
+    /// Held since, while held.
+    since: Option<u64>,
+    next_look: u64,
+    held_ns: u64,
+}
+
+impl CarrierHold {
+    /// At `now`, with the port's refusals so far: whether the generator holds its frames, and
+    /// whether that changed. `look` reads the carrier.
+    fn update(&mut self, refusals: u64, now: u64, look: impl FnOnce() -> bool) -> (bool, bool) {
+        let refused = refusals != self.refusals_seen;
+        self.refusals_seen = refusals;
+        let due = self.since.is_some() && now >= self.next_look;
+        if !(refused || due) {
+            return (self.since.is_some(), false);
+        }
+        let was = self.since.is_some();
+        if look() {
+            if let Some(t) = self.since.take() {
+                self.held_ns += now.saturating_sub(t);
+            }
+        } else {
+            self.since.get_or_insert(now);
+            self.next_look = now + CARRIER_LOOK_NS;
+        }
+        let held = self.since.is_some();
+        (held, held != was)
+    }
+
+    /// When to look again, while held.
+    fn next_look(&self) -> Option<u64> {
+        self.since.map(|_| self.next_look)
+    }
+
+    /// Time held so far, ns, at `now`.
+    fn held_ns(&self, now: u64) -> u64 {
+        self.held_ns + self.since.map_or(0, |t| now.saturating_sub(t))
+    }
 }
 
 /// Runs the generator until done or `stop` is set.
@@ -201,6 +261,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         None => CreditPort::none(),
     };
     let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
+    let mut carrier = CarrierHold::default();
     loop {
         let now = now_ns();
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -281,9 +342,14 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 break;
             }
         }
+        let (held, changed) =
+            carrier.update(port.tx_refusals(), now, || iface_carrier(port.name()));
+        if changed {
+            port.hold_tx(held);
+        }
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
         let mut credit_waiting = false;
-        if !paused(now) {
+        if !paused(now) && !held {
             // In buffers: a jumbo frame over AF_XDP takes several (as many as the previous
             // one, near enough; a frame the port refuses is rolled back below).
             let room = port.tx_room().min(64);
@@ -355,7 +421,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             continue;
         }
         let mut deadline = end;
-        let wake = if paused(now) {
+        let wake = if held {
+            carrier.next_look()
+        } else if paused(now) {
             [timers.next_resume(now), sfc.next_resume(now)]
                 .into_iter()
                 .flatten()
@@ -399,5 +467,33 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         credit: credit.report(prio),
         credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
         tx_refused: port.kernel_drops().tx_refused,
+        no_carrier_ns: carrier.held_ns(now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_frame_holds_the_generator_until_the_carrier_is_back() {
+        let mut c = CarrierHold::default();
+        let look = |up: bool| move || up;
+        // No refusal: nothing is read, nothing held.
+        assert_eq!(c.update(0, 10, || panic!("no look")), (false, false));
+        // A refusal with the carrier there (a full queue): read, not held.
+        assert_eq!(c.update(1, 20, look(true)), (false, false));
+        // A refusal without carrier: held, and looked at again only when due.
+        assert_eq!(c.update(2, 30, look(false)), (true, true));
+        assert_eq!(c.next_look(), Some(30 + CARRIER_LOOK_NS));
+        assert_eq!(c.update(2, 40, || panic!("not due")), (true, false));
+        assert_eq!(
+            c.update(2, 30 + CARRIER_LOOK_NS, look(false)),
+            (true, false)
+        );
+        let back = 30 + 2 * CARRIER_LOOK_NS;
+        assert_eq!(c.update(2, back, look(true)), (false, true));
+        assert_eq!(c.next_look(), None);
+        assert_eq!(c.held_ns(back + 5), back - 30);
     }
 }
