@@ -116,34 +116,53 @@ fn gen(l: &Line, link_speed: &str, extra: &[&str]) -> Proc {
 
 const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
 
-/// Takes `iface` in `ns` down for 300 ms in the middle of a 2 s PFC run, and returns
-/// (gen, sink, daemon report, daemon log, frames the kernel dropped on the two links: its
-/// `tx_dropped` of the source's and of the daemon's egress interface, which also counts
-/// the kernel's own frames, IPv6 neighbour discovery at link-up for instance).
-fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> (Value, Value, Value, String, u64) {
+/// What a PFC run with carrier flaps leaves to look at.
+struct Flapped {
+    /// The generator's report.
+    g: Value,
+    /// The sink's report.
+    sink: Value,
+    /// The daemon's report.
+    report: Value,
+    /// The daemon's log.
+    log: String,
+    /// Frames the kernel dropped on the two links: its `tx_dropped` of the source's and of the
+    /// daemon's egress interface (which also counts the kernel's own frames, IPv6 neighbour
+    /// discovery at link-up for instance).
+    dropped: u64,
+    /// Per daemon port, whether `status` said its egress was held halfway through the last
+    /// flap.
+    held: Vec<bool>,
+}
+
+/// Takes `iface` in `ns` down for 300 ms in the middle of a 2 s PFC run.
+fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> Flapped {
     flaps_during_pfc_run(l, ns, iface, 1, "auto")
 }
 
 /// [`flap_during_pfc_run`] with `flaps` flaps of 300 ms, 200 ms apart, the daemon on `backend`.
-fn flaps_during_pfc_run(
-    l: &Line,
-    ns: &Netns,
-    iface: &str,
-    flaps: usize,
-    backend: &str,
-) -> (Value, Value, Value, String, u64) {
-    let (dut, _cfg, _socket) = daemon_on(l, PFC, backend);
+fn flaps_during_pfc_run(l: &Line, ns: &Netns, iface: &str, flaps: usize, backend: &str) -> Flapped {
+    let (dut, _cfg, socket) = daemon_on(l, PFC, backend);
     let sink = common::start_sink(&l.ns, &l.s0);
     let dropped = || tx_dropped(&l.nd, &l.d1) + tx_dropped(&l.ng, &l.g0);
     let before = dropped();
     let g = gen(l, "1Gbit", &["--duration", "2s"]);
     std::thread::sleep(Duration::from_millis(700));
+    let mut held = Vec::new();
     for i in 0..flaps {
         if i > 0 {
             std::thread::sleep(Duration::from_millis(200));
         }
         ns.run(&["ip", "link", "set", iface, "down"]);
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(150));
+        let status = common::status_of(&socket);
+        held = status["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|p| p["egress_held"] == true)
+            .collect();
+        std::thread::sleep(Duration::from_millis(150));
         ns.run(&["ip", "link", "set", iface, "up"]);
     }
     let g = g.json(T);
@@ -152,7 +171,14 @@ fn flaps_during_pfc_run(
     dut.interrupt();
     let log = dut.stderr();
     let report = dut.json(T);
-    (g, sink, report, log, dropped)
+    Flapped {
+        g,
+        sink,
+        report,
+        log,
+        dropped,
+        held,
+    }
 }
 
 fn assert_no_daemon_drops(report: &Value) {
@@ -170,23 +196,34 @@ fn assert_no_daemon_drops(report: &Value) {
 fn egress_carrier_loss_holds_frames_and_pfc_pauses_the_source() {
     let _l = traffic_lock();
     let l = line();
-    let (g, sink, report, log, dropped) = flap_during_pfc_run(&l, &l.ns, &l.s0);
-    assert!(log.contains("carrier back"), "{log}");
-    assert!(n(&g["pfc_rx"]) > 0, "held frames reached XOFF: {g}");
-    assert!(n(&g["paused_ns"]) > 100_000_000, "the source paused: {g}");
-    assert_flap_lost_only_the_dying_links_frames("egress", &g, &sink, &report, &log, dropped);
+    let f = flap_during_pfc_run(&l, &l.ns, &l.s0);
+    assert!(f.log.contains("carrier back"), "{}", f.log);
+    assert!(n(&f.g["pfc_rx"]) > 0, "held frames reached XOFF: {}", f.g);
+    assert!(
+        n(&f.g["paused_ns"]) > 100_000_000,
+        "the source paused: {}",
+        f.g
+    );
+    assert_eq!(
+        f.held,
+        [false, true],
+        "status: the egress held, the ingress not"
+    );
+    assert_flap_lost_only_the_dying_links_frames("egress", &f);
 }
 
 /// After a flap: the daemon saw the carrier go and dropped nothing itself, nothing arrived
 /// twice, and what the sink is missing is at most what the kernel dropped on the dying link.
-fn assert_flap_lost_only_the_dying_links_frames(
-    what: &str,
-    g: &Value,
-    sink: &Value,
-    report: &Value,
-    log: &str,
-    dropped: u64,
-) {
+fn assert_flap_lost_only_the_dying_links_frames(what: &str, f: &Flapped) {
+    let Flapped {
+        g,
+        sink,
+        report,
+        log,
+        dropped,
+        ..
+    } = f;
+    let dropped = *dropped;
     let sent = n(&g["frames_sent"]);
     assert!(log.contains("carrier lost"), "{log}");
     assert_no_daemon_drops(report);
@@ -207,17 +244,17 @@ fn assert_flap_lost_only_the_dying_links_frames(
 fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
     let _l = traffic_lock();
     let l = line_indexed(true);
-    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-xdp");
-    assert!(log.contains("carrier back"), "{log}");
+    let f = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-xdp");
+    assert!(f.log.contains("carrier back"), "{}", f.log);
     // The second flap came within the second after the first was reported: the kernel's
     // drop of a frame sent into it told the daemon, not a link event.
-    let refused = n(&report["ports"][1]["kernel_drops"]["tx_refused"]);
+    let d1 = &f.report["ports"][1];
     assert!(
-        refused >= 1,
-        "the kernel refused a frame: {}",
-        report["ports"][1]
+        n(&d1["kernel_drops"]["tx_refused"]) >= 1,
+        "the kernel refused a frame: {d1}"
     );
-    assert_flap_lost_only_the_dying_links_frames("late egress", &g, &sink, &report, &log, dropped);
+    assert_eq!(f.held, [false, true], "status in the second flap");
+    assert_flap_lost_only_the_dying_links_frames("late egress", &f);
 }
 
 /// The same on the AF_PACKET backend, whose `sendto` says ENOBUFS for a frame sent into a
@@ -227,17 +264,11 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
 fn egress_carrier_loss_on_the_af_packet_backend_holds_frames() {
     let _l = traffic_lock();
     let l = line_indexed(true);
-    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-packet");
-    assert_eq!(report["backend"], "af_packet", "{report}");
-    assert!(log.contains("carrier back"), "{log}");
-    assert_flap_lost_only_the_dying_links_frames(
-        "af-packet egress",
-        &g,
-        &sink,
-        &report,
-        &log,
-        dropped,
-    );
+    let f = flaps_during_pfc_run(&l, &l.ns, &l.s0, 2, "af-packet");
+    assert_eq!(f.report["backend"], "af_packet", "{}", f.report);
+    assert!(f.log.contains("carrier back"), "{}", f.log);
+    assert_eq!(f.held, [false, true], "status in the second flap");
+    assert_flap_lost_only_the_dying_links_frames("af-packet egress", &f);
 }
 
 /// The source's link goes down mid-traffic: only frames on the dying link are lost (the kernel
@@ -246,8 +277,8 @@ fn egress_carrier_loss_on_the_af_packet_backend_holds_frames() {
 fn ingress_carrier_loss_loses_only_what_the_dying_link_dropped() {
     let _l = traffic_lock();
     let l = line();
-    let (g, sink, report, log, dropped) = flap_during_pfc_run(&l, &l.ng, &l.g0);
-    assert_flap_lost_only_the_dying_links_frames("ingress", &g, &sink, &report, &log, dropped);
+    let f = flap_during_pfc_run(&l, &l.ng, &l.g0);
+    assert_flap_lost_only_the_dying_links_frames("ingress", &f);
 }
 
 /// The daemon's ingress interface is taken down mid-traffic, so the generator's link loses
@@ -257,7 +288,8 @@ fn ingress_carrier_loss_loses_only_what_the_dying_link_dropped() {
 fn a_generator_whose_link_loses_its_carrier_holds_its_frames() {
     let _l = traffic_lock();
     let l = line();
-    let (g, sink, report, log, dropped) = flaps_during_pfc_run(&l, &l.nd, &l.d0, 1, "auto");
+    let f = flaps_during_pfc_run(&l, &l.nd, &l.d0, 1, "auto");
+    let g = &f.g;
     assert!(
         n(&g["no_carrier_ns"]) > 100_000_000,
         "the generator held its frames: {g}"
@@ -266,7 +298,9 @@ fn a_generator_whose_link_loses_its_carrier_holds_its_frames() {
         n(&g["tx_refused"]) <= 2,
         "at most one lost per refusal seen: {g}"
     );
-    assert_flap_lost_only_the_dying_links_frames("source-side", &g, &sink, &report, &log, dropped);
+    // Set down, not only without carrier: the kernel says so at once.
+    assert_eq!(f.held, [true, false], "status: the ingress port held");
+    assert_flap_lost_only_the_dying_links_frames("source-side", &f);
 }
 
 /// A credit peer (the generator) is killed mid-traffic and a new one starts: the daemon's

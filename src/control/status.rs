@@ -109,6 +109,11 @@ pub struct PortStatus {
     pub iface: String,
     /// Kernel operational state (`up`, `down`, ...).
     pub link: String,
+    /// The daemon holds every frame for this egress: the port has no carrier, or the kernel
+    /// just refused a frame and the carrier is being read (`operstate` can lag the carrier by
+    /// up to a second).
+    #[serde(default)]
+    pub egress_held: bool,
     /// Configured line rate, bit/s.
     pub speed_bps: u64,
     /// Classification mode.
@@ -254,6 +259,7 @@ impl StatusSource {
                 PortStatus {
                     iface: p.iface.clone(),
                     link: operstate(&p.iface),
+                    egress_held: self.shared[i].egress_held(),
                     speed_bps: p.speed_bps,
                     trust: p.trust.name().to_string(),
                     peer: self.links.get(i).and_then(|l| l.peer()),
@@ -446,9 +452,14 @@ pub fn text(s: &Status) -> String {
     for p in &s.ports {
         let _ = writeln!(
             out,
-            "\nport {} link {} speed {} trust {} peer {} round trip {} (stamping rx {}, tx {})",
+            "\nport {} link {}{} speed {} trust {} peer {} round trip {} (stamping rx {}, tx {})",
             p.iface,
             p.link,
+            if p.egress_held {
+                " (egress held: no carrier)"
+            } else {
+                ""
+            },
             crate::units::format_rate(p.speed_bps as f64),
             p.trust,
             p.peer.as_deref().unwrap_or("-"),
