@@ -24,7 +24,10 @@ const PROBE_NS: u64 = 50_000_000;
 
 /// A worker's idle strategy.
 pub struct Idler {
+    /// One per port, in port order; a negative descriptor is not waited on (poll(2) skips it).
     fds: Vec<libc::pollfd>,
+    /// Each port's descriptor (-1: none), for [`Idler::hold`] to put back.
+    port_fds: Vec<RawFd>,
     busy_poll: bool,
     coalesce_ns: u64,
     late: Lateness,
@@ -58,21 +61,23 @@ impl Lateness {
 }
 
 impl Idler {
-    /// Waits on `fds`; with `busy_poll` never sleeps. Also sets this thread's timer slack to
-    /// 1 ns so short sleeps end on time.
+    /// Waits on the ports' descriptors `fds` (in port order, `None` for a port without
+    /// one); with `busy_poll` never sleeps. Also sets this thread's timer slack to 1 ns so
+    /// short sleeps end on time.
     pub fn new(fds: impl IntoIterator<Item = Option<RawFd>>, busy_poll: bool) -> Self {
         // SAFETY: PR_SET_TIMERSLACK only affects the calling thread.
         unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64, 0u64, 0u64, 0u64) };
+        let port_fds: Vec<RawFd> = fds.into_iter().map(|fd| fd.unwrap_or(-1)).collect();
         Idler {
-            fds: fds
-                .into_iter()
-                .flatten()
-                .map(|fd| libc::pollfd {
+            fds: port_fds
+                .iter()
+                .map(|&fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,
                     revents: 0,
                 })
                 .collect(),
+            port_fds,
             busy_poll,
             coalesce_ns: 0,
             late: Lateness::default(),
@@ -85,6 +90,17 @@ impl Idler {
     pub fn coalesce(mut self, ns: u64) -> Self {
         self.coalesce_ns = ns;
         self
+    }
+
+    /// Stops (`held`) or resumes waiting on port `i`'s descriptor. Polling a copy-mode AF_XDP
+    /// socket also transmits what its TX ring holds (the kernel's `xsk_poll` drives TX), so a
+    /// port whose egress is held must not be polled: the frames would go into a dead link, one
+    /// lost at each wait. Its RX is not missed: a port without carrier receives nothing, and
+    /// a hold for a refused frame lasts until the carrier is read.
+    pub fn hold(&mut self, i: usize, held: bool) {
+        if let (Some(p), Some(&fd)) = (self.fds.get_mut(i), self.port_fds.get(i)) {
+            p.fd = if held { -1 } else { fd };
+        }
     }
 
     /// Waits until a port is readable or `deadline` (CLOCK_MONOTONIC ns) is near.

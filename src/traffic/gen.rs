@@ -437,6 +437,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         if let Some(w) = wake {
             deadline = Some(deadline.map_or(w, |d| d.min(w)));
         }
+        idler.hold(0, held);
         idler.wait(now, deadline);
     }
     // Let the last frames leave before the port closes.

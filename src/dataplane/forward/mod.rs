@@ -467,6 +467,7 @@ impl ForwardWorker {
             let now = now_ns();
             if self.step(now)? == 0 {
                 let deadline = self.next_deadline(now);
+                self.hold_idler(&mut idler);
                 idler.wait(now, deadline);
             }
             turns = turns.wrapping_add(1);
@@ -505,8 +506,16 @@ impl ForwardWorker {
             }
             if self.step(now)? == 0 {
                 let deadline = self.next_deadline(now).unwrap_or(u64::MAX);
+                self.hold_idler(idler);
                 idler.wait(now, Some(deadline.min(now + 1_000_000)));
             }
+        }
+    }
+
+    /// The idler leaves alone the sockets of ports whose egress is held ([`Idler::hold`]).
+    fn hold_idler(&self, idler: &mut Idler) {
+        for (i, p) in self.ports.iter().enumerate() {
+            idler.hold(i, p.tx_held);
         }
     }
 
