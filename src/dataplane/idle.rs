@@ -149,6 +149,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_held_port_is_left_out_of_the_wait_and_put_back() {
+        let mut idler = Idler::new([Some(7), None, Some(9)], false);
+        let fds = |i: &Idler| i.fds.iter().map(|p| p.fd).collect::<Vec<_>>();
+        assert_eq!(fds(&idler), [7, -1, 9], "one entry per port, in port order");
+        idler.hold(2, true);
+        assert_eq!(fds(&idler), [7, -1, -1]);
+        idler.hold(1, false);
+        idler.hold(5, true);
+        assert_eq!(
+            fds(&idler),
+            [7, -1, -1],
+            "no descriptor, no port: nothing to do"
+        );
+        idler.hold(2, false);
+        assert_eq!(fds(&idler), [7, -1, 9]);
+    }
+
+    #[test]
     fn one_outlier_moves_the_lateness_little() {
         let mut l = Lateness::default();
         for t in 1..=64 {
