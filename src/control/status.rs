@@ -24,7 +24,7 @@ use crate::{
     config::PortPlan,
     dataplane::{
         clock::now_ns,
-        port::TimeStamping,
+        port::{iface_operstate, TimeStamping},
         sched::WorkerSched,
         settings::{ModelTerms, SettingsCell},
         shared::SharedPort,
@@ -180,12 +180,6 @@ pub struct StatusSource {
     pub xdp: Vec<Arc<XdpProgram>>,
 }
 
-fn operstate(iface: &str) -> String {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/operstate"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "missing".to_string())
-}
-
 impl StatusSource {
     /// The current status.
     pub fn status(&self) -> Status {
@@ -258,7 +252,7 @@ impl StatusSource {
                     .collect();
                 PortStatus {
                     iface: p.iface.clone(),
-                    link: operstate(&p.iface),
+                    link: iface_operstate(&p.iface).unwrap_or_else(|| "missing".to_string()),
                     egress_held: self.shared[i].egress_held(),
                     speed_bps: p.speed_bps,
                     trust: p.trust.name().to_string(),

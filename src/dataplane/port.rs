@@ -350,6 +350,12 @@ pub fn iface_mtu(iface: &str) -> Option<u32> {
     sysfs(iface, "mtu")
 }
 
+/// Reads an interface's operational state (`up`, `down`, `lowerlayerdown`, ...) from sysfs,
+/// as the kernel's link watch last set it (it can lag the carrier: see [`iface_carrier`]).
+pub fn iface_operstate(iface: &str) -> Option<String> {
+    sysfs(iface, "operstate")
+}
+
 /// True if `iface` is up with a carrier now: sysfs `carrier`, the kernel's state this instant
 /// (an interface that is down cannot be read: false), where link events and `operstate` wait
 /// for the kernel's link watch, which reports a change of a physical NIC at most once a
