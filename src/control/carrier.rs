@@ -32,6 +32,7 @@ use std::{
 };
 
 use crate::dataplane::{
+    eventfd::EventFd,
     port::{iface_carrier, iface_carrier_downs},
     shared::SharedPort,
 };
@@ -113,32 +114,20 @@ enum Change {
     Flapped(u64),
 }
 
-/// The running watch. Dropping it stops the thread and waits for it: an eventfd wakes the
-/// thread out of its `poll`, so the stop takes no timeout.
+/// The running watch. Dropping it stops the thread and waits for it: `stop` wakes the thread
+/// out of its `poll`, so the stop takes no timeout.
 pub struct CarrierWatch {
-    wake: OwnedFd,
+    stop: Arc<EventFd>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Drop for CarrierWatch {
     fn drop(&mut self) {
-        let one = 1u64.to_ne_bytes();
-        // SAFETY: writing 8 bytes from a live buffer to our eventfd.
-        unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+        self.stop.ring();
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
     }
-}
-
-fn eventfd(flags: libc::c_int) -> io::Result<OwnedFd> {
-    // SAFETY: plain eventfd(2); the result is checked before it is owned.
-    let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | flags) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a descriptor we just opened and own alone.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Reads (and so drops) the link events waiting on the netlink socket: each look reads
@@ -166,23 +155,15 @@ fn drain_events(socket: &OwnedFd, buf: &mut [u8]) -> Option<io::Error> {
     }
 }
 
-/// Resets a port's doorbell (an eventfd's count) once it has rung.
-fn answer_bell(bell: &OwnedFd) {
-    let mut count = [0u8; 8];
-    // SAFETY: reading 8 bytes into a live buffer from our non-blocking eventfd; EAGAIN (no
-    // ring) leaves nothing to do.
-    unsafe { libc::read(bell.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
-}
-
 /// Starts the watch: reads every port's carrier now, then looks again whenever a link event,
 /// a port's doorbell or a down port's recheck calls for it, until the returned
 /// [`CarrierWatch`] is dropped.
 pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
     let socket = open_socket()?;
-    let wake = eventfd(0)?;
-    let woken = wake.try_clone()?;
+    let stop = Arc::new(EventFd::new()?);
+    let stopped = stop.clone();
     for p in &ports {
-        p.shared.carrier_bell(eventfd(libc::EFD_NONBLOCK)?);
+        p.shared.install_carrier_bell()?;
     }
     for p in &mut ports {
         p.look();
@@ -191,7 +172,7 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
         .name("lossless-carrier".into())
         .spawn(move || {
             let mut buf = vec![0u8; 16 * 1024];
-            let mut fds: Vec<libc::pollfd> = [socket.as_raw_fd(), woken.as_raw_fd()]
+            let mut fds: Vec<libc::pollfd> = [socket.as_raw_fd(), stopped.as_raw_fd()]
                 .into_iter()
                 .chain(ports.iter().map(|p| bell(&p.shared).as_raw_fd()))
                 .map(|fd| libc::pollfd {
@@ -225,7 +206,7 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                 }
                 for (p, fd) in ports.iter().zip(&fds[2..]) {
                     if fd.revents != 0 {
-                        answer_bell(bell(&p.shared));
+                        bell(&p.shared).reset();
                     }
                 }
                 for p in &mut ports {
@@ -240,15 +221,15 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
             }
         })?;
     Ok(CarrierWatch {
-        wake,
+        stop,
         thread: Some(thread),
     })
 }
 
 /// Port `shared`'s doorbell, installed by [`spawn`] before the thread starts.
-fn bell(shared: &SharedPort) -> &OwnedFd {
+fn bell(shared: &SharedPort) -> &EventFd {
     shared
-        .installed_carrier_bell()
+        .carrier_bell()
         .expect("spawn installs every port's doorbell")
 }
 

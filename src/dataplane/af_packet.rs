@@ -318,28 +318,20 @@ impl AfPacketPort {
     /// A frame sent goes back to the pool.
     fn flush(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
         while let Some(f) = self.pending.front() {
-            match send_frame(self.fd, self.ifindex, pool.data(f)) {
-                Err(e)
-                    if e.raw_os_error() == Some(libc::ENOBUFS)
-                        || e.kind() == io::ErrorKind::WouldBlock =>
-                {
-                    self.refusals += 1;
-                    return Ok(());
-                }
-                Err(e) => {
-                    // Not a refusal to wait out: this frame is dropped, as the caller is told.
-                    let f = self.pending.pop_front().expect("looked at");
-                    pool.release(f);
-                    return Err(PortError::Io {
-                        iface: self.name.clone(),
-                        source: e,
-                    });
-                }
-                _ => {
-                    let f = self.pending.pop_front().expect("looked at");
-                    pool.release(f);
-                }
+            let sent = send_frame(self.fd, self.ifindex, pool.data(f));
+            if matches!(&sent, Err(e) if e.raw_os_error() == Some(libc::ENOBUFS)
+                || e.kind() == io::ErrorKind::WouldBlock)
+            {
+                self.refusals += 1;
+                return Ok(());
             }
+            // Sent, or dropped on an error that is no refusal to wait out, as the caller is told.
+            let f = self.pending.pop_front().expect("looked at");
+            pool.release(f);
+            sent.map_err(|source| PortError::Io {
+                iface: self.name.clone(),
+                source,
+            })?;
         }
         Ok(())
     }

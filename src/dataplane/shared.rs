@@ -3,17 +3,15 @@
 //! deadlines from received PAUSE/PFC/SFC frames with the time they held each priority, and
 //! whether the port has a carrier.
 
-use std::{
-    os::fd::{AsRawFd, OwnedFd},
-    sync::{
-        atomic::{
-            AtomicBool, AtomicU32, AtomicU64,
-            Ordering::{AcqRel, Acquire, Relaxed},
-        },
-        OnceLock,
+use std::sync::{
+    atomic::{
+        AtomicBool, AtomicU32, AtomicU64,
+        Ordering::{AcqRel, Acquire, Relaxed},
     },
+    OnceLock,
 };
 
+use super::eventfd::EventFd;
 use crate::{
     fc::{PauseTimers, PRIORITIES},
     wire::MacControl,
@@ -41,8 +39,8 @@ pub struct SharedPort {
     /// The kernel dropped a frame a worker sent on this port, and the carrier watch has not
     /// read the carrier since: the egress holds every frame until it has.
     tx_refused: AtomicBool,
-    /// The carrier watch's doorbell for this port (an eventfd), once a watch runs.
-    carrier_bell: OnceLock<OwnedFd>,
+    /// The carrier watch's doorbell for this port, once a watch runs.
+    carrier_bell: OnceLock<EventFd>,
     /// Until when the PFC this port sent (its workers' or the stall guard's) pauses each
     /// priority upstream, CLOCK_MONOTONIC ns (0: never paused).
     upstream_pause: [AtomicU64; PRIORITIES],
@@ -240,11 +238,7 @@ impl SharedPort {
             return false;
         };
         if !self.tx_refused.swap(true, AcqRel) {
-            let one = 1u64.to_ne_bytes();
-            // SAFETY: writing 8 bytes from a live buffer to the eventfd this port owns. A
-            // failure (the counter full, never in practice) leaves the watch's next look to
-            // find the refusal.
-            unsafe { libc::write(bell.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+            bell.ring();
         }
         true
     }
@@ -257,14 +251,18 @@ impl SharedPort {
         self.tx_refused.swap(false, AcqRel)
     }
 
-    /// Installs the carrier watch's doorbell (an eventfd) for [`SharedPort::transmit_refused`];
-    /// a port's first stays for its life (a second watch shares it).
-    pub fn carrier_bell(&self, fd: OwnedFd) {
-        let _ = self.carrier_bell.set(fd);
+    /// Installs the carrier watch's doorbell for [`SharedPort::transmit_refused`], unless one
+    /// is (a port's first stays for its life: a second watch shares it).
+    pub fn install_carrier_bell(&self) -> std::io::Result<()> {
+        if self.carrier_bell.get().is_none() {
+            let bell = EventFd::new()?;
+            self.carrier_bell.get_or_init(|| bell);
+        }
+        Ok(())
     }
 
     /// The carrier watch's doorbell, once one is installed.
-    pub fn installed_carrier_bell(&self) -> Option<&OwnedFd> {
+    pub fn carrier_bell(&self) -> Option<&EventFd> {
         self.carrier_bell.get()
     }
 
