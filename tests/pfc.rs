@@ -299,10 +299,19 @@ fn without_pfc_the_same_run_loses_frames() {
 /// tshark, listening where the generator receives, decodes the daemon's PFC frames.
 /// (AF_XDP frames bypass packet taps, so this generator uses the AF_PACKET backend, which
 /// also exercises that backend end to end.)
+///
+/// The three `lossless` processes join their namespaces with `nsenter --net`, as a service
+/// that joins a namespace does: their `/sys` is the host's, where the ports do not exist. The
+/// daemon read its ports' MAC and carrier from sysfs once, and there sent nothing at all:
+/// every port "had no carrier", its egress held for good, 487,395 frames of the PFC priority
+/// lost to `headroom_overflow`, and its MAC read as zero. The frames now carry d0's MAC.
 #[test]
 fn daemon_pfc_frames_decode_in_tshark() {
     let _serial = traffic_lock();
-    let w = wire();
+    let mut w = wire();
+    for ns in [&mut w.gen_ns, &mut w.dut_ns, &mut w.sink_ns] {
+        ns.lossless_by_nsenter = true;
+    }
     let pcap = std::env::temp_dir().join(format!("{}.pcap", unique("cap")));
     let pcap_s = pcap.to_str().unwrap().to_string();
     let mut tshark = capture(&w.gen_ns, &w.g, &pcap_s, 40);
@@ -330,10 +339,18 @@ fn daemon_pfc_frames_decode_in_tshark() {
             "macc.cbfc.pause_time.c3",
             "-e",
             "macc.cbfc.pause_time.c0",
+            "-e",
+            "eth.src",
         ])
         .output()
         .unwrap();
     let _ = std::fs::remove_file(&pcap);
+    let d0_mac = w
+        .dut_ns
+        .run(&["cat", &format!("/sys/class/net/{}/address", w.d0)])
+        .trim()
+        .to_string();
+    assert_eq!(d0_mac.len(), 17, "d0's MAC from its namespace's own /sys");
     let text = String::from_utf8_lossy(&decoded.stdout);
     assert!(
         text.contains("Class Based Flow Control [CBFC] Pause (0x0101)"),
@@ -366,6 +383,7 @@ fn daemon_pfc_frames_decode_in_tshark() {
             "XOFF time, XON or the stall guard's pause: {row:?}"
         );
         assert_eq!(row[3], "0", "{row:?}");
+        assert_eq!(row[4], d0_mac, "sent from d0's address: {row:?}");
     }
     assert!(rows.iter().any(|r| r[2] == "65535"), "no XOFF seen");
     assert!(rows.iter().any(|r| r[2] == "0"), "no XON seen");

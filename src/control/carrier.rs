@@ -3,15 +3,17 @@
 //! (back-pressure, PFC upstream) instead of sending them into a dead link; when the carrier
 //! returns, the queues drain.
 //!
-//! **What the kernel says, and when.** The carrier itself (`netif_carrier_ok`, sysfs
-//! `carrier`) changes the instant the driver sees the link go. Netlink's link events (and
-//! `operstate`) follow through the kernel's link watch, which reports a change of an interface
-//! that is its own link (a physical NIC, or a veth whose index equals its peer's) at most once
-//! a second: a change within a second of the last report waits for the next, and a flap
+//! **What the kernel says, and when.** The carrier itself (`netif_carrier_ok`: RTM_GETLINK's
+//! `IFLA_CARRIER`, sysfs `carrier`) changes the instant the driver sees the link go. Netlink's
+//! link events (and `operstate`) follow through the kernel's link watch, which reports a
+//! change of an interface that is its own link (a physical NIC, or a veth whose index equals
+//! its peer's) at most once a second: a change within a second of the last report waits for the next, and a flap
 //! shorter than that wait is reported as where it ended, up, or never at all. On such a port a
 //! watch that believed the events would let the workers send into a dead link for up to a
 //! second, every frame lost (`tests/faults.rs` shows 7,500 of them in a 300 ms flap). So an
-//! event is only a reason to look: the watch reads `carrier` itself
+//! event is only a reason to look: the watch reads the carrier itself, with a request on its
+//! own netlink socket (in the daemon's network namespace, which sysfs need not show:
+//! [`crate::kernel::link`])
 //! - on every link event, and at the start;
 //! - when a worker's transmit was refused ([`SharedPort::transmit_refused`]): in copy mode the
 //!   kernel drops the first frame sent to a port without carrier and says so, and the worker
@@ -31,10 +33,12 @@ use std::{
     time::Duration,
 };
 
-use crate::dataplane::{
-    eventfd::EventFd,
-    port::{iface_carrier, iface_carrier_downs},
-    shared::SharedPort,
+use crate::{
+    dataplane::{eventfd::EventFd, shared::SharedPort},
+    kernel::{
+        link::{self, LinkInfo},
+        netlink::Netlink,
+    },
 };
 
 const RTMGRP_LINK: u32 = 1;
@@ -66,9 +70,11 @@ impl Watched {
     /// Reads the port's carrier, records it, and logs a change (a port down at the start is
     /// named too, and so is a flap between two looks). A refused transmit that waited is
     /// answered once the carrier it read is recorded.
-    fn look(&mut self) {
-        let up = iface_carrier(&self.iface);
-        let downs = iface_carrier_downs(&self.iface);
+    fn look(&mut self, nl: &mut Netlink) {
+        // A port that cannot be read (gone, or netlink failed) has no carrier to send on.
+        let link = link::link(nl, &self.iface).ok();
+        let up = link.as_ref().is_some_and(LinkInfo::has_carrier);
+        let downs = link.and_then(|l| l.carrier_down_count).map(u64::from);
         self.shared.set_link_up(up);
         let refused = self.shared.answer_transmit_refused();
         match self.observe(up, downs) {
@@ -160,13 +166,14 @@ fn drain_events(socket: &OwnedFd, buf: &mut [u8]) -> Option<io::Error> {
 /// [`CarrierWatch`] is dropped.
 pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
     let socket = open_socket()?;
+    let mut nl = Netlink::new(false);
     let stop = Arc::new(EventFd::new()?);
     let stopped = stop.clone();
     for p in &ports {
         p.shared.install_carrier_bell()?;
     }
     for p in &mut ports {
-        p.look();
+        p.look(&mut nl);
     }
     let thread = std::thread::Builder::new()
         .name("lossless-carrier".into())
@@ -210,7 +217,7 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                     }
                 }
                 for p in &mut ports {
-                    p.look();
+                    p.look(&mut nl);
                 }
             };
             if let Some(e) = failed {
@@ -288,7 +295,7 @@ mod tests {
             Watched::new("lo".into(), here.clone()),
         ])
         .expect("netlink socket");
-        assert!(!absent.link_up(), "read from sysfs before the first event");
+        assert!(!absent.link_up(), "read before the first event");
         assert!(absent.egress_held());
         assert!(here.link_up());
         drop(watch);

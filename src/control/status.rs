@@ -24,7 +24,7 @@ use crate::{
     config::PortPlan,
     dataplane::{
         clock::now_ns,
-        port::{iface_operstate, TimeStamping},
+        port::{iface_link, TimeStamping},
         sched::WorkerSched,
         settings::{ModelTerms, SettingsCell},
         shared::SharedPort,
@@ -252,7 +252,8 @@ impl StatusSource {
                     .collect();
                 PortStatus {
                     iface: p.iface.clone(),
-                    link: iface_operstate(&p.iface).unwrap_or_else(|| "missing".to_string()),
+                    link: iface_link(&p.iface)
+                        .map_or_else(|_| "missing".to_string(), |l| l.operstate),
                     egress_held: self.shared[i].egress_held(),
                     speed_bps: p.speed_bps,
                     trust: p.trust.name().to_string(),

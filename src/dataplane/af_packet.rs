@@ -303,7 +303,7 @@ impl AfPacketPort {
         };
         Ok(AfPacketPort {
             name: iface.to_string(),
-            mac: iface_mac(iface).unwrap_or_default(),
+            mac: iface_mac(iface).map_err(|e| err(format!("reading its MAC address: {e}")))?,
             fd,
             ifindex: ni.index as i32,
             _rx,

@@ -240,7 +240,7 @@ impl AfXdpPort {
                 .map_err(|e| err(e.to_string()))?;
         }
         let mut port = AfXdpPort {
-            mac: iface_mac(&iface).unwrap_or_default(),
+            mac: iface_mac(&iface).map_err(|e| err(format!("reading its MAC address: {e}")))?,
             tx,
             rx,
             fq,

@@ -9,7 +9,14 @@ use super::{
     pool::{Frame, FramePool},
     xdp_prog::XdpCounters,
 };
-use crate::wire::MacAddr;
+use crate::{
+    kernel::{
+        self,
+        link::LinkInfo,
+        netlink::{Netlink, NlError},
+    },
+    wire::MacAddr,
+};
 
 /// A received frame and when it arrived (CLOCK_MONOTONIC ns).
 #[derive(Debug, PartialEq, Eq)]
@@ -331,42 +338,31 @@ pub fn send_or_release(
     res.map(|_| taken)
 }
 
-/// Reads attribute `what` of interface `iface` from sysfs.
-fn sysfs<T: std::str::FromStr>(iface: &str, what: &str) -> Option<T> {
-    std::fs::read_to_string(format!("/sys/class/net/{iface}/{what}"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// What the kernel says of interface `iface` now (RTM_GETLINK, in the calling thread's network
+/// namespace: the port's, not that of whoever mounted `/sys`; see [`crate::kernel::link`]).
+pub fn iface_link(iface: &str) -> Result<LinkInfo, NlError> {
+    kernel::link::link(&mut Netlink::new(false), iface)
 }
 
-/// Reads an interface's MAC address from sysfs.
-pub fn iface_mac(iface: &str) -> Option<MacAddr> {
-    sysfs(iface, "address")
+/// An interface's MAC address.
+pub fn iface_mac(iface: &str) -> Result<MacAddr, NlError> {
+    iface_link(iface)?
+        .mac
+        .map(MacAddr)
+        .ok_or_else(|| NlError::Malformed(format!("{iface} has no 6-byte hardware address")))
 }
 
-/// Reads an interface's MTU from sysfs.
+/// An interface's MTU.
 pub fn iface_mtu(iface: &str) -> Option<u32> {
-    sysfs(iface, "mtu")
+    iface_link(iface).ok()?.mtu
 }
 
-/// Reads an interface's operational state (`up`, `down`, `lowerlayerdown`, ...) from sysfs,
-/// as the kernel's link watch last set it (it can lag the carrier: see [`iface_carrier`]).
-pub fn iface_operstate(iface: &str) -> Option<String> {
-    sysfs(iface, "operstate")
-}
-
-/// True if `iface` is up with a carrier now: sysfs `carrier`, the kernel's state this instant
-/// (an interface that is down cannot be read: false), where link events and `operstate` wait
-/// for the kernel's link watch, which reports a change of a physical NIC at most once a
-/// second (see `control::carrier`).
+/// True if `iface` is up with a carrier now: the kernel's state this instant (an interface
+/// that is down, or cannot be read: false), where link events and `operstate` wait for the
+/// kernel's link watch, which reports a change of a physical NIC at most once a second (see
+/// `control::carrier`).
 pub fn iface_carrier(iface: &str) -> bool {
-    sysfs::<u8>(iface, "carrier") == Some(1)
-}
-
-/// Times `iface` lost its carrier since it was created, if the kernel says.
-pub fn iface_carrier_downs(iface: &str) -> Option<u64> {
-    sysfs(iface, "carrier_down_count")
+    iface_link(iface).is_ok_and(|l| l.has_carrier())
 }
 
 #[cfg(test)]

@@ -358,8 +358,8 @@ impl StallGuard {
         let macs = setup
             .ports
             .iter()
-            .map(|p| iface_mac(&p.iface).unwrap_or_default())
-            .collect();
+            .map(|p| iface_mac(&p.iface).map_err(io::Error::other))
+            .collect::<io::Result<Vec<_>>>()?;
         let shared = Arc::new(Shared {
             senders,
             macs,

@@ -3,7 +3,7 @@
 //! `ethtool` and `ip -d link` at capture time (kernel 6.18, veth pair in a namespace).
 
 use super::{drvinfo, link, netdev};
-use crate::kernel::{ethtool, netlink};
+use crate::kernel::{ethtool, link as rtnl_link, netlink};
 
 macro_rules! fixture {
     ($case:literal, $name:literal) => {
@@ -27,10 +27,13 @@ fn errno(r: Result<impl std::fmt::Debug, netlink::NlError>) -> (i32, Option<Stri
 
 #[test]
 fn veth_link() {
-    let l = link::parse_link(fixture!("veth", "rtnl-getlink")).unwrap();
+    let l = rtnl_link::parse_link(fixture!("veth", "rtnl-getlink")).unwrap();
     assert_eq!(l.ifindex, 3);
     assert!(l.up);
     assert_eq!(l.carrier, Some(true));
+    assert!(l.has_carrier());
+    assert_eq!(l.carrier_down_count, Some(1));
+    assert_eq!(l.mac, Some([0x56, 0x1f, 0xfb, 0x79, 0xeb, 0x5c]));
     assert_eq!(l.operstate, "up");
     assert_eq!(l.mtu, Some(1500));
     assert_eq!((l.rx_queues, l.tx_queues), (Some(2), Some(2)));
@@ -42,7 +45,7 @@ fn veth_link() {
 
 #[test]
 fn veth_with_generic_xdp_attached() {
-    let l = link::parse_link(fixture!("veth-xdp-generic", "rtnl-getlink")).unwrap();
+    let l = rtnl_link::parse_link(fixture!("veth-xdp-generic", "rtnl-getlink")).unwrap();
     assert_eq!(l.xdp_attached, "generic");
     assert!(l.xdp_prog_id.is_some_and(|id| id > 0));
 }
@@ -135,7 +138,7 @@ fn veth_driver_info() {
 
 #[test]
 fn a_missing_interface_is_an_error_with_the_kernels_message() {
-    let (e, _) = errno(link::parse_link(fixture!("missing", "rtnl-getlink")));
+    let (e, _) = errno(rtnl_link::parse_link(fixture!("missing", "rtnl-getlink")));
     assert_eq!(e, libc::ENODEV);
     let (e, msg) = errno(ethtool::parse_pause(fixture!("missing", "ethtool-pause")));
     assert_eq!(e, libc::ENODEV);
@@ -165,7 +168,7 @@ fn truncated_captures_fail_cleanly() {
     for raw in all {
         for n in 0..raw.len() {
             let cut = &raw[..n];
-            let _ = link::parse_link(cut);
+            let _ = rtnl_link::parse_link(cut);
             let _ = netdev::parse(cut);
             let _ = ethtool::parse_features(cut);
             let _ = ethtool::parse_link_modes(cut);
@@ -177,7 +180,7 @@ fn truncated_captures_fail_cleanly() {
         let mut v = raw.to_vec();
         for i in 0..v.len() {
             v[i] ^= 0xff;
-            let _ = link::parse_link(&v);
+            let _ = rtnl_link::parse_link(&v);
             let _ = netdev::parse(&v);
             let _ = ethtool::parse_features(&v);
             let _ = ethtool::parse_ts_info(&v);
@@ -195,7 +198,7 @@ pub(super) fn veth_facts() -> super::probe::NicFacts {
     let raw: &[u8; drvinfo::DRVINFO_LEN] = fixture!("veth", "ioctl-drvinfo");
     NicFacts {
         iface: "vd0".into(),
-        link: Fact::Known(link::parse_link(fixture!("veth", "rtnl-getlink")).unwrap()),
+        link: Fact::Known(rtnl_link::parse_link(fixture!("veth", "rtnl-getlink")).unwrap()),
         driver: Fact::Known(drvinfo::parse(raw)),
         link_up: Fact::Known(
             ethtool::parse_link_state(fixture!("veth", "ethtool-linkstate")).unwrap(),

@@ -4,12 +4,13 @@ use serde::Serialize;
 
 use super::{
     drvinfo::{self, DrvInfo},
-    link::{self, DcbPfc, LinkInfo},
+    link::{self, DcbPfc},
     netdev::{self, NetdevFeatures},
 };
 use crate::{
     kernel::{
         ethtool::{self, Bit, Channels, Features, LinkModes, Pause, TsInfo},
+        link::{self as rtnl_link, LinkInfo},
         netlink::{Netlink, NlError},
     },
     wire::MacAddr,
@@ -112,7 +113,7 @@ impl NicFacts {
 
 /// Reads every fact. Never fails: each fact carries its own error.
 pub fn probe(iface: &str, nl: &mut Netlink) -> NicFacts {
-    let link = Fact::from_nl(link::link(nl, iface));
+    let link = Fact::from_nl(rtnl_link::link(nl, iface));
     let driver = match drvinfo::query(iface) {
         Ok((d, _)) => Fact::Known(d),
         Err(e) => Fact::Failed(e.to_string()),

@@ -94,7 +94,7 @@ impl SinkGuard {
     /// Starts the guard for `setup`.
     pub fn spawn(setup: SinkGuardSetup) -> io::Result<Self> {
         let sender = RawSender::open(&setup.iface)?;
-        let mac = iface_mac(&setup.iface).unwrap_or_default();
+        let mac = iface_mac(&setup.iface).map_err(io::Error::other)?;
         let counters = Arc::new(Counters::default());
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {

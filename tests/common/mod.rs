@@ -48,6 +48,10 @@ pub fn sh(args: &[&str]) -> String {
 /// A network namespace, deleted on drop (with everything in it).
 pub struct Netns {
     pub name: String,
+    /// `lossless` processes ([`Proc::spawn`]) join it with `nsenter --net`, which leaves them
+    /// the host's `/sys` (as a service that joins a namespace has), instead of `ip netns exec`,
+    /// which mounts the namespace's own.
+    pub lossless_by_nsenter: bool,
 }
 
 impl Netns {
@@ -55,7 +59,10 @@ impl Netns {
         let name = unique(tag);
         sh(&["ip", "netns", "add", &name]);
         sh(&["ip", "-n", &name, "link", "set", "lo", "up"]);
-        let ns = Netns { name };
+        let ns = Netns {
+            name,
+            lossless_by_nsenter: false,
+        };
         // No IPv6 neighbour discovery: the kernel's own frames would show up in counters.
         ns.run(&[
             "sysctl",
@@ -162,6 +169,11 @@ impl Proc {
             Some((w, rest)) => {
                 let mut c = ns.cmd(w);
                 c.args(rest).arg(BIN);
+                c
+            }
+            None if ns.lossless_by_nsenter => {
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{}", ns.name)).arg(BIN);
                 c
             }
             None => ns.cmd(BIN),
