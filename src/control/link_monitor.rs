@@ -30,8 +30,8 @@ use crate::{
     },
     headroom::HeadroomError,
     linkup::{
-        model_for_round_trip, plan_for_round_trip, shared::LinkShared, LinkParams, LinkupSettings,
-        Measurement,
+        model_for_round_trip, pdelay::MeasureError, plan_for_round_trip, shared::LinkShared,
+        LinkParams, LinkupSettings, Measurement,
     },
 };
 
@@ -44,6 +44,10 @@ struct PortModel {
     last_request: std::time::Instant,
     /// The lag and reaction histograms as of the previous measurement, and the peak rate since.
     software: SoftwareWindow,
+    /// A peer-delay responder has answered on this port since the start.
+    answered: bool,
+    /// That none answers was logged (once: most hosts, `gen` and `sink` included, run none).
+    told_silent: bool,
 }
 
 /// Watches each port's carrier, drives link-up measurements (at start, on every link-up and
@@ -81,6 +85,8 @@ impl<'a> LinkMonitor<'a> {
                     up,
                     last_request: now,
                     software: SoftwareWindow::default(),
+                    answered: false,
+                    told_silent: false,
                 }
             })
             .collect();
@@ -125,11 +131,22 @@ impl<'a> LinkMonitor<'a> {
         }
         match self.links[i].take_result() {
             None => {}
+            // A peer that never answered runs no responder: not a failure of the link.
+            Some(Err(MeasureError::NoResponse { requests, .. })) if !port.answered => {
+                let first = !std::mem::replace(&mut port.told_silent, true);
+                if first {
+                    tracing::info!(
+                        iface = %iface, requests,
+                        "no peer-delay responder on the link (the peer runs neither lossless nor ptp4l -P): the thresholds stay as configured; link-up asks again at every link up and interval"
+                    );
+                }
+            }
             Some(Err(e)) => tracing::warn!(
                 iface = %iface, error = %e,
                 "link measurement failed; keeping the thresholds in force"
             ),
             Some(Ok(m)) => {
+                port.answered = true;
                 let mut s = live.get();
                 s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
                 live.publish(s);
