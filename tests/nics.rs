@@ -130,33 +130,19 @@ fn check_config_warns_with_the_fix() {
         assert_eq!(code, 0, "{out}\n{err}");
         out
     };
-    // x is configured at 1 Gbit/s but veth runs at 10: a warning naming the fix; y is fine.
+    // x is configured at 1 Gbit/s where veth says 10: no warning, a veth's speed is nominal and
+    // the configured one is what the daemon shapes to (the README's quick start does this).
     let out = check();
-    assert!(
-        out.contains(&format!(
-            "warning: port {x}: link warn: link at 10000 Mbit/s but the configuration says 1000 Mbit/s"
-        )),
-        "{out}"
-    );
-    assert!(
-        out.contains(&format!(
-            "fix: set speed = \"10000Mbit\" in the [[port]] of {x}"
-        )),
-        "{out}"
-    );
-    assert!(!out.contains(&format!("warning: port {y}:")), "{out}");
-    // `run` logs the same warning at start.
+    assert!(!out.contains("warning: port"), "{out}");
+    // `run` starts without one too.
     {
         let _l = traffic_lock();
         let mut daemon = Proc::spawn(&ns, &["run", "--config", p]);
-        daemon.wait_for(
-            &format!("port {x}: link warn: link at 10000 Mbit/s"),
-            Duration::from_secs(10),
-        );
         daemon.wait_ready(Duration::from_secs(10));
         daemon.interrupt();
-        let (st, _) = daemon.finish(T);
+        let (st, log) = daemon.finish_and_log(T);
         assert!(st.success(), "{st}");
+        assert!(!log.contains("link warn"), "{log}");
     }
     let (code, out, _) = lossless(&ns, &["doctor", "--iface", &y, "--config", p, "--json"]);
     assert_eq!(code, 0, "{out}");

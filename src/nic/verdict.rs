@@ -196,7 +196,13 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
             }
         }
     }
-    if let (Some(want), Some(m)) = (needs.speed_bps, facts.link_modes.known()) {
+    // A veth's 10000 Mbit/s is nominal (the driver says so whatever carries it): there the
+    // configured speed is the link's, the rate the daemon shapes its egress to.
+    let nominal = facts
+        .link
+        .known()
+        .is_some_and(|l| l.kind.as_deref() == Some("veth"));
+    if let (Some(want), Some(m), false) = (needs.speed_bps, facts.link_modes.known(), nominal) {
         if let Some(mbps) = m.speed_mbps {
             if u64::from(mbps) * 1_000_000 != want {
                 v.add(
@@ -498,6 +504,9 @@ mod tests {
     /// and off, DCB present and off.
     fn nic(driver: &str) -> NicFacts {
         let mut f = veth_facts();
+        if let Fact::Known(l) = &mut f.link {
+            l.kind = None;
+        }
         f.driver = Fact::Known(DrvInfo {
             driver: driver.into(),
             version: "1".into(),
@@ -680,8 +689,14 @@ mod tests {
             speed_bps: Some(25_000_000_000),
             ..Needs::default()
         };
-        let d = judge(&veth_facts(), &needs);
+        let d = judge(&nic("ice"), &needs);
         assert_eq!(status(&d, Capability::Link), Status::Warn);
+        assert!(d
+            .fixes
+            .contains(&"set speed = \"10000Mbit\" in the [[port]] of vd0".to_string()));
+        // A veth's speed is nominal: the configured one is the link's (the shaper's rate).
+        let d = judge(&veth_facts(), &needs);
+        assert_eq!(status(&d, Capability::Link), Status::Ok);
         assert!(d.usable);
         let mut f = veth_facts();
         if let Fact::Known(l) = &mut f.link {
