@@ -265,6 +265,84 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
 /// The same on the AF_PACKET backend, whose `sendto` says ENOBUFS for a frame sent into a
 /// port without carrier: the port keeps that frame and the ones taken after it and sends them
 /// again once the kernel takes them, instead of handing them back to be dropped.
+/// The carrier watch reads a port whose transmit cannot tell of a lost carrier (a zero-copy
+/// socket's: its driver takes frames whatever the link, where copy mode refuses one) every 5
+/// ms while it is up, so a loss the kernel would report late is seen at once. No veth is
+/// zero-copy, so the port is marked as one would be (`SharedPort::set_tx_blind`, which the
+/// worker calls for a zero-copy socket), and the real watch runs on a real same-index veth
+/// pair. The control is the same watch on an unmarked port, in a run of its own: with no
+/// traffic no transmit is refused, and it learns of the loss from the kernel's event only.
+/// (The two cannot run at once: the blind watch's netlink read makes the kernel send the
+/// pending event at once, to every listener.)
+#[test]
+fn a_port_whose_transmit_is_blind_to_the_carrier_is_read_while_up() {
+    let _serial = traffic_lock();
+    let l = line_indexed(true);
+    let control = blind_watch_sees_loss_after(&l, false);
+    assert!(
+        control >= Duration::from_millis(100),
+        "the kernel reported the loss at once ({control:?}): nothing to show"
+    );
+    let blind = blind_watch_sees_loss_after(&l, true);
+    assert!(
+        blind * 4 < control,
+        "the blind port's watch saw the loss after {blind:?}, the event came after {control:?}"
+    );
+}
+
+/// Watches `l.d1` (marked blind if `blind`) and, after a flap of `l.s0` that leaves the kernel's
+/// link watch a report to defer, takes `l.s0` down again: how long until the watch saw it.
+fn blind_watch_sees_loss_after(l: &Line, blind: bool) -> Duration {
+    use lossless::{
+        control::carrier::{self, Watched},
+        dataplane::shared::SharedPort,
+    };
+    use std::{os::fd::AsRawFd, sync::Arc, time::Instant};
+    let port = Arc::new(SharedPort::default());
+    if blind {
+        port.set_tx_blind();
+    }
+    let ns_path = format!("/var/run/netns/{}", l.nd.name);
+    let (d1, p) = (l.d1.clone(), port.clone());
+    let (running_tx, running) = std::sync::mpsc::channel();
+    let (stop_tx, stop) = std::sync::mpsc::channel::<()>();
+    let holder = std::thread::spawn(move || {
+        let f = std::fs::File::open(&ns_path).expect("netns file");
+        // SAFETY: setns on this thread only, with a valid namespace fd; the watch's thread
+        // and netlink sockets are made here, in the daemon's namespace.
+        assert_eq!(unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) }, 0);
+        let watch = carrier::spawn(vec![Watched::new(d1, p)]).expect("watch");
+        running_tx.send(()).unwrap();
+        let _ = stop.recv();
+        drop(watch);
+    });
+    running.recv().unwrap();
+    let until = |what: &str, cond: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !cond() {
+            assert!(Instant::now() < deadline, "{what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    until("d1 up at the start", &|| port.link_up());
+    // A down and up: the kernel's link watch has just run a report for d1, and defers the
+    // next one (up to a second on this kernel).
+    std::thread::sleep(Duration::from_millis(1500));
+    l.ns.run(&["ip", "link", "set", &l.s0, "down"]);
+    until("the first loss seen", &|| !port.link_up());
+    l.ns.run(&["ip", "link", "set", &l.s0, "up"]);
+    until("d1 back", &|| port.link_up());
+    std::thread::sleep(Duration::from_millis(50));
+    l.ns.run(&["ip", "link", "set", &l.s0, "down"]);
+    let since = Instant::now();
+    until("the second loss seen", &|| !port.link_up());
+    let seen = since.elapsed();
+    l.ns.run(&["ip", "link", "set", &l.s0, "up"]);
+    stop_tx.send(()).unwrap();
+    holder.join().unwrap();
+    seen
+}
+
 #[test]
 fn egress_carrier_loss_on_the_af_packet_backend_holds_frames() {
     let _l = traffic_lock();

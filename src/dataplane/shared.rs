@@ -41,6 +41,9 @@ pub struct SharedPort {
     tx_refused: AtomicBool,
     /// The carrier watch's doorbell for this port, once a watch runs.
     carrier_bell: OnceLock<EventFd>,
+    /// A transmit on this port cannot tell of a lost carrier (a zero-copy socket), so the
+    /// carrier watch reads the carrier at its recheck period even while it is up.
+    tx_blind: AtomicBool,
     /// Until when the PFC this port sent (its workers' or the stall guard's) pauses each
     /// priority upstream, CLOCK_MONOTONIC ns (0: never paused).
     upstream_pause: [AtomicU64; PRIORITIES],
@@ -249,6 +252,25 @@ impl SharedPort {
     /// read, is answered with it: a port still without carrier refuses the next frame too.)
     pub fn answer_transmit_refused(&self) -> bool {
         self.tx_refused.swap(false, AcqRel)
+    }
+
+    /// A socket of this port transmits without a word about the carrier: in zero-copy mode the
+    /// driver takes frames from the TX ring into its hardware ring whatever the link, where the
+    /// copy-mode path refuses them ([`SharedPort::transmit_refused`]). The carrier watch then
+    /// reads this port's carrier at its recheck period even while it is up, instead of waiting
+    /// for link events the kernel may send a second late (`control::carrier`).
+    pub fn set_tx_blind(&self) {
+        if !self.tx_blind.swap(true, Relaxed) {
+            // A watch already asleep with every port up learns of it now.
+            if let Some(bell) = self.carrier_bell.get() {
+                bell.ring();
+            }
+        }
+    }
+
+    /// Whether [`SharedPort::set_tx_blind`] was called.
+    pub fn tx_blind(&self) -> bool {
+        self.tx_blind.load(Relaxed)
     }
 
     /// Installs the carrier watch's doorbell for [`SharedPort::transmit_refused`], unless one

@@ -369,8 +369,13 @@ impl ForwardWorker {
             setup,
         };
         for (p, port) in worker.ports.iter().enumerate() {
-            let zero_copy = u64::from(port.io.zero_copy());
-            worker.stats.ports[p].zero_copy_sockets.set(zero_copy);
+            let zero_copy = port.io.zero_copy();
+            worker.stats.ports[p]
+                .zero_copy_sockets
+                .set(u64::from(zero_copy));
+            if zero_copy {
+                port.shared.set_tx_blind();
+            }
         }
         worker.keep_lossless_buffers();
         worker
