@@ -262,9 +262,6 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
     assert_flap_lost_only_the_dying_links_frames("late egress", &f);
 }
 
-/// The same on the AF_PACKET backend, whose `sendto` says ENOBUFS for a frame sent into a
-/// port without carrier: the port keeps that frame and the ones taken after it and sends them
-/// again once the kernel takes them, instead of handing them back to be dropped.
 /// The carrier watch reads a port whose transmit cannot tell of a lost carrier (a zero-copy
 /// socket's: its driver takes frames whatever the link, where copy mode refuses one) every 5
 /// ms while it is up, so a loss the kernel would report late is seen at once. No veth is
@@ -278,12 +275,12 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
 fn a_port_whose_transmit_is_blind_to_the_carrier_is_read_while_up() {
     let _serial = traffic_lock();
     let l = line_indexed(true);
-    let control = blind_watch_sees_loss_after(&l, false);
+    let control = watch_sees_loss_after(&l, false);
     assert!(
         control >= Duration::from_millis(100),
         "the kernel reported the loss at once ({control:?}): nothing to show"
     );
-    let blind = blind_watch_sees_loss_after(&l, true);
+    let blind = watch_sees_loss_after(&l, true);
     assert!(
         blind * 4 < control,
         "the blind port's watch saw the loss after {blind:?}, the event came after {control:?}"
@@ -292,7 +289,7 @@ fn a_port_whose_transmit_is_blind_to_the_carrier_is_read_while_up() {
 
 /// Watches `l.d1` (marked blind if `blind`) and, after a flap of `l.s0` that leaves the kernel's
 /// link watch a report to defer, takes `l.s0` down again: how long until the watch saw it.
-fn blind_watch_sees_loss_after(l: &Line, blind: bool) -> Duration {
+fn watch_sees_loss_after(l: &Line, blind: bool) -> Duration {
     use lossless::{
         control::carrier::{self, Watched},
         dataplane::shared::SharedPort,
@@ -343,6 +340,9 @@ fn blind_watch_sees_loss_after(l: &Line, blind: bool) -> Duration {
     seen
 }
 
+/// The same on the AF_PACKET backend, whose `sendto` says ENOBUFS for a frame sent into a
+/// port without carrier: the port keeps that frame and the ones taken after it and sends them
+/// again once the kernel takes them, instead of handing them back to be dropped.
 #[test]
 fn egress_carrier_loss_on_the_af_packet_backend_holds_frames() {
     let _l = traffic_lock();

@@ -7,8 +7,9 @@
 //! `IFLA_CARRIER`, sysfs `carrier`) changes the instant the driver sees the link go. Netlink's
 //! link events (and `operstate`) follow through the kernel's link watch, which reports a
 //! change of an interface that is its own link (a physical NIC, or a veth whose index equals
-//! its peer's) at most once a second: a change within a second of the last report waits for the next, and a flap
-//! shorter than that wait is reported as where it ended, up, or never at all. On such a port a
+//! its peer's) at most once a second: a change within a second of the last report waits for
+//! the next, and a flap shorter than that wait is reported as where it ended, up, or never at
+//! all. On such a port a
 //! watch that believed the events would let the workers send into a dead link for up to a
 //! second, every frame lost (`tests/faults.rs` shows 7,500 of them in a 300 ms flap). So an
 //! event is only a reason to look: the watch reads the carrier itself, with a request on its
@@ -102,6 +103,11 @@ impl Watched {
                 "carrier lost and back between two looks (the kernel reported it late): frames sent meanwhile went into a dead link"
             ),
         }
+    }
+
+    /// Whether the port is read every [`RECHECK`]: it is down, or its transmit is blind.
+    fn rechecked(&self) -> bool {
+        !self.up || self.shared.tx_blind()
     }
 
     /// What a look that read carrier `up` and `downs` losses in all tells against the last.
@@ -200,7 +206,7 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                 })
                 .collect();
             let failed = loop {
-                let timeout = if ports.iter().all(|p| p.up && !p.shared.tx_blind()) {
+                let timeout = if !ports.iter().any(Watched::rechecked) {
                     -1
                 } else {
                     RECHECK.as_millis() as libc::c_int
@@ -227,7 +233,9 @@ pub fn spawn(mut ports: Vec<Watched>) -> io::Result<CarrierWatch> {
                         bell(&p.shared).reset();
                     }
                 }
-                for p in &mut ports {
+                // A timeout is the recheck of the ports that asked for one; an event or a
+                // doorbell has every port read.
+                for p in ports.iter_mut().filter(|p| ready > 0 || p.rechecked()) {
                     p.look(&mut nl);
                 }
             };
