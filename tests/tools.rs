@@ -495,3 +495,80 @@ fn an_af_packet_sink_counts_its_own_drops() {
         "{sink}"
     );
 }
+
+/// The values of `field=` in the log lines that contain `line`, in order.
+fn logged_values(log: &str, line: &str, field: &str) -> Vec<u64> {
+    let key = format!(" {field}=");
+    log.lines()
+        .filter(|l| l.contains(line))
+        .map(|l| {
+            let at = l.find(&key).unwrap_or_else(|| panic!("no {field} in {l}")) + key.len();
+            let v: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            v.parse().unwrap_or_else(|e| panic!("{field} in {l}: {e}"))
+        })
+        .collect()
+}
+
+/// A long run says what it is doing: a sink that has seen no test frame yet says so at every
+/// progress line (one left waiting for a generator that never came shows in its log), and
+/// once traffic flows gen and sink say what they sent and received since the previous line.
+#[test]
+fn gen_and_sink_log_progress_lines() {
+    let (ng, ns) = (Netns::new("prg"), Netns::new("prs"));
+    let (g, s) = (unique("prg"), unique("prs"));
+    veth(&ng, &g, &ns, &s);
+    let mut sink = common::start_sink_with(&ns, &s, &["--progress", "400ms"]);
+    sink.wait_for("no test frames yet", Duration::from_secs(5));
+    let gen = Proc::spawn(
+        &ng,
+        &[
+            "gen",
+            "--iface",
+            &g,
+            "--rate",
+            "100Mbit",
+            "--size",
+            "500",
+            "--duration",
+            "1500ms",
+            "--progress",
+            "400ms",
+            "--json",
+        ],
+    );
+    let (gen, gen_log) = gen.json_and_log(Duration::from_secs(20));
+    let (sink, sink_log) = sink.json_and_log(Duration::from_secs(20));
+    let sent_total = json_u64(&gen, &["frames_sent"]);
+    assert_eq!(json_u64(&sink, &["unique"]), sent_total, "{sink}");
+
+    let progress = "progress over the last";
+    let sent = logged_values(&gen_log, progress, "sent");
+    assert!(
+        sent.len() >= 3,
+        "gen: 1.5 s at one line per 0.4 s:\n{gen_log}"
+    );
+    assert!(sent[0] > 0, "gen sent from the start:\n{gen_log}");
+    assert!(sent.windows(2).all(|w| w[0] < w[1]), "{gen_log}");
+    assert!(*sent.last().unwrap() <= sent_total, "{gen_log}");
+    assert!(
+        gen_log.contains("rate=") && gen_log.contains("paused=0 %"),
+        "{gen_log}"
+    );
+
+    let waiting = sink_log.matches("no test frames yet").count();
+    let received = logged_values(&sink_log, progress, "received");
+    assert!(waiting >= 1 && received.len() >= 3, "{sink_log}");
+    let first_progress = sink_log.find(progress).unwrap();
+    assert!(
+        sink_log.rfind("no test frames yet").unwrap() < first_progress,
+        "no 'waiting' line once traffic came:\n{sink_log}"
+    );
+    assert!(received.windows(2).all(|w| w[0] <= w[1]), "{sink_log}");
+    assert!(*received.last().unwrap() <= sent_total, "{sink_log}");
+    assert!(
+        logged_values(&sink_log, progress, "missing")
+            .iter()
+            .all(|&m| m == 0),
+        "{sink_log}"
+    );
+}

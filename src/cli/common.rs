@@ -50,6 +50,15 @@ impl IfaceArgs {
     }
 }
 
+/// The progress line of the tools that can run long (`gen`, `sink`).
+#[derive(Debug, Clone, Args)]
+pub struct ProgressArgs {
+    /// Log a progress line this often: what was sent or received since the previous one (a
+    /// sink that has seen no test frame yet says so); "0s": never.
+    #[arg(long, value_parser = duration, default_value = "10s")]
+    pub progress: std::time::Duration,
+}
+
 /// Real-time flags of the tools that move frames (`gen`, `sink`, `cable`), so that they can be
 /// fair peers of a real-time daemon on a busy machine.
 #[derive(Debug, Clone, Args)]

@@ -3,7 +3,7 @@
 use clap::Args;
 
 use super::{
-    common::{self, IfaceArgs, RealtimeArgs},
+    common::{self, IfaceArgs, ProgressArgs, RealtimeArgs},
     error::CliError,
 };
 use crate::{
@@ -28,6 +28,8 @@ pub struct GenArgs {
     pub iface: IfaceArgs,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
     /// Line rate to send at, wire overhead included ("2Gbit", "500Mbit").
     #[arg(long, value_parser = common::rate)]
     pub rate: u64,
@@ -143,6 +145,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
         link_partner: args.link_partner,
         ignore_pause: args.ignore_pause,
         credit: args.credit.then(CreditTimers::default),
+        progress: Some(args.progress.progress),
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
     let report = gen::run(ports, &setup, args.iface.busy_poll, stop);

@@ -3,7 +3,7 @@
 use clap::Args;
 
 use super::{
-    common::{self, IfaceArgs, RealtimeArgs},
+    common::{self, IfaceArgs, ProgressArgs, RealtimeArgs},
     error::CliError,
 };
 use crate::{
@@ -31,6 +31,8 @@ pub struct SinkArgs {
     pub iface: IfaceArgs,
     #[command(flatten)]
     pub realtime: RealtimeArgs,
+    #[command(flatten)]
+    pub progress: ProgressArgs,
     /// Stop after this long ("10s").
     #[arg(long, value_parser = common::duration)]
     pub duration: Option<std::time::Duration>,
@@ -132,6 +134,7 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     let setup = SinkSetup {
         duration: args.duration,
         idle_timeout: args.idle_timeout,
+        progress: Some(args.progress.progress),
         expect: args.expect,
         max_flows: args.max_flows,
         dst_port: args.port,

@@ -32,6 +32,16 @@ impl Flow {
         }
     }
 
+    /// Distinct sequence numbers received.
+    fn unique(&self) -> u64 {
+        self.received - self.duplicates - self.too_old
+    }
+
+    /// Sequence numbers below the highest that have not arrived (yet: a late one still may).
+    fn lost(&self) -> u64 {
+        self.next.saturating_sub(self.unique())
+    }
+
     fn bit(seq: u64) -> (usize, u64) {
         let i = seq % WINDOW;
         ((i / 64) as usize, 1 << (i % 64))
@@ -120,19 +130,22 @@ impl FlowTable {
             .iter()
             .enumerate()
             .filter_map(|(i, f)| f.as_ref().map(|f| (i, f)))
-            .map(|(i, f)| {
-                let unique = f.received - f.duplicates - f.too_old;
-                FlowReport {
-                    flow: i as u32,
-                    received: f.received,
-                    unique,
-                    lost: f.next.saturating_sub(unique),
-                    duplicates: f.duplicates,
-                    reordered: f.reordered,
-                    next_seq: f.next,
-                }
+            .map(|(i, f)| FlowReport {
+                flow: i as u32,
+                received: f.received,
+                unique: f.unique(),
+                lost: f.lost(),
+                duplicates: f.duplicates,
+                reordered: f.reordered,
+                next_seq: f.next,
             })
             .collect()
+    }
+
+    /// Sequence numbers missing so far over all flows (the reports' `lost`, summed), without
+    /// making the reports: for a progress line.
+    pub fn missing(&self) -> u64 {
+        self.flows.iter().flatten().map(Flow::lost).sum()
     }
 }
 
@@ -147,6 +160,8 @@ mod tests {
             t.record(1, s);
         }
         t.record(7, 0);
+        t.record(2, 2); // another flow: 0 and 1 missing
+        assert_eq!(t.missing(), 3 + 2);
         let r = &t.report()[0];
         assert_eq!(r.flow, 1);
         assert_eq!(r.received, 8);
@@ -156,6 +171,9 @@ mod tests {
         assert_eq!(r.lost, 3); // 6, 7, 8
         assert_eq!(r.next_seq, 10);
         assert_eq!(t.unknown_flow, 1);
+        // A late one fills its gap.
+        t.record(1, 7);
+        assert_eq!(t.missing(), 2 + 2);
     }
 
     #[test]

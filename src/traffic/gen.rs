@@ -7,7 +7,7 @@ use std::{sync::atomic::AtomicBool, time::Duration};
 
 use serde::Serialize;
 
-use super::send_credit_update;
+use super::{progress::Progress, send_credit_update};
 
 use crate::{
     dataplane::{
@@ -29,6 +29,7 @@ use crate::{
         pdelay::InitiatorConfig,
         run::{LinkAgent, LinkAgentConfig},
     },
+    units::format_rate,
     wire::{
         classify, EtherType, EthernetRepr, FrameKind, MacAddr, MacControl, Sfcm, SfcmFrame,
         SfcmUdpFrame, TestFrame, VlanTag,
@@ -72,6 +73,8 @@ pub struct GenSetup {
     pub ignore_pause: bool,
     /// Send under credit-based flow control on the priority (with these lane timers).
     pub credit: Option<CreditTimers>,
+    /// Log a progress line this often (`None`: never).
+    pub progress: Option<Duration>,
 }
 
 /// Receive buffer the generator's lane advertises (it receives no data; the peer may).
@@ -262,10 +265,46 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     };
     let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
     let mut carrier = CarrierHold::default();
+    let mut progress = Progress::new(setup.progress, start);
+    // Paused time (PAUSE/PFC, SFC) at the previous progress line.
+    let mut paused_before = (0u64, 0u64);
     loop {
         let now = now_ns();
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
+        }
+        if let Some(t) = progress.poll(now, sent, bytes) {
+            let paused = (timers.paused_ns(now)[prio], sfc.paused_ns(now).class[prio]);
+            let share = |now: u64, before: u64| {
+                format!(
+                    "{:.0} %",
+                    (now - before) as f64 * 100.0 / t.ns.max(1) as f64
+                )
+            };
+            let (pfc_share, sfc_share) = (
+                share(paused.0, paused_before.0),
+                share(paused.1, paused_before.1),
+            );
+            paused_before = paused;
+            if carrier.next_look().is_some() {
+                tracing::info!(
+                    iface = port.name(),
+                    sent,
+                    "holding: the link has no carrier"
+                );
+            } else {
+                tracing::info!(
+                    iface = port.name(),
+                    sent,
+                    rate = %format_rate(t.rate_bps()),
+                    paused = %pfc_share,
+                    pfc_rx,
+                    sfc_paused = %sfc_share,
+                    sfcm_rx,
+                    "progress over the last {:.1} s",
+                    t.secs()
+                );
+            }
         }
         let done = end.is_some_and(|e| now >= e) || setup.count.is_some_and(|c| sent >= c);
         if done {
@@ -433,7 +472,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         } else {
             Some(shaper.wake_at())
         };
-        let wake = [wake, credit.next_deadline()].into_iter().flatten().min();
+        let wake = [wake, credit.next_deadline(), progress.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min();
         if let Some(w) = wake {
             deadline = Some(deadline.map_or(w, |d| d.min(w)));
         }

@@ -5,6 +5,7 @@
 pub mod flows;
 pub mod gen;
 pub mod histogram;
+pub mod progress;
 pub mod sink;
 pub mod sink_guard;
 

@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::{
     flows::{FlowReport, FlowTable},
     histogram::{Histogram, LatencySummary},
+    progress::Progress,
     send_credit_update,
 };
 use crate::{
@@ -32,6 +33,7 @@ use crate::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers},
         PfcGenerator, PfcThresholds, PRIORITIES,
     },
+    units::format_rate,
     wire::{classify, FrameKind, TestFrameView},
 };
 
@@ -74,6 +76,8 @@ pub struct SinkSetup {
     pub duration: Option<Duration>,
     /// Stop this long after the last test frame (once one has arrived).
     pub idle_timeout: Option<Duration>,
+    /// Log a progress line this often (`None`: never).
+    pub progress: Option<Duration>,
     /// Stop after this many test frames.
     pub expect: Option<u64>,
     /// Flow ids accounted (0..max_flows).
@@ -245,8 +249,31 @@ pub fn run(
             0
         });
     let mut last_arrival = 0u64;
+    let mut progress = Progress::new(setup.progress, start);
     loop {
         let now = now_ns();
+        if let Some(t) = progress.poll(now, c.received, c.bytes) {
+            if last_arrival == 0 {
+                tracing::info!(
+                    iface = port.name(),
+                    udp_port = setup.dst_port,
+                    other_rx,
+                    "no test frames yet, {:.0} s after the start",
+                    (now - start) as f64 / 1e9
+                );
+            } else {
+                tracing::info!(
+                    iface = port.name(),
+                    received = c.received,
+                    rate = %format_rate(t.rate_bps()),
+                    missing = c.flows.missing(),
+                    lost_here = port.kernel_drops().rx_lost(),
+                    pfc_tx,
+                    "progress over the last {:.1} s",
+                    t.secs()
+                );
+            }
+        }
         let idle_done = setup
             .idle_timeout
             .is_some_and(|t| last_arrival != 0 && now - last_arrival >= t.as_nanos() as u64);
@@ -387,6 +414,9 @@ pub fn run(
             }
             if let Some(t) = setup.idle_timeout.filter(|_| last_arrival != 0) {
                 let r = last_arrival + t.as_nanos() as u64;
+                deadline = Some(deadline.map_or(r, |d| d.min(r)));
+            }
+            if let Some(r) = progress.next_deadline() {
                 deadline = Some(deadline.map_or(r, |d| d.min(r)));
             }
             idler.wait(now, deadline);
