@@ -366,3 +366,67 @@ fn pfc_passes_through_intact() {
     // Quanta 4660 = 0x1234 on priorities 3 and 5, the others zero, in every frame.
     assert!(text.matches("4660").count() >= 10, "{text}");
 }
+
+/// A cable runs until it is stopped, so it says every `--progress` what each direction
+/// forwarded since the previous line and what it dropped.
+#[test]
+fn the_cable_logs_progress_per_direction() {
+    let _l = traffic_lock();
+    let t = Topo::new("q");
+    let sink = common::start_sink(&t.b, &t.b0);
+    let mut args = vec!["cable", "--a", &t.c0, "--b", &t.c1, "--json"];
+    args.extend_from_slice(&["--delay", "50us", "--progress", "300ms"]);
+    let mut c = Proc::spawn(&t.c, &args);
+    c.wait_ready(Duration::from_secs(10));
+    let gen = Proc::spawn(
+        &t.a,
+        &[
+            "gen",
+            "--iface",
+            &t.a0,
+            "--rate",
+            "200Mbit",
+            "--size",
+            "500",
+            "--duration",
+            "1s",
+            "--json",
+        ],
+    )
+    .json(T);
+    let sink = sink.json(T);
+    c.interrupt();
+    let (cable, log) = c.json_and_log(T);
+    let sent = u(&gen, &["frames_sent"]);
+    assert_eq!(u(&sink, &["unique"]), sent, "{sink:#}");
+    assert_eq!(u(ab(&cable), &["forwarded_frames"]), sent, "{cable:#}");
+
+    let progress = "progress over the last";
+    let ab_lines: String = log
+        .lines()
+        .filter(|l| l.contains("direction=\"a->b\""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let forwarded = common::logged_values(&ab_lines, progress, "forwarded");
+    assert!(
+        forwarded.len() >= 3,
+        "a 1 s run at a line per 0.3 s:\n{log}"
+    );
+    assert!(forwarded.windows(2).all(|w| w[0] <= w[1]), "{log}");
+    assert!(
+        forwarded.iter().any(|&f| f > 0) && *forwarded.last().unwrap() <= sent,
+        "{log}"
+    );
+    assert!(
+        common::logged_values(&ab_lines, progress, "dropped_loss")
+            .iter()
+            .all(|&d| d == 0),
+        "{log}"
+    );
+    // The other direction has its own lines, with nothing (but the sink's PFC, if any) on it.
+    assert_eq!(
+        log.matches("direction=\"b->a\"").count(),
+        forwarded.len(),
+        "{log}"
+    );
+}

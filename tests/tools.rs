@@ -5,8 +5,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, json_u64, pcap_fields, run_scapy, unique, veth, Netns, Proc,
-    TempFile, BIN,
+    capture, control_section, has_xdp, json_u64, logged_values, pcap_fields, run_scapy, unique,
+    veth, Netns, Proc, TempFile, BIN,
 };
 
 #[test]
@@ -494,19 +494,6 @@ fn an_af_packet_sink_counts_its_own_drops() {
         json_u64(&sink, &["kernel_drops", "rx_ring_full"]) >= lost,
         "{sink}"
     );
-}
-
-/// The values of `field=` in the log lines that contain `line`, in order.
-fn logged_values(log: &str, line: &str, field: &str) -> Vec<u64> {
-    let key = format!(" {field}=");
-    log.lines()
-        .filter(|l| l.contains(line))
-        .map(|l| {
-            let at = l.find(&key).unwrap_or_else(|| panic!("no {field} in {l}")) + key.len();
-            let v: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
-            v.parse().unwrap_or_else(|e| panic!("{field} in {l}: {e}"))
-        })
-        .collect()
 }
 
 /// A long run says what it is doing: a sink that has seen no test frame yet says so at every

@@ -276,6 +276,16 @@ impl Lane {
         self.line.len() + usize::from(self.held.is_some())
     }
 
+    /// Frames and bytes forwarded so far.
+    pub fn forwarded(&self) -> (u64, u64) {
+        (self.c.tx_frames, self.c.tx_bytes)
+    }
+
+    /// Frames dropped by the loss rule so far.
+    pub fn loss_drops(&self) -> u64 {
+        self.c.lost
+    }
+
     /// FIFO-overflow drops so far.
     pub fn overflow_drops(&self) -> u64 {
         self.c.overflow

@@ -8,14 +8,18 @@ use std::{
 };
 
 use super::{lane::Lane, report::CableReport, CableSetup};
-use crate::dataplane::{
-    clock::now_ns,
-    idle::Idler,
-    open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
-    pool::Frame,
-    port::{PortError, RxFrame},
-    sched::{self, RealtimeError},
-    xdp_prog::{Steering, XdpError},
+use crate::{
+    dataplane::{
+        clock::now_ns,
+        idle::Idler,
+        open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
+        pool::Frame,
+        port::{PortError, RxFrame},
+        sched::{self, RealtimeError},
+        xdp_prog::{Steering, XdpError},
+    },
+    traffic::progress::Progress,
+    units::format_rate,
 };
 
 /// Frames per RX or TX batch.
@@ -112,6 +116,7 @@ fn forward(
     // Frames longer than the cable receives whole (truncated by AF_PACKET), per direction.
     let mut oversize = [0u64; 2];
     let mut last_warn = 0u64;
+    let mut progress = [0, 1].map(|_| Progress::new(setup.progress, start));
     let result: Result<(), CableError> = (|| {
         loop {
             let now = now_ns();
@@ -155,6 +160,21 @@ fn forward(
                 lane.settle(now_ns(), &mut tx, |f| pool.release(f));
                 work += sent?;
             }
+            for (d, lane) in lanes.iter().enumerate() {
+                let (frames, bytes) = lane.forwarded();
+                if let Some(t) = progress[d].poll(now, frames, bytes) {
+                    tracing::info!(
+                        direction = names[d],
+                        forwarded = frames,
+                        rate = %format_rate(t.rate_bps()),
+                        dropped_loss = lane.loss_drops(),
+                        dropped_fifo_overflow = lane.overflow_drops(),
+                        queued = lane.queued(),
+                        "progress over the last {:.1} s",
+                        t.secs()
+                    );
+                }
+            }
             // Say it loudly when the FIFO bound drops frames (a real cable never would).
             let now = now_ns();
             if now.saturating_sub(last_warn) >= WARN_EVERY_NS {
@@ -173,7 +193,10 @@ fn forward(
                 }
             }
             if work == 0 {
-                let mut deadline = end;
+                let mut deadline = [end, progress[0].next_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 for lane in &lanes {
                     // The idler wakes 15 µs early and spins the last 30 µs. Waking earlier
                     // (spinning longer) was tried: on two vCPUs the spinning cable then loses

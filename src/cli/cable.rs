@@ -127,6 +127,8 @@ pub struct CableArgs {
     pub busy_poll: bool,
     #[command(flatten)]
     pub realtime: common::RealtimeArgs,
+    #[command(flatten)]
+    pub progress: common::ProgressArgs,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -184,6 +186,7 @@ impl CableArgs {
             frames: self.frames,
             busy_poll: self.busy_poll,
             realtime: self.realtime.request(sched::DEFAULT_PRIORITY),
+            progress: Some(self.progress.progress),
         }
     }
 }

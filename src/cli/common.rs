@@ -50,7 +50,7 @@ impl IfaceArgs {
     }
 }
 
-/// The progress line of the tools that can run long (`gen`, `sink`).
+/// The progress line of the tools that can run long (`gen`, `sink`, `cable`).
 #[derive(Debug, Clone, Args)]
 pub struct ProgressArgs {
     /// Log a progress line this often: what was sent or received since the previous one (a

@@ -713,6 +713,19 @@ fn json_at<'a>(v: &'a serde_json::Value, path: &[&str]) -> &'a serde_json::Value
     path.iter().fold(v, |x, p| &x[*p])
 }
 
+/// The values of `field=` in the log lines that contain `line`, in order.
+pub fn logged_values(log: &str, line: &str, field: &str) -> Vec<u64> {
+    let key = format!(" {field}=");
+    log.lines()
+        .filter(|l| l.contains(line))
+        .map(|l| {
+            let at = l.find(&key).unwrap_or_else(|| panic!("no {field} in {l}")) + key.len();
+            let v: String = l[at..].chars().take_while(char::is_ascii_digit).collect();
+            v.parse().unwrap_or_else(|e| panic!("{field} in {l}: {e}"))
+        })
+        .collect()
+}
+
 /// An integer at `path` in a JSON value.
 pub fn json_u64(v: &serde_json::Value, path: &[&str]) -> u64 {
     json_at(v, path)
