@@ -83,6 +83,8 @@ fn doctor_reports_veths_real_features() {
         "{ipj:#}"
     );
     assert_eq!(f["link"]["value"]["mtu"], ipj[0]["mtu"]);
+    let mac = ipj[0]["address"].as_str().expect("ip -j gives the address");
+    assert_eq!(f["link"]["value"]["mac"], mac, "{ipj:#}");
     // Verdicts: veth carries PAUSE/PFC both ways; usable.
     assert_eq!(verdict(&r, "receive_pause_pfc")["status"], "ok");
     assert_eq!(verdict(&r, "send_pause_pfc")["status"], "ok");
@@ -93,6 +95,7 @@ fn doctor_reports_veths_real_features() {
     let (code, out, _) = lossless(&ns, &["doctor", "--iface", &x]);
     assert_eq!(code, 0);
     assert!(out.contains("driver veth"), "{out}");
+    assert!(out.contains(&format!("MAC {mac}, ")), "{out}");
     assert!(out.contains("usable as configured: yes"), "{out}");
 
     // A port that is down is not usable: exit 1 and the fix.

@@ -163,10 +163,11 @@ fn text(r: &DoctorReport) -> String {
         s,
         "  link: {}; ethtool link {}; {}",
         fact(&f.link, |l| format!(
-            "{}, operstate {}, carrier {}, MTU {}, {} RX / {} TX queues{}",
+            "{}, operstate {}, carrier {}, MAC {}, MTU {}, {} RX / {} TX queues{}",
             if l.up { "up" } else { "down" },
             l.operstate,
             onoff(l.carrier),
+            l.mac.map_or("-".into(), |m| m.to_string()),
             l.mtu.map_or("-".into(), |m| m.to_string()),
             l.rx_queues.map_or("-".into(), |m| m.to_string()),
             l.tx_queues.map_or("-".into(), |m| m.to_string()),

@@ -348,7 +348,6 @@ pub fn iface_link(iface: &str) -> Result<LinkInfo, NlError> {
 pub fn iface_mac(iface: &str) -> Result<MacAddr, NlError> {
     iface_link(iface)?
         .mac
-        .map(MacAddr)
         .ok_or_else(|| NlError::Malformed(format!("{iface} has no 6-byte hardware address")))
 }
 

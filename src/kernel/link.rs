@@ -12,6 +12,7 @@
 use serde::Serialize;
 
 use super::netlink::{split_replies, Attrs, MsgBuilder, Netlink, NlError, Proto};
+use crate::wire::MacAddr;
 
 const RTM_GETLINK: u16 = 18;
 const IFLA_ADDRESS: u16 = 1;
@@ -46,8 +47,7 @@ pub struct LinkInfo {
     #[serde(skip)]
     pub carrier_down_count: Option<u32>,
     /// Hardware address, where the interface has a 6-byte one.
-    #[serde(skip)]
-    pub mac: Option<[u8; 6]>,
+    pub mac: Option<MacAddr>,
     /// RFC 2863 operational state ("up", "down", "lowerlayerdown", ...).
     pub operstate: String,
     /// MTU.
@@ -111,7 +111,8 @@ pub fn parse_link(raw: &[u8]) -> Result<LinkInfo, NlError> {
         carrier_down_count: a.u32(IFLA_CARRIER_DOWN_COUNT)?,
         mac: a
             .get(IFLA_ADDRESS)
-            .and_then(|m| <[u8; 6]>::try_from(m).ok()),
+            .and_then(|m| <[u8; 6]>::try_from(m).ok())
+            .map(MacAddr),
         operstate: match a.u8(IFLA_OPERSTATE)? {
             Some(0) | None => "unknown",
             Some(1) => "notpresent",

@@ -33,7 +33,10 @@ fn veth_link() {
     assert_eq!(l.carrier, Some(true));
     assert!(l.has_carrier());
     assert_eq!(l.carrier_down_count, Some(1));
-    assert_eq!(l.mac, Some([0x56, 0x1f, 0xfb, 0x79, 0xeb, 0x5c]));
+    assert_eq!(
+        l.mac.map(|m| m.to_string()).as_deref(),
+        Some("56:1f:fb:79:eb:5c")
+    );
     assert_eq!(l.operstate, "up");
     assert_eq!(l.mtu, Some(1500));
     assert_eq!((l.rx_queues, l.tx_queues), (Some(2), Some(2)));
