@@ -9,6 +9,11 @@ use super::{
     table::{Answer, Cell, DriverRow},
 };
 
+/// Link kinds (rtnetlink's `IFLA_INFO_KIND`) whose speed is a constant of the driver, not of
+/// anything that carries the frames: veth pairs, and tun/tap devices (kind `tun`), both 10000
+/// Mbit/s. Bonds, VLANs and macvlans report their lower device's speed, and are judged.
+const NOMINAL_SPEED_KINDS: [&str; 2] = ["veth", "tun"];
+
 /// What the configuration asks of the port.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Needs {
@@ -196,12 +201,12 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
             }
         }
     }
-    // A veth's 10000 Mbit/s is nominal (the driver says so whatever carries it): there the
-    // configured speed is the link's, the rate the daemon shapes its egress to.
+    // A veth's or a tap's 10000 Mbit/s is nominal (the driver says so whatever carries it):
+    // there the configured speed is the link's, the rate the daemon shapes its egress to.
     let nominal = facts
         .link
         .known()
-        .is_some_and(|l| l.kind.as_deref() == Some("veth"));
+        .is_some_and(|l| NOMINAL_SPEED_KINDS.contains(&l.kind.as_deref().unwrap_or_default()));
     if let (Some(want), Some(m), false) = (needs.speed_bps, facts.link_modes.known(), nominal) {
         if let Some(mbps) = m.speed_mbps {
             if u64::from(mbps) * 1_000_000 != want {
@@ -698,6 +703,12 @@ mod tests {
         let d = judge(&veth_facts(), &needs);
         assert_eq!(status(&d, Capability::Link), Status::Ok);
         assert!(d.usable);
+        // So is a tap's (kind tun), which a VM on the lab host hangs off.
+        let mut tap = veth_facts();
+        if let Fact::Known(l) = &mut tap.link {
+            l.kind = Some("tun".into());
+        }
+        assert_eq!(status(&judge(&tap, &needs), Capability::Link), Status::Ok);
         let mut f = veth_facts();
         if let Fact::Known(l) = &mut f.link {
             l.up = false;
