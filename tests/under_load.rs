@@ -624,25 +624,11 @@ fn small_frames_after_the_ring_went_lean_lose_nothing() {
             );
             let sink = start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
             let (dut, _cfg, socket) = start_daemon(&w.dut_ns, &config);
-            let large = Proc::spawn(
-                &w.gen_ns,
-                &[
-                    "gen",
-                    "--iface",
-                    &w.g,
-                    "--json",
-                    "--rate",
-                    "2Gbit",
-                    "--size",
-                    "1000",
-                    "--priority",
-                    "3",
-                    "--duration",
-                    "1500ms",
-                ],
-            )
-            .json(Duration::from_secs(30));
-            let lean = u(&status_of(&socket)["ports"][0], &["counters", "fill_target"]);
+            let large = gen_2gbit(&w.gen_ns, &w.g, "1500ms", &[]).json(Duration::from_secs(30));
+            let lean = u(
+                &status_of(&socket)["ports"][0],
+                &["counters", "fill_target"],
+            );
             let small = Proc::spawn(
                 &w.gen_ns,
                 &[
