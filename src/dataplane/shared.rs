@@ -1,7 +1,7 @@
 //! Per-port state every worker must see: buffer occupancy per priority (charged at RX,
 //! released at TX, whichever workers do those), what waits in the port's RX rings, pause
-//! deadlines from received PAUSE/PFC/SFC frames with the time they held each priority, and
-//! whether the port has a carrier.
+//! deadlines from received PAUSE/PFC/SFC frames with the time they held each priority,
+//! whether the port has a carrier, and when its line is free for the next frame.
 
 use std::sync::{
     atomic::{
@@ -11,7 +11,7 @@ use std::sync::{
     OnceLock,
 };
 
-use super::eventfd::EventFd;
+use super::{eventfd::EventFd, shaper::LineClock};
 use crate::{
     fc::{PauseTimers, PRIORITIES},
     wire::MacControl,
@@ -58,6 +58,8 @@ pub struct SharedPort {
     /// How long the stall guard lets frames wait before it calls a stall on this port, ns,
     /// as it last looked (0: no guard watches the port).
     guard_wait_ns: AtomicU64,
+    /// The port's line: when it is free for the next frame, whichever worker sends it.
+    line: LineClock,
 }
 
 impl SharedPort {
@@ -79,6 +81,13 @@ impl SharedPort {
     #[inline]
     pub fn release(&self, p: usize, bytes: u64) {
         self.occupancy[p].fetch_sub(bytes, Relaxed);
+    }
+
+    /// The port's line, which every worker's egress on the port takes its frames' wire time
+    /// from ([`LineClock`]).
+    #[inline]
+    pub fn line(&self) -> &LineClock {
+        &self.line
     }
 
     /// Bytes charged to priority `p`.

@@ -20,7 +20,7 @@ use super::{
     port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
     settings::SettingsCell,
-    shaper::Shaper,
+    shaper::LineRate,
     shared::SharedPort,
     stats::{DropReason, WorkerStats},
 };
@@ -52,7 +52,8 @@ const LINK_DOWN_RECHECK_NS: u64 = 1_000_000;
 const CTRL_QUEUE: usize = 256;
 
 /// SFC congestion points for the SFC priorities of an egress port draining at `speed_bps`
-/// (times this worker's share).
+/// times this worker's share: what each worker gets of the shared line while all are busy
+/// (a worker alone on it drains faster, and its pauses are then longer than needed).
 fn sfc_congestion_points(
     prios: &[PrioPlan; PRIORITIES],
     sfc: &SfcSettings,
@@ -186,7 +187,9 @@ pub struct ForwardSetup {
     pub watchdog: Option<WatchdogConfig>,
     /// SFC transport and corrections.
     pub sfc: SfcSettings,
-    /// Share of each port's line rate this worker's shaper gets (1/workers).
+    /// Share of each port's line rate this worker's queues are taken to drain at (1/workers),
+    /// for its SFC congestion points' pause times. (The line itself is shared: a worker alone
+    /// on it sends at the whole speed.)
     pub rate_share: f64,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
@@ -228,7 +231,9 @@ struct PortState {
     shared: Arc<SharedPort>,
     /// Data queued to leave through this port, per priority.
     egress: PrioQueues,
-    shaper: Shaper,
+    /// The port's line rate, on the line every worker of the port shares
+    /// ([`SharedPort::line`]): a worker alone on it gets the whole speed.
+    rate: LineRate,
     /// PFC this port sends for its ingress occupancy.
     generator: PfcGenerator,
     /// When the watchdog is enabled.
@@ -326,7 +331,7 @@ impl ForwardWorker {
                     .map(|p| (p as u8, setup.prios[p].limit));
                 PortState {
                     egress: PrioQueues::new(cap),
-                    shaper: Shaper::paced(((port.speed_bps as f64) * setup.rate_share) as u64, now),
+                    rate: LineRate::paced(port.speed_bps),
                     generator: PfcGenerator::new(thresholds, port.pause_quanta, port.speed_bps),
                     watchdog: setup.watchdog.map(PfcWatchdog::new),
                     agent: None,
@@ -595,7 +600,8 @@ impl ForwardWorker {
                 .select((received_pause & !overridden) | waiting)
                 .is_some()
             {
-                consider(self.ports[e].shaper.wake_at());
+                let port = &self.ports[e];
+                consider(port.shared.line().wake_at(&port.rate, now));
             } else if let Some(r) = resume {
                 consider(r);
             }

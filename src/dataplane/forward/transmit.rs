@@ -5,7 +5,10 @@
 //! drains what it takes; what it leaves in `tx` is dropped (released) here, so each frame
 //! leaves the worker exactly once.
 
-use crate::dataplane::stats::{DropReason, PortCounters};
+use crate::dataplane::{
+    shaper::LineGrant,
+    stats::{DropReason, PortCounters},
+};
 use crate::fc::{
     credit_port::Gate,
     priorities,
@@ -91,7 +94,8 @@ impl ForwardWorker {
                 let Some(q) = self.ports[e].ctrl.pop() else {
                     break;
                 };
-                self.ports[e].shaper.charge(q.frame.len(), now);
+                let port = &self.ports[e];
+                port.shared.line().charge(&port.rate, q.frame.len(), now);
                 bytes += u64::from(q.frame.len());
                 self.tx.push(q.frame);
             }
@@ -129,6 +133,10 @@ impl ForwardWorker {
         let mut slots = 0;
         // Every data frame queued here arrived on the other port, which holds its charge.
         let (port, ingress) = this_and_other(&mut self.ports, e);
+        // The port's line, shared with its other workers: what it has free is taken at the
+        // first frame that may go, and what this batch does not spend is given back when the
+        // grant is dropped below.
+        let mut grant: Option<LineGrant> = None;
         while slots < room {
             let Some(prio) = port.egress.select(paused) else {
                 break;
@@ -155,7 +163,14 @@ impl ForwardWorker {
                     continue;
                 }
             }
-            if !port.shaper.try_send(len, now) {
+            let line = match grant.as_mut() {
+                Some(g) => g,
+                None => match port.shared.line().grant(&port.rate, now) {
+                    Some(g) => grant.insert(g),
+                    None => break,
+                },
+            };
+            if !line.try_send(len) {
                 break;
             }
             let q = port.egress.pop(prio).expect("selected");
@@ -172,6 +187,7 @@ impl ForwardWorker {
             self.tx.push(q.frame);
             slots += k;
         }
+        drop(grant);
         if !self.tx.is_empty() {
             let batch = self.tx.len();
             let res = self.ports[e].io.send(&mut self.pool, &mut self.tx);
