@@ -434,53 +434,53 @@ fn two_queue_wire(tag: &str) -> TwoQueueWire {
     }
 }
 
-/// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
-/// traffic is forwarded, and both stop cleanly.
-#[test]
-fn two_workers_on_two_queue_veths() {
-    let TwoQueueWire {
-        ns,
-        gen_ns,
-        sink_ns,
-        d0,
-        g0,
-        d1,
-        s0,
-    } = two_queue_wire("lw");
+/// Through a two-worker daemon on `w` (d1's `speed` given, d0 at 10 Gbit/s, `prios` its
+/// priority sections), started between a sink and `gen` with `gen_args`: the reports of gen,
+/// sink and daemon.
+fn through_two_workers(
+    w: &TwoQueueWire,
+    d1_speed: &str,
+    prios: &str,
+    gen_args: &[&str],
+) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
     let (control, _socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(
-            "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"10Gbit\"\n{control}"
+            "[daemon]\nworkers = 2\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\
+             [[port]]\niface = \"{}\"\nspeed = \"{d1_speed}\"\n{prios}{control}",
+            w.d0, w.d1
         ),
     );
-    let sink = common::start_sink(&sink_ns, &s0);
-    let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    let sink = common::start_sink(&w.sink_ns, &w.s0);
+    let mut dut = Proc::spawn(&w.ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
-    let gen = Proc::spawn(
-        &gen_ns,
-        &[
-            "gen",
-            "--iface",
-            &g0,
-            "--rate",
-            "100Mbit",
-            "--count",
-            "5000",
-            "--duration",
-            "10s",
-            "--json",
-        ],
-    )
-    .json(Duration::from_secs(20));
+    let mut args = vec!["gen", "--iface", &w.g0, "--json"];
+    args.extend_from_slice(gen_args);
+    let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
     dut.interrupt();
-    let report = dut.json(Duration::from_secs(10));
+    let dut = dut.json(Duration::from_secs(10));
+    assert_eq!(dut["workers"], 2);
+    (gen, sink, dut)
+}
+
+/// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
+/// traffic is forwarded, and both stop cleanly.
+#[test]
+fn two_workers_on_two_queue_veths() {
+    let w = two_queue_wire("lw");
+    let (gen, sink, report) = through_two_workers(
+        &w,
+        "10Gbit",
+        "",
+        &["--rate", "100Mbit", "--count", "5000", "--duration", "10s"],
+    );
     assert_eq!(report["workers"], 2);
     assert_eq!(report["backend"], "af_xdp");
     assert_eq!(gen["frames_sent"], 5000);
     assert_eq!(sink["unique"], 5000, "{sink}");
-    assert!(!has_xdp(&ns, &d0) && !has_xdp(&ns, &d1));
+    assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
 }
 
 /// A flow its sender put on one queue reaches one worker, and still gets the whole line: the
@@ -493,33 +493,11 @@ fn two_workers_on_two_queue_veths() {
 fn one_flow_through_two_workers_gets_the_whole_line() {
     let _l = common::traffic_lock();
     let run = || {
-        let TwoQueueWire {
-            ns,
-            gen_ns,
-            sink_ns,
-            d0,
-            g0,
-            d1,
-            s0,
-        } = two_queue_wire("lo");
-        let (control, _socket) = control_section();
-        let cfg = TempFile::new(
-            "cfg",
-            &format!(
-                "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"10Gbit\"\n\
-                 [[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
-                 [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n{control}"
-            ),
-        );
-        let sink = common::start_sink(&sink_ns, &s0);
-        let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
-        dut.wait_ready(Duration::from_secs(10));
-        let gen = Proc::spawn(
-            &gen_ns,
+        through_two_workers(
+            &two_queue_wire("lo"),
+            "1Gbit",
+            "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n",
             &[
-                "gen",
-                "--iface",
-                &g0,
                 "--rate",
                 "2Gbit",
                 "--size",
@@ -528,15 +506,8 @@ fn one_flow_through_two_workers_gets_the_whole_line() {
                 "3",
                 "--duration",
                 "2s",
-                "--json",
             ],
         )
-        .json(Duration::from_secs(20));
-        let sink = sink.json(Duration::from_secs(20));
-        dut.interrupt();
-        let dut = dut.json(Duration::from_secs(10));
-        assert_eq!(dut["workers"], 2);
-        (gen, sink, dut)
     };
     let rate = |sink: &serde_json::Value| sink["rate_bps"].as_f64().expect("rate_bps");
     // A loss with the worker held off longer than the 320 KiB buffer lasts at the 2 Gbit/s
