@@ -51,9 +51,9 @@ const LINK_DOWN_RECHECK_NS: u64 = 1_000_000;
 /// Control frames (PFC, SFCM) that may wait for TX per port.
 const CTRL_QUEUE: usize = 256;
 
-/// SFC congestion points for the SFC priorities of an egress port draining at `speed_bps`
-/// times this worker's share: what each worker gets of the shared line while all are busy
-/// (a worker alone on it drains faster, and its pauses are then longer than needed).
+/// SFC congestion points for the SFC priorities of an egress port, assuming until they have
+/// measured their queue's drain rate that it is `speed_bps` times this worker's share: what
+/// each worker gets of the shared line while all are busy.
 fn sfc_congestion_points(
     prios: &[PrioPlan; PRIORITIES],
     sfc: &SfcSettings,
@@ -187,9 +187,9 @@ pub struct ForwardSetup {
     pub watchdog: Option<WatchdogConfig>,
     /// SFC transport and corrections.
     pub sfc: SfcSettings,
-    /// Share of each port's line rate this worker's queues are taken to drain at (1/workers),
-    /// for its SFC congestion points' pause times. (The line itself is shared: a worker alone
-    /// on it sends at the whole speed.)
+    /// Share of each port's line rate this worker's queues are taken to drain at (1/workers)
+    /// by its SFC congestion points until they have measured it. (The line itself is shared:
+    /// a worker alone on it sends at the whole speed.)
     pub rate_share: f64,
     /// Spin instead of sleeping when idle.
     pub busy_poll: bool,
