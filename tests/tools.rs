@@ -134,6 +134,48 @@ fn config_errors_name_the_field_and_exit_78() {
     );
 }
 
+/// With the stall guard off, nothing bounds what arrives while a worker does not run but the
+/// PFC headroom: `check-config` (and `run`, which validates the same way) says how long each
+/// PFC priority's headroom lasts at the fastest port's speed.
+#[test]
+fn an_unguarded_pfc_headroom_is_told_in_time() {
+    let cfg = TempFile::new(
+        "sg",
+        "[daemon]\nstall_guard = \"off\"\n[[port]]\niface = \"a\"\nspeed = \"1G\"\n\
+         [[port]]\niface = \"b\"\nspeed = \"10G\"\n[priority.3]\nmode = \"pfc\"\n\
+         [priority.5]\nmode = \"lossy\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", cfg.path()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("stall_guard is off"))
+        .collect();
+    // The default 256 KiB headroom at 10 Gbit/s: 210 us. Only the PFC priority is named.
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("WARN")
+            && lines[0].contains("priority.3's headroom of 262144 bytes, 210 us at 10.000 Gbit/s"),
+        "{err}"
+    );
+    // With the guard on (the default), no such line.
+    let guarded = TempFile::new(
+        "sg",
+        &std::fs::read_to_string(cfg.path())
+            .unwrap()
+            .replace("stall_guard = \"off\"", "stall_guard = \"250us\""),
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", guarded.path()])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("stall_guard is off"));
+}
+
 /// `run` with a port whose interface does not exist: one clear error naming the field, before
 /// anything is attached or probed.
 #[test]

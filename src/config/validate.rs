@@ -141,12 +141,38 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
     }
 }
 
+/// Warns, with `daemon.stall_guard = "off"`, what the PFC headroom then covers alone: nothing
+/// pauses the sources of a worker kept off its CPU, and the headroom has no notice term, so
+/// what arrives while a worker does not run must fit the headroom as configured (or as
+/// observed after XOFFs). Said in time at the fastest port's speed, which is what an operator
+/// can hold against the stalls of the host (milliseconds on a busy one: README, known
+/// limitations).
+fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
+    let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
+    for (p, plan) in prios.iter().enumerate() {
+        let Some(pfc) = plan.pfc else { continue };
+        let us = pfc.headroom as f64 * 8.0 * 1e6 / fastest as f64;
+        tracing::warn!(
+            priority = p,
+            headroom = pfc.headroom,
+            "daemon.stall_guard is off: nothing pauses the sources of a worker kept off its \
+             CPU, and what arrives meanwhile must fit priority.{p}'s headroom of {} bytes, \
+             {us:.0} us at {}",
+            pfc.headroom,
+            crate::units::format_rate(fastest as f64)
+        );
+    }
+}
+
 fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let c = Check { file };
     let stall_guard_ns = daemon(&c, &raw.daemon)?;
     let ports = ports(&c, &raw.port, raw.daemon.backend)?;
     let prios = priorities(&c, &raw.priority)?;
     check_pool(&prios, ports.len(), raw.daemon.frames);
+    if stall_guard_ns.is_none() {
+        warn_unguarded(&prios, &ports);
+    }
     let metrics_listen = metrics_listen(&c, &raw.metrics)?;
     let control_socket = control_socket(&c, &raw.control)?;
     let watchdog = watchdog(&c, &raw.watchdog)?;
