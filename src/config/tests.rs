@@ -394,6 +394,10 @@ fn invalid_configs_name_their_field() {
             "port[0].speed",
         ),
         (
+            "[[port]]\niface = \"a\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"999kbit\"\n",
+            "port[1].speed",
+        ),
+        (
             "[[port]]\niface = \"a\"\nspeed = \"1G\"\npause_quanta = 0\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n",
             "port[0].pause_quanta",
         ),

@@ -141,6 +141,9 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
     }
 }
 
+/// The slowest port speed taken: 1 Mbit/s.
+const MIN_PORT_SPEED_BPS: u64 = 1_000_000;
+
 /// Warns, with `daemon.stall_guard = "off"`, what the PFC headroom then covers alone: nothing
 /// pauses the sources of a worker kept off its CPU, and the headroom has no notice term, so
 /// what arrives while a worker does not run must fit the headroom as configured (or as
@@ -301,6 +304,14 @@ fn ports(c: &Check, raw: &[PortSection], backend: Backend) -> Result<Vec<PortPla
         }
         let speed_bps = units::parse_rate(&p.speed)
             .map_err(|e| c.invalid(format!("port[{i}].speed"), e.to_string()))?;
+        // No Ethernet is slower, and below it a frame's wire time and the pause quanta run
+        // to seconds, beyond what the shaper's shared line tells from a clock gone wrong.
+        if speed_bps < MIN_PORT_SPEED_BPS {
+            return Err(c.invalid(
+                format!("port[{i}].speed"),
+                format!("{:?} is below the minimum of 1 Mbit/s", p.speed),
+            ));
+        }
         if p.pause_quanta == 0 {
             return Err(c.invalid(
                 format!("port[{i}].pause_quanta"),
