@@ -26,6 +26,22 @@ fn paced_burst(rate_bps: u64) -> u64 {
     burst.max(2 * 1538)
 }
 
+/// A frame of `len` bytes on the wire, in milli-bytes (the buckets' unit).
+fn wire_mb(len: u32) -> i64 {
+    (i64::from(len) + WIRE_OVERHEAD as i64) * 1000
+}
+
+/// Spends a frame of `len` bytes from `tokens_mb` if they are not in deficit: the one rule of
+/// both buckets, which may go negative by the frame that spent the last tokens (a frame once
+/// started is finished).
+fn spend(tokens_mb: &mut i64, len: u32) -> bool {
+    if *tokens_mb < 0 {
+        return false;
+    }
+    *tokens_mb -= wire_mb(len);
+    true
+}
+
 /// A token bucket in bytes, refilled at `rate_bps / 8` bytes per second.
 #[derive(Debug, Clone)]
 pub struct Shaper {
@@ -80,17 +96,13 @@ impl Shaper {
     /// The bucket may go negative by one frame (the frame already started).
     pub fn try_send(&mut self, len: u32, now: u64) -> bool {
         self.refill(now);
-        if self.tokens_mb < 0 {
-            return false;
-        }
-        self.tokens_mb -= (u64::from(len) + WIRE_OVERHEAD) as i64 * 1000;
-        true
+        spend(&mut self.tokens_mb, len)
     }
 
     /// Charges a frame that bypasses the shaper (control frames) so its wire time still counts.
     pub fn charge(&mut self, len: u32, now: u64) {
         self.refill(now);
-        self.tokens_mb -= (u64::from(len) + WIRE_OVERHEAD) as i64 * 1000;
+        self.tokens_mb -= wire_mb(len);
     }
 
     /// When the next frame may go, if the bucket is in deficit now.
@@ -143,9 +155,14 @@ impl LineRate {
         (u128::from(ps) * u128::from(self.rate_bps) / 8_000_000_000) as i64
     }
 
-    /// The time the line takes for `mb` milli-bytes, ps, rounded up.
+    /// The time the line takes for `mb` milli-bytes, ps, rounded up (what is charged).
     fn mb_to_ps(&self, mb: u64) -> u64 {
         (u128::from(mb) * 8_000_000_000).div_ceil(u128::from(self.rate_bps)) as u64
+    }
+
+    /// The same rounded down (what is given back).
+    fn mb_to_ps_down(&self, mb: u64) -> u64 {
+        (u128::from(mb) * 8_000_000_000 / u128::from(self.rate_bps)) as u64
     }
 
     /// Where the line's free time stands at `now_ps`, from `free_at`: `Err(ps)` busy for `ps`
@@ -203,7 +220,7 @@ impl LineClock {
     /// Charges a frame that bypasses the shaping (a control frame), so its wire time counts.
     pub fn charge(&self, rate: &LineRate, len: u32, now: u64) {
         let now_ps = now.wrapping_mul(PS_PER_NS);
-        let cost = rate.mb_to_ps((u64::from(len) + WIRE_OVERHEAD) * 1000);
+        let cost = rate.mb_to_ps(wire_mb(len) as u64);
         let _ = self.free_at.fetch_update(Relaxed, Relaxed, |cur| {
             let base = rate.state(cur, now_ps).unwrap_or(cur);
             Some(base.wrapping_add(cost))
@@ -235,11 +252,7 @@ impl LineGrant<'_> {
     /// Takes the line for a frame of `len` bytes if the grant is not spent.
     #[inline]
     pub fn try_send(&mut self, len: u32) -> bool {
-        if self.tokens_mb < 0 {
-            return false;
-        }
-        self.tokens_mb -= (i64::from(len) + WIRE_OVERHEAD as i64) * 1000;
-        true
+        spend(&mut self.tokens_mb, len)
     }
 }
 
@@ -247,9 +260,8 @@ impl Drop for LineGrant<'_> {
     fn drop(&mut self) {
         // What was not spent goes back (rounded down), an overdraft is charged (rounded up).
         if self.tokens_mb > 0 {
-            let ps =
-                u128::from(self.tokens_mb as u64) * 8_000_000_000 / u128::from(self.rate.rate_bps);
-            self.line.free_at.fetch_sub(ps as u64, Relaxed);
+            let ps = self.rate.mb_to_ps_down(self.tokens_mb as u64);
+            self.line.free_at.fetch_sub(ps, Relaxed);
         } else if self.tokens_mb < 0 {
             let ps = self.rate.mb_to_ps(self.tokens_mb.unsigned_abs());
             self.line.free_at.fetch_add(ps, Relaxed);
@@ -304,6 +316,7 @@ mod tests {
         assert_eq!(n, 13); // 12,500 bytes of credit, the 13th frame drives it negative
         assert_eq!(s.wake_at(), s.ready_at() + PACING_NS);
     }
+
     /// Frames of 1,000 bytes sent on one line in 10 ms by `workers` taking turns, a batch of
     /// up to `batch` frames per grant, each worker's clock `skew` ns behind the previous one's.
     fn shared_for_10ms(workers: u64, batch: usize, skew: u64) -> u64 {
