@@ -97,8 +97,8 @@ pub struct CableSetup {
     pub busy_poll: bool,
     /// Run the cable's thread real-time (`--realtime`).
     pub realtime: Option<Request>,
-    /// Log a progress line this often (`None`: never).
-    pub progress: Option<Duration>,
+    /// Log a progress line this often (zero: never).
+    pub progress: Duration,
 }
 
 impl CableSetup {
@@ -116,7 +116,7 @@ impl CableSetup {
             frames: None,
             busy_poll: false,
             realtime: None,
-            progress: None,
+            progress: Duration::ZERO,
         }
     }
 

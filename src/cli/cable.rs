@@ -186,7 +186,7 @@ impl CableArgs {
             frames: self.frames,
             busy_poll: self.busy_poll,
             realtime: self.realtime.request(sched::DEFAULT_PRIORITY),
-            progress: Some(self.progress.progress),
+            progress: self.progress.progress,
         }
     }
 }

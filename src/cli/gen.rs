@@ -145,7 +145,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
         link_partner: args.link_partner,
         ignore_pause: args.ignore_pause,
         credit: args.credit.then(CreditTimers::default),
-        progress: Some(args.progress.progress),
+        progress: args.progress.progress,
     };
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
     let report = gen::run(ports, &setup, args.iface.busy_poll, stop);

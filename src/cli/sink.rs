@@ -134,7 +134,7 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     let setup = SinkSetup {
         duration: args.duration,
         idle_timeout: args.idle_timeout,
-        progress: Some(args.progress.progress),
+        progress: args.progress.progress,
         expect: args.expect,
         max_flows: args.max_flows,
         dst_port: args.port,

@@ -73,8 +73,8 @@ pub struct GenSetup {
     pub ignore_pause: bool,
     /// Send under credit-based flow control on the priority (with these lane timers).
     pub credit: Option<CreditTimers>,
-    /// Log a progress line this often (`None`: never).
-    pub progress: Option<Duration>,
+    /// Log a progress line this often (zero: never).
+    pub progress: Duration,
 }
 
 /// Receive buffer the generator's lane advertises (it receives no data; the peer may).
@@ -275,10 +275,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         }
         if let Some(t) = progress.poll(now, sent, bytes) {
             let paused = (timers.paused_ns(now)[prio], sfc.paused_ns(now).class[prio]);
-            let share = |now: u64, before: u64| {
+            let share = |total: u64, before: u64| {
                 format!(
                     "{:.0} %",
-                    (now - before) as f64 * 100.0 / t.ns.max(1) as f64
+                    (total - before) as f64 * 100.0 / t.ns.max(1) as f64
                 )
             };
             let (pfc_share, sfc_share) = (

@@ -76,8 +76,8 @@ pub struct SinkSetup {
     pub duration: Option<Duration>,
     /// Stop this long after the last test frame (once one has arrived).
     pub idle_timeout: Option<Duration>,
-    /// Log a progress line this often (`None`: never).
-    pub progress: Option<Duration>,
+    /// Log a progress line this often (zero: never).
+    pub progress: Duration,
     /// Stop after this many test frames.
     pub expect: Option<u64>,
     /// Flow ids accounted (0..max_flows).
