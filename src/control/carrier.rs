@@ -9,12 +9,11 @@
 //! change of an interface that is its own link (a physical NIC, or a veth whose index equals
 //! its peer's) at most once a second: a change within a second of the last report waits for
 //! the next, and a flap shorter than that wait is reported as where it ended, up, or never at
-//! all. On such a port a
-//! watch that believed the events would let the workers send into a dead link for up to a
-//! second, every frame lost (`tests/faults.rs` shows 7,500 of them in a 300 ms flap). So an
-//! event is only a reason to look: the watch reads the carrier itself, with a request on its
-//! own netlink socket (in the daemon's network namespace, which sysfs need not show:
-//! [`crate::kernel::link`])
+//! all. On such a port a watch that believed the events would let the workers send into a
+//! dead link for up to a second, every frame lost (`tests/faults.rs` shows 7,500 of them in a
+//! 300 ms flap). So an event is only a reason to look: the watch reads the carrier itself,
+//! with a request on its own netlink socket (in the daemon's network namespace, which sysfs
+//! need not show: [`crate::kernel::link`])
 //! - on every link event, and at the start;
 //! - when a worker's transmit was refused ([`SharedPort::transmit_refused`]): in copy mode the
 //!   kernel drops the first frame sent to a port without carrier and says so, and the worker
