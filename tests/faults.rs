@@ -114,7 +114,8 @@ fn gen(l: &Line, link_speed: &str, extra: &[&str]) -> Proc {
     Proc::spawn(&l.ng, &args)
 }
 
-const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
+/// PFC as a user writes it: XOFF and XON, the headroom left to the daemon.
+const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"";
 
 /// What a PFC run with carrier flaps leaves to look at.
 struct Flapped {

@@ -63,8 +63,7 @@ fn jumbo_frames_cross_losslessly(backend: &str) {
             "[daemon]\nbackend = \"{backend}\"\n\
              [[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n\
              [[port]]\niface = \"{}\"\nspeed = \"500Mbit\"\n\n\
-             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n\
-             headroom = \"2MiB\"\n{control}",
+             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n{control}",
             w.d0, w.d1
         ),
     );

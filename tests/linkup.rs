@@ -390,6 +390,8 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let mut resp = Proc::spawn(&nb, &["measure", "--iface", &b0, "--respond-for", "30s"]);
     resp.wait_ready(T);
     let (control, socket) = common::control_section();
+    // No traffic: the buffer is sized to hold what the 1 ms cable's round trip needs (at
+    // least 250 kB at 1 Gbit/s) with XOFF to spare, so that the split of it can be checked.
     let cfg = common::TempFile::new(
         "cfg",
         &format!(

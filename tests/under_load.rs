@@ -110,8 +110,9 @@ fn daemon_bound_config(w: &Wire, plan: &str) -> String {
     )
 }
 
-/// Priority 3 lossless by PFC, with the buffer the other PFC tests use.
-const PFC_2MIB: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"";
+/// Priority 3 lossless by PFC as a user writes it: XOFF and XON, the headroom left to the
+/// daemon (the default 256 KiB floor, raised by what it measures).
+const PFC: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"";
 
 /// The generator at its maximum rate of 128-byte frames, far above what one worker forwards.
 const FLOOD: &[&str] = &[
@@ -157,8 +158,7 @@ fn daemon_bound(plan: &str) -> (Wire, Run) {
 #[test]
 fn daemon_bound_pfc_is_lossless() {
     let _serial = traffic_lock();
-    let (w, r) =
-        daemon_bound("mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"");
+    let (w, r) = daemon_bound(PFC);
     assert_lossless(&r);
     let d0 = port(&r.dut, &w.d0);
     // The congestion was in the RX ring: PFC went upstream and the generator was paused.
@@ -168,7 +168,8 @@ fn daemon_bound_pfc_is_lossless() {
     assert!(u(d0, &["rx_backlog_frames_peak"]) > 0, "{d0}");
     assert_no_drops(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
-    // 2 MiB of 128-byte frames is 16,384 buffers: the fill ring stays deep.
+    // XOFF + the 256 KiB floor of 128-byte frames is 2,560 buffers, more than half a lean
+    // ring holds: the fill ring stays deep.
     assert_eq!(u(d0, &["fill_target"]), 8192, "{d0}");
 }
 
@@ -270,7 +271,7 @@ fn a_buffer_smaller_than_the_measured_headroom_is_named() {
 fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
     let _serial = traffic_lock();
     let w = wire();
-    let plan = format!("{PFC_2MIB}\n[headroom]\nxoff_time = \"500us\"{METRICS}");
+    let plan = format!("{PFC}\n[headroom]\nxoff_time = \"500us\"{METRICS}");
     let (r, metrics) = run_with(&w, &daemon_bound_config(&w, &plan), FLOOD, &[]);
     assert_lossless(&r);
     let d0 = port(&r.dut, &w.d0);
@@ -280,19 +281,22 @@ fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
     let rate = prio3(d0, "pfc_drain_rate");
     assert!(rate > 0, "a backlog was there to measure: {d0}");
     // XOFF in force: 500 us of the measured drain less the peaks' excess (within the 1/8
-    // steps it moves in, never below two frames), or the configured 64 KiB where that is less.
-    // Both the drain and the excess are the last ones published, so allow a quarter.
+    // steps it moves in, never below two frames), or where that is less what the buffer
+    // (64 KiB + the 256 KiB floor) leaves beside the headroom in force. Both the drain and
+    // the excess are the last ones published, so allow a quarter.
     let cap = rate / 2_000;
     let excess = prio3(d0, "pfc_peak_excess");
     let xoff = prio3(d0, "xoff_in_force");
-    let expected = cap.saturating_sub(excess).clamp(2 * 1518, 65_536);
+    let room = ((64 + 256) * 1024u64).saturating_sub(prio3(d0, "headroom_in_force"));
+    let expected = cap.saturating_sub(excess).min(room).clamp(2 * 1518, 65_536);
     assert!(
         xoff.abs_diff(expected) <= expected / 4 + cap / 8,
         "XOFF in force {xoff} for a drain of {rate} B/s and peaks {excess} B beyond XOFF \
          (expected about {expected}): {d0}"
     );
     println!(
-        "drain {rate} B/s, peaks {excess} B beyond XOFF, XOFF in force {xoff} B (configured 65,536)"
+        "drain {rate} B/s, peaks {excess} B beyond XOFF, XOFF in force {xoff} B (configured \
+         65,536, {room} B beside the headroom in force)"
     );
     // The exposition shows the drain and the XOFF in force, and promtool accepts it.
     let m = metrics.as_deref().expect("scraped");
@@ -321,7 +325,7 @@ fn daemon_bound_sfc_is_lossless() {
 fn daemon_bound_pfc_and_sfc_is_lossless() {
     let _serial = traffic_lock();
     let (w, r) = daemon_bound(
-        "mode = \"pfc+sfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\nsfc_threshold = \"32KiB\"",
+        "mode = \"pfc+sfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nsfc_threshold = \"32KiB\"",
     );
     assert_lossless(&r);
     let d0 = port(&r.dut, &w.d0);
@@ -372,7 +376,7 @@ fn a_starved_sink_pauses_upstream_and_loses_nothing() {
     assert!(cpus >= 2, "the row needs two CPUs");
     for realtime in [false, true] {
         let w = wire();
-        let config = daemon_bound_config(&w, PFC_2MIB)
+        let config = daemon_bound_config(&w, PFC)
             .replace("realtime = \"off\"", "realtime = \"on\"\ncores = [1]");
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
         let sink = start_sink_with(&w.sink_ns, &w.s, extra);
@@ -718,8 +722,7 @@ fn pfc_propagates_hop_by_hop_through_two_daemons() {
     veth(&ng, &g, &n1, &a0);
     veth(&n1, &a1, &n2, &b0);
     veth(&n2, &b1, &ns, &s);
-    let pfc =
-        "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n";
+    let pfc = format!("[priority.3]\n{PFC}\n");
     let cfg = |i: &str, e: &str, speed: &str| {
         format!("[daemon]\nrealtime = \"auto\"\n\n[[port]]\niface = \"{i}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{e}\"\nspeed = \"{speed}\"\n\n{pfc}")
     };
