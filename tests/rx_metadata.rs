@@ -22,8 +22,7 @@ use common::*;
 const SENT: u64 = 200;
 
 /// Priority 5, the tag's, lossless: the program counts and stamps every frame.
-const PFC_5: &str = "[priority.5]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n\
-                     headroom = \"1MiB\"";
+const PFC_5: &str = "[priority.5]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"";
 
 #[test]
 fn vlan_tag_held_as_metadata_classifies_and_stays() {
