@@ -419,12 +419,20 @@ sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
     assert_eq!(port0["sfcm_rx"][3], 10, "{port0}");
 }
 
-/// gen —veth— daemon —veth— sink over veths of two queues each: `g0` faces `d0`, `d1` faces
-/// `s0`.
+/// gen —veth— tc mirred —veth— daemon —veth— sink, the daemon's veths of two queues each:
+/// `g0` faces `m0`, `m1` faces `d0`, `d1` faces `s0`.
+///
+/// Between the generator and the daemon, `mid` redirects every frame from `m0` to `m1` and
+/// back with tc's `mirred`. The kernel then picks `m1`'s TX queue, and so `d0`'s RX queue
+/// (veth hands a frame to the peer's RX queue of the same index), by each flow's hash, as a
+/// NIC's RSS would: a generator's own AF_XDP socket sends on one queue. It also leaves `g0`
+/// the one RX queue the generator binds. `s0` has two: the daemon's second worker sends on
+/// `d1`'s second queue.
 struct TwoQueueWire {
     ns: Netns,
     gen_ns: Netns,
     sink_ns: Netns,
+    _mid: Netns,
     d0: String,
     g0: String,
     d1: String,
@@ -433,13 +441,16 @@ struct TwoQueueWire {
 
 /// A [`TwoQueueWire`] in namespaces named after `tag`.
 fn two_queue_wire(tag: &str) -> TwoQueueWire {
-    let (ns, gen_ns, sink_ns) = (
+    let (ns, gen_ns, sink_ns, mid) = (
         Netns::new(tag),
         Netns::new(&format!("{tag}g")),
         Netns::new(&format!("{tag}s")),
+        Netns::new(&format!("{tag}m")),
     );
     let (d0, g0, d1, s0) = (unique("d"), unique("g"), unique("d"), unique("s"));
-    for (a, an, b, bn) in [(&g0, &gen_ns, &d0, &ns), (&d1, &ns, &s0, &sink_ns)] {
+    let (m0, m1) = (unique("m"), unique("m"));
+    veth(&gen_ns, &g0, &mid, &m0);
+    for (a, an, b, bn) in [(&m1, &mid, &d0, &ns), (&d1, &ns, &s0, &sink_ns)] {
         let out = Command::new("ip")
             .args([
                 "link",
@@ -464,16 +475,40 @@ fn two_queue_wire(tag: &str) -> TwoQueueWire {
         an.run(&["ip", "link", "set", a, "up"]);
         bn.run(&["ip", "link", "set", b, "up"]);
     }
+    for (from, to) in [(&m0, &m1), (&m1, &m0)] {
+        common::sh(&[
+            "ip", "netns", "exec", &mid.name, "tc", "qdisc", "add", "dev", from, "clsact",
+        ]);
+        common::sh(&[
+            "ip", "netns", "exec", &mid.name, "tc", "filter", "add", "dev", from, "ingress", "u32",
+            "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", to,
+        ]);
+    }
     std::thread::sleep(Duration::from_millis(500));
     TwoQueueWire {
         ns,
         gen_ns,
         sink_ns,
+        _mid: mid,
         d0,
         g0,
         d1,
         s0,
     }
+}
+
+/// Frames the XDP program saw on each of `iface`'s two RX queues (`ethtool -S`, the kernel's
+/// count: an oracle independent of the daemon's).
+fn xdp_frames_per_queue(ns: &Netns, iface: &str) -> [u64; 2] {
+    let stats = ns.run(&["ethtool", "-S", iface]);
+    [0, 1].map(|q| {
+        let key = format!("rx_queue_{q}_xdp_packets:");
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
+    })
 }
 
 /// Through a two-worker daemon on `w` (d1's `speed` given, d0 at 10 Gbit/s, `prios` its
@@ -508,7 +543,8 @@ fn through_two_workers(
 }
 
 /// Two workers on two-queue veths: each opens its own queue of both ports over its own UMEM,
-/// traffic is forwarded, and both stop cleanly.
+/// sixteen flows spread over both (the kernel's count per queue says so), every frame is
+/// forwarded, and both workers stop cleanly.
 #[test]
 fn two_workers_on_two_queue_veths() {
     let w = two_queue_wire("lw");
@@ -516,27 +552,47 @@ fn two_workers_on_two_queue_veths() {
         &w,
         "10Gbit",
         "",
-        &["--rate", "100Mbit", "--count", "5000", "--duration", "10s"],
+        &[
+            "--rate",
+            "100Mbit",
+            "--count",
+            "5000",
+            "--duration",
+            "10s",
+            "--flows",
+            "16",
+        ],
     );
     assert_eq!(report["workers"], 2);
     assert_eq!(report["backend"], "af_xdp");
     assert_eq!(gen["frames_sent"], 5000);
     assert_eq!(sink["unique"], 5000, "{sink}");
+    let split = xdp_frames_per_queue(&w.ns, &w.d0);
+    assert!(split.iter().all(|&n| n >= 100), "d0's queues got {split:?}");
     assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
 }
 
-/// A flow its sender put on one queue reaches one worker, and still gets the whole line: the
-/// workers of a port share its line (`dataplane::shaper::LineClock`). With a bucket per
-/// worker at its share of the speed, as before, this run delivered 499 Mbit/s of the 1 Gbit/s
-/// port (997 with one worker). Never faster than the line either (two workers on one line:
-/// the shaper's unit tests). A short delivery is measured once more on a fresh topology, as
-/// the cable's rate is: a host busy elsewhere can starve a run; a rate above the line cannot.
-#[test]
-fn one_flow_through_two_workers_gets_the_whole_line() {
-    let _l = common::traffic_lock();
+/// A run of `flows` flows at 2 Gbit/s of 1000-byte frames on PFC priority 3 through two
+/// workers into a 1 Gbit/s port: (gen, sink, daemon, what d0's two queues received), judged
+/// once more on a fresh topology after a delivery below `min_bps`, as the cable's rate is (a
+/// host busy elsewhere can starve a run; a rate above the line cannot), or after a loss with
+/// the worker held off longer than the 320 KiB buffer lasts at 2 Gbit/s; `None` if that second
+/// run was such a loss too (the host's, not judged: the other tests of this file run beside
+/// it).
+fn the_line_through_two_workers(
+    tag: &str,
+    flows: &str,
+    min_bps: f64,
+) -> Option<(
+    serde_json::Value,
+    serde_json::Value,
+    serde_json::Value,
+    [u64; 2],
+)> {
     let run = || {
-        through_two_workers(
-            &two_queue_wire("lo"),
+        let w = two_queue_wire(tag);
+        let (gen, sink, dut) = through_two_workers(
+            &w,
             "1Gbit",
             "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n",
             &[
@@ -548,35 +604,142 @@ fn one_flow_through_two_workers_gets_the_whole_line() {
                 "3",
                 "--duration",
                 "2s",
+                "--flows",
+                flows,
             ],
+        );
+        let split = xdp_frames_per_queue(&w.ns, &w.d0);
+        (gen, sink, dut, split)
+    };
+    let the_hosts = |(_, sink, dut, _): &(_, serde_json::Value, serde_json::Value, _)| {
+        common::loss_is_the_hosts(
+            json_u64(sink, &["lost"]),
+            &dut["ports"][0],
+            327_680,
+            2e9 as u64,
         )
     };
-    let rate = |sink: &serde_json::Value| sink["rate_bps"].as_f64().expect("rate_bps");
-    // A loss with the worker held off longer than the 320 KiB buffer lasts at the 2 Gbit/s
-    // offered is the host's (the other tests of this file run beside this one).
-    let the_hosts = |(_, sink, dut): &(serde_json::Value, serde_json::Value, serde_json::Value)| {
-        let d0 = &dut["ports"][0];
-        common::loss_is_the_hosts(json_u64(sink, &["lost"]), d0, 327_680, 2_000_000_000)
-    };
-    let mut r = run();
-    if rate(&r.1) < 0.9e9 || the_hosts(&r) {
-        println!("{} bit/s on the first run: once more", rate(&r.1));
-        r = run();
-        if the_hosts(&r) {
-            return;
-        }
+    let first = run();
+    if line_rate(&first.1) >= min_bps && !the_hosts(&first) {
+        return Some(first);
     }
-    let (gen, sink, dut) = r;
-    let sent = json_u64(&gen, &["frames_sent"]);
-    let went = common::where_frames_went(&dut);
-    assert_eq!(json_u64(&sink, &["unique"]), sent, "{went}\n{sink}");
-    assert_eq!(json_u64(&sink, &["lost"]), 0, "{sink}");
-    assert!(json_u64(&gen, &["pfc_rx"]) > 0, "the line congested: {gen}");
-    let r = rate(&sink);
+    println!("{} bit/s on the first run: once more", line_rate(&first.1));
+    let second = run();
+    (!the_hosts(&second)).then_some(second)
+}
+
+fn line_rate(sink: &serde_json::Value) -> f64 {
+    sink["rate_bps"].as_f64().expect("rate_bps")
+}
+
+/// Every frame the generator sent arrived once, PFC paused it, and the sink got at least
+/// `min_bps` of the 1 Gbit/s line, and no more than the line.
+fn assert_the_line_lossless(
+    gen: &serde_json::Value,
+    sink: &serde_json::Value,
+    dut: &serde_json::Value,
+    min_bps: f64,
+) {
+    let sent = json_u64(gen, &["frames_sent"]);
+    let went = common::where_frames_went(dut);
+    assert_eq!(json_u64(sink, &["unique"]), sent, "{went}\n{sink}");
+    assert_eq!(json_u64(sink, &["lost"]), 0, "{sink}");
+    assert!(json_u64(gen, &["pfc_rx"]) > 0, "the line congested: {gen}");
+    let r = line_rate(sink);
     assert!(r <= 1.01e9, "faster than the 1 Gbit/s line: {r} bit/s");
     assert!(
-        r >= 0.9e9,
-        "one worker's flow got {r} bit/s of the 1 Gbit/s line: {sink}"
+        r >= min_bps,
+        "the 1 Gbit/s line delivered {r} bit/s: {sink}"
+    );
+    println!("the 1 Gbit/s line delivered {r} bit/s");
+}
+
+/// A flow its sender put on one queue reaches one worker, and still gets the whole line: the
+/// workers of a port share its line (`dataplane::shaper::LineClock`). With a bucket per
+/// worker at its share of the speed, as before, this run delivered 499 Mbit/s of the 1 Gbit/s
+/// port (997 with one worker).
+#[test]
+fn one_flow_through_two_workers_gets_the_whole_line() {
+    let _l = common::traffic_lock();
+    if let Some((gen, sink, dut, _)) = the_line_through_two_workers("lo", "1", 0.9e9) {
+        assert_the_line_lossless(&gen, &sink, &dut, 0.9e9);
+    }
+}
+
+/// Sixteen flows spread over both workers (d0's queues each got a share) share the line and
+/// never exceed it, and PFC keeps every flow lossless: the port's congestion is counted over
+/// both RX queues, whichever worker sees it. The sink receives over AF_PACKET (its `auto`
+/// falls back: `s0` has two RX queues, the daemon's second worker sends on the second).
+///
+/// How much of the line they fill is not judged: 0.74-0.84 of it in four runs on the 2-vCPU
+/// VM (one flow: 0.99), where two busy real-time workers leave the generator, the tc hop and
+/// the AF_PACKET sink little CPU, so the generator resumes late after XON (0.83-0.91 with the
+/// workers at normal priority; 0.97-0.98 with XOFF 128 KiB and XON 96 KiB, whose XON leaves
+/// more to drain while it resumes).
+#[test]
+fn flows_over_two_workers_share_the_line_losslessly() {
+    let _l = common::traffic_lock();
+    if let Some((gen, sink, dut, split)) = the_line_through_two_workers("ls", "16", 0.0) {
+        assert_the_line_lossless(&gen, &sink, &dut, 0.0);
+        let sent = json_u64(&gen, &["frames_sent"]);
+        assert!(
+            split.iter().all(|&n| n >= sent / 32),
+            "d0's queues got {split:?} of {sent}"
+        );
+        assert_eq!(sink["backend"], "af_packet", "{sink}");
+        assert_eq!(sink["flows"].as_array().map(Vec::len), Some(16), "{sink}");
+    }
+}
+
+/// A daemon whose port receives on more RX queues than it has workers refuses to start,
+/// naming the port, the queues and both remedies: a frame on a queue no worker binds would go
+/// to the kernel, never forwarded or counted.
+#[test]
+fn a_port_with_more_queues_than_workers_is_refused() {
+    let w = two_queue_wire("lq");
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n",
+            w.d0, w.d1
+        ),
+    );
+    let out =
+        w.ns.cmd(BIN)
+            .args(["run", "--config", cfg.path()])
+            .output()
+            .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("port[0].iface: {} receives on 2 RX queues", w.d0))
+            && err.contains("daemon.workers = 1")
+            && err.contains("workers = 2")
+            && err.contains(&format!("ethtool -L {} combined 1", w.d0)),
+        "{err}"
+    );
+    assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
+    // A tool told to use AF_XDP says the same of its interface; `auto` falls back instead.
+    let out = w
+        .sink_ns
+        .cmd(BIN)
+        .args([
+            "sink",
+            "--iface",
+            &w.s0,
+            "--backend",
+            "af-xdp",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("{} receives on 2 RX queues", w.s0))
+            && err.contains("--backend af-packet"),
+        "{err}"
     );
 }
 

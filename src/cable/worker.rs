@@ -64,7 +64,7 @@ pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, C
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering, 1)?;
     let frames = setup.pool_frames();
     let wp = open_worker_ports(
         &ifaces,

@@ -294,6 +294,10 @@ fn invalid_configs_name_their_field() {
         ("[daemon]\nrealtime = \"yes\"\n", "realtime"),
         ("[daemon]\nbackend = \"dpdk\"\n", "backend"),
         ("[daemon]\nxdp_mode = \"offload\"\n", "xdp_mode"),
+        (
+            "[daemon]\nbackend = \"af-packet\"\nworkers = 2\n",
+            "daemon.workers",
+        ),
         ("[metrics]\nlisten = \"nowhere\"\n", "metrics.listen"),
         ("[control]\nsocket = \"relative.sock\"\n", "control.socket"),
         (

@@ -238,6 +238,17 @@ fn daemon(c: &Check, d: &DaemonSection) -> Result<Option<u64>, ConfigError> {
             format!("{} is not in 1..=64", d.workers),
         ));
     }
+    if d.backend == Backend::AfPacket && d.workers > 1 {
+        return Err(c.invalid(
+            "daemon.workers".into(),
+            format!(
+                "{} workers over backend = \"af-packet\": AF_PACKET carries one worker (every \
+                 AF_PACKET socket on an interface receives every frame, so each worker would \
+                 forward each frame again)",
+                d.workers
+            ),
+        ));
+    }
     if !d.cores.is_empty() && d.cores.len() < d.workers {
         return Err(c.invalid(
             "daemon.cores".into(),

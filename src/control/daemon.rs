@@ -29,7 +29,7 @@ use crate::{
         agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
-        open::{attach_for, open_worker_ports, Attached, OpenError},
+        open::{attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError},
         port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
@@ -84,6 +84,35 @@ pub enum DaemonError {
         port: usize,
         /// The interface name.
         iface: String,
+    },
+    /// A port receives on more RX queues than the workers bind (worker w binds queue w).
+    #[error(
+        "port[{port}].iface: {iface} receives on {active} RX queues, but daemon.workers = \
+         {workers} binds the first {workers} (worker w binds queue w): frames its NIC or peer \
+         puts on the others would go to the kernel, never forwarded or counted. Set `[daemon] \
+         workers = {active}` (one per queue), or reduce its RX queues: `ethtool -L {iface} \
+         combined {workers}` (`rx {workers}` where the driver has RX-only channels, as veth)"
+    )]
+    QueuesUncovered {
+        /// Index of the port in the configuration.
+        port: usize,
+        /// The interface name.
+        iface: String,
+        /// The RX queues it receives on.
+        active: u32,
+        /// `daemon.workers`.
+        workers: usize,
+    },
+    /// AF_XDP refused (`backend = "auto"`) with several workers: AF_PACKET carries one.
+    #[error(
+        "daemon.workers = {workers}, but AF_XDP was refused (the warning above says why) and \
+         AF_PACKET carries one worker: every AF_PACKET socket on an interface receives every \
+         frame, so each worker would forward each frame again. Set `[daemon] workers = 1`, or \
+         make AF_XDP work on the ports (`lossless doctor`)"
+    )]
+    PacketWorkers {
+        /// `daemon.workers`.
+        workers: usize,
     },
     /// The metrics address could not be bound.
     #[error("metrics.listen {addr}: {source}")]
@@ -413,7 +442,24 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
+    // Worker w binds queue w of every port: the ports may receive on no more queues than that
+    // (a frame on another would go to the kernel, never forwarded), whatever the backend may
+    // fall back to, since AF_PACKET carries one worker only.
+    if d.backend != Backend::AfPacket {
+        if let Some((iface, active)) = uncovered_queues(&ifaces, d.workers as u32) {
+            let port = ifaces.iter().position(|i| i == iface).unwrap_or(0);
+            return Err(DaemonError::QueuesUncovered {
+                port,
+                iface: iface.to_string(),
+                active,
+                workers: d.workers,
+            });
+        }
+    }
+    let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering, d.workers as u32)?;
+    if attached.is_none() && d.workers > 1 {
+        return Err(DaemonError::PacketWorkers { workers: d.workers });
+    }
     apply_ingress_policy(attached.as_ref(), plan, &max_frames);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();

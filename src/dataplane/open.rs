@@ -7,7 +7,7 @@ use super::{
     af_packet::AfPacketPort,
     af_xdp::{AfXdpOptions, AfXdpPort},
     pool::{heap_frame_size, FramePool, PoolError, JUMBO_MAX_FRAME, XSK_MAX_FRAME},
-    port::{iface_mtu, Port, PortError},
+    port::{iface_mtu, iface_rx_queues, Port, PortError},
     xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
 };
 
@@ -63,6 +63,36 @@ pub enum OpenError {
     /// A socket could not be opened.
     #[error(transparent)]
     Port(#[from] PortError),
+    /// An interface receives on more RX queues than AF_XDP sockets would be bound to it.
+    #[error(
+        "{iface} receives on {active} RX queues, and the AF_XDP sockets bound to it ({sockets}, \
+         from queue 0) would never see what its NIC or peer puts on the others. Use `--backend \
+         af-packet`, which receives from every queue (`auto` falls back to it by itself), or \
+         reduce its RX queues to {sockets}: `ethtool -L {iface} combined {sockets}` (`rx \
+         {sockets}` where the driver has RX-only channels, as veth)"
+    )]
+    UncoveredQueues {
+        /// The interface.
+        iface: String,
+        /// The RX queues it receives on.
+        active: u32,
+        /// The sockets that would be bound to it, on queues 0 up to this.
+        sockets: u32,
+    },
+}
+
+/// The first of `ifaces` that receives on more RX queues than `sockets` (bound to queues 0 up
+/// to `sockets`) cover, and its RX queues. An AF_XDP socket receives what arrives on its
+/// queue, and the XDP program can steer a frame only to the socket of the queue it arrived
+/// on, so a frame on a queue without one goes to the kernel, unseen: on veth, what its peer
+/// sent on that TX queue; on a NIC, whatever flows RSS hashes there. An interface whose
+/// driver does not report its channels counts as covered.
+pub fn uncovered_queues(ifaces: &[String], sockets: u32) -> Option<(&str, u32)> {
+    ifaces.iter().find_map(|i| {
+        iface_rx_queues(i)
+            .filter(|&n| n > sockets)
+            .map(|n| (i.as_str(), n))
+    })
 }
 
 /// XDP programs attached to a set of interfaces (detached on drop).
@@ -84,19 +114,31 @@ pub fn attach_all(
     Ok(Attached { programs })
 }
 
-/// Attaches the XDP program as `backend` asks: not at all for AF_PACKET, required for AF_XDP,
-/// and for `auto` attempted, with a warning and `None` (AF_PACKET) when refused.
+/// Attaches the XDP program as `backend` asks, for `sockets` AF_XDP sockets per interface
+/// (on queues 0 up to `sockets`): not at all for AF_PACKET; for AF_XDP required, and refused
+/// where an interface receives on more RX queues than the sockets cover
+/// ([`uncovered_queues`]); for `auto` attempted, with a warning and `None` (AF_PACKET, which
+/// receives from every queue) where either fails.
 pub fn attach_for(
     backend: Backend,
     ifaces: &[String],
     mode: XdpMode,
     steering: Steering,
-) -> Result<Option<Attached>, XdpError> {
+    sockets: u32,
+) -> Result<Option<Attached>, OpenError> {
+    let attach = || match uncovered_queues(ifaces, sockets) {
+        Some((iface, active)) => Err(OpenError::UncoveredQueues {
+            iface: iface.to_string(),
+            active,
+            sockets,
+        }),
+        None => Ok(attach_all(ifaces, mode, steering)?),
+    };
     match backend {
         Backend::AfPacket => Ok(None),
-        Backend::AfXdp => attach_all(ifaces, mode, steering).map(Some),
-        Backend::Auto => Ok(attach_all(ifaces, mode, steering)
-            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
+        Backend::AfXdp => attach().map(Some),
+        Backend::Auto => Ok(attach()
+            .map_err(|e| tracing::warn!(error = %e, "AF_XDP cannot serve; using AF_PACKET"))
             .ok()),
     }
 }

@@ -356,6 +356,14 @@ pub fn iface_mtu(iface: &str) -> Option<u32> {
     iface_link(iface).ok()?.mtu
 }
 
+/// The RX queues `iface` receives on now (ethtool's channels); `None` where its driver does
+/// not say.
+pub fn iface_rx_queues(iface: &str) -> Option<u32> {
+    kernel::ethtool::channels(&mut Netlink::new(false), iface)
+        .ok()?
+        .rx_queues()
+}
+
 /// True if `iface` is up with a carrier now: the kernel's state this instant (an interface
 /// that is down, or cannot be read: false), where link events and `operstate` wait for the
 /// kernel's link watch, which reports a change of a physical NIC at most once a second (see

@@ -233,6 +233,15 @@ pub struct Channels {
     pub tx: Option<u32>,
 }
 
+impl Channels {
+    /// RX queues in use: the combined channels and the RX-only ones (veth has only those);
+    /// `None` where the driver reports neither.
+    pub fn rx_queues(&self) -> Option<u32> {
+        let n = self.combined.unwrap_or(0) + self.rx.unwrap_or(0);
+        (n > 0).then_some(n)
+    }
+}
+
 /// Reads channel counts.
 pub fn channels(nl: &mut Netlink, iface: &str) -> Result<Channels, NlError> {
     parse_channels(&get(nl, "ethtool-channels", MSG_CHANNELS_GET, iface, 0)?)

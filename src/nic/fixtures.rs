@@ -82,6 +82,7 @@ fn veth_ethtool_replies() {
     assert_eq!(m.autoneg, Some(false));
     let c = ethtool::parse_channels(fixture!("veth", "ethtool-channels")).unwrap();
     assert_eq!((c.rx, c.tx, c.combined), (Some(1), Some(1), None));
+    assert_eq!(c.rx_queues(), Some(1));
     let f = ethtool::parse_features(fixture!("veth", "ethtool-features")).unwrap();
     // `ethtool -k`: rx-all: off [fixed]; rx-vlan-offload: on; tx-vlan-offload: on.
     assert_eq!(f.rx_all, Some(false));

@@ -417,8 +417,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
         test_udp_port: DEFAULT_TEST_UDP_PORT,
         sfc_udp_port: 0,
     };
-    let attached =
-        attach_for(cfg.backend, &ifaces, cfg.xdp_mode, steering).map_err(OpenError::from)?;
+    let attached = attach_for(cfg.backend, &ifaces, cfg.xdp_mode, steering, 1)?;
     let mut wp = open_worker_ports(
         &ifaces,
         0,

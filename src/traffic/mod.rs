@@ -82,7 +82,7 @@ pub fn open_iface(
     steering: Steering,
 ) -> Result<(WorkerPorts, Option<Attached>), OpenError> {
     let ifaces = [setup.iface.clone()];
-    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering, 1)?;
     let ports = open_worker_ports(
         &ifaces,
         0,
