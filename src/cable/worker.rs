@@ -12,7 +12,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         idle::Idler,
-        open::{attach_for, iface_max_frame, open_worker_ports, OpenError, WorkerPorts},
+        open::{attach_for, iface_max_frame, open_worker_ports, OpenError, Queues, WorkerPorts},
         pool::Frame,
         port::{PortError, RxFrame},
         sched::{self, RealtimeError},
@@ -64,11 +64,11 @@ pub fn run_cable(setup: &CableSetup, stop: &AtomicBool) -> Result<CableReport, C
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering, 1)?;
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let frames = setup.pool_frames();
     let wp = open_worker_ports(
         &ifaces,
-        0,
+        Queues::All,
         frames,
         iface_max_frame(&ifaces),
         setup.backend,
@@ -101,6 +101,7 @@ fn forward(
         mut ports,
         backend,
         max_frame,
+        ..
     } = wp;
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);

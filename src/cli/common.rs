@@ -29,7 +29,8 @@ pub struct IfaceArgs {
     #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
     pub xdp_mode: XdpMode,
     /// Frames in the frame pool (2 KiB each). A quarter of them, at most 8192, wait in the
-    /// fill ring: the buffers a receiver has while it is not running.
+    /// fill ring: the buffers a receiver has while it is not running (split between the
+    /// interface's RX queues where it has several).
     #[arg(long, default_value_t = 32768)]
     pub frames: u32,
     /// Spin instead of sleeping when idle (lowest latency; burns a core).

@@ -126,7 +126,8 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
     let guard = match attached.as_ref().and_then(|a| a.programs.first()) {
         Some(prog) if !args.no_pfc && !args.no_stall_guard => {
-            start_guard(args, prog, realtime.as_ref().map(|r| r.priority))
+            let queues = ports.rx_queues.first().copied().unwrap_or(1);
+            start_guard(args, prog, queues, realtime.as_ref().map(|r| r.priority))
         }
         _ => None,
     };
@@ -158,16 +159,23 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Starts the sink's stall guard on `prog`'s interface, one below the sink's own real-time
-/// `priority` when it has one (the daemon's default otherwise); `None` (logged) if it cannot.
-fn start_guard(args: &SinkArgs, prog: &XdpProgram, priority: Option<u8>) -> Option<SinkGuard> {
+/// Starts the sink's stall guard on `prog`'s interface, for its RX queues 0 up to `queues`,
+/// one below the sink's own real-time `priority` when it has one (the daemon's default
+/// otherwise); `None` (logged) if it cannot.
+fn start_guard(
+    args: &SinkArgs,
+    prog: &XdpProgram,
+    queues: u32,
+    priority: Option<u8>,
+) -> Option<SinkGuard> {
     let setup = SinkGuardSetup {
         iface: args.iface.iface.clone(),
         ingress: prog.ingress().clone(),
-        queue: 0,
+        queues,
         bell: prog.bells().ok()?.into_iter().next()?,
-        // The sink keeps its sockets' default, deep rings: it is a lossless receiver.
-        fill_target: fill_target(args.iface.frames, FillDepth::Deep) as u64,
+        // The sink keeps its sockets' default, deep rings (each its share of the pool over
+        // several queues): it is a lossless receiver.
+        fill_target: fill_target(args.iface.frames / queues, FillDepth::Deep) as u64,
         link_speed_bps: args.link_speed,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)

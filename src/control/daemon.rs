@@ -29,7 +29,9 @@ use crate::{
         agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
-        open::{attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError},
+        open::{
+            attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
+        },
         port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
@@ -456,7 +458,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
             });
         }
     }
-    let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering, d.workers as u32)?;
+    let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
     if attached.is_none() && d.workers > 1 {
         return Err(DaemonError::PacketWorkers { workers: d.workers });
     }
@@ -472,7 +474,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     for w in 0..d.workers {
         opened.push(open_worker_ports(
             &ifaces,
-            w as u32,
+            Queues::One(w as u32),
             d.frames,
             max_frames.iter().copied().max().unwrap_or(0),
             d.backend,

@@ -80,6 +80,11 @@ pub struct AfXdpOptions {
     /// without multi-buffer support refuses the bind, so it is asked for only where a port's
     /// MTU needs it.
     pub multi_buffer: bool,
+    /// Sockets that split the pool's receive buffers, this one included (0 or 1: it alone): a
+    /// tool that binds every RX queue of an interface over one pool keeps each socket's fill
+    /// ring to its share ([`fill_target`] of the pool divided by this), so that together they
+    /// hold what one socket would, and the pool keeps frames for queues and TX.
+    pub fill_share: u32,
 }
 
 /// A received frame still arriving in further descriptors.
@@ -104,7 +109,8 @@ pub struct AfXdpPort {
     filling: Vec<Frame>,
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
-    /// The pool's size, which bounds the fill target.
+    /// The pool's frames, or this socket's share of them ([`AfXdpOptions::fill_share`]),
+    /// which bound the fill target.
     pool_frames: u32,
     fill_target: usize,
     /// Descriptors (chunks) in the TX ring and not yet completed.
@@ -239,6 +245,7 @@ impl AfXdpPort {
             prog.set_socket_max_frame(JUMBO_MAX_FRAME as u32)
                 .map_err(|e| err(e.to_string()))?;
         }
+        let pool_frames = pool.capacity() / opts.fill_share.max(1);
         let mut port = AfXdpPort {
             mac: iface_mac(&iface).map_err(|e| err(format!("reading its MAC address: {e}")))?,
             tx,
@@ -249,8 +256,8 @@ impl AfXdpPort {
             scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
             filling: Vec::with_capacity(FILL_TARGET),
             in_fill: 0,
-            pool_frames: pool.capacity(),
-            fill_target: fill_target(pool.capacity(), FillDepth::Deep),
+            pool_frames,
+            fill_target: fill_target(pool_frames, FillDepth::Deep),
             in_tx: 0,
             partial: None,
             ingress: IngressTracker::new(prog.ingress().clone(), queue),

@@ -19,6 +19,7 @@ pub mod pfc_headroom;
 pub mod pool;
 pub mod port;
 pub mod queue;
+pub mod queue_set;
 pub mod rt_duty;
 pub mod rx_meta;
 pub mod sched;

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use super::{
     af_packet::AfPacketPort,
     af_xdp::{AfXdpOptions, AfXdpPort},
+    ingress::MAX_QUEUES,
     pool::{heap_frame_size, FramePool, PoolError, JUMBO_MAX_FRAME, XSK_MAX_FRAME},
     port::{iface_mtu, iface_rx_queues, Port, PortError},
+    queue_set::QueueSet,
     xdp_prog::{Steering, XdpError, XdpMode, XdpProgram},
 };
 
@@ -63,22 +65,6 @@ pub enum OpenError {
     /// A socket could not be opened.
     #[error(transparent)]
     Port(#[from] PortError),
-    /// An interface receives on more RX queues than AF_XDP sockets would be bound to it.
-    #[error(
-        "{iface} receives on {active} RX queues, and the AF_XDP sockets bound to it ({sockets}, \
-         from queue 0) would never see what its NIC or peer puts on the others. Use `--backend \
-         af-packet`, which receives from every queue (`auto` falls back to it by itself), or \
-         reduce its RX queues to {sockets}: `ethtool -L {iface} combined {sockets}` (`rx \
-         {sockets}` where the driver has RX-only channels, as veth)"
-    )]
-    UncoveredQueues {
-        /// The interface.
-        iface: String,
-        /// The RX queues it receives on.
-        active: u32,
-        /// The sockets that would be bound to it, on queues 0 up to this.
-        sockets: u32,
-    },
 }
 
 /// The first of `ifaces` that receives on more RX queues than `sockets` (bound to queues 0 up
@@ -114,31 +100,19 @@ pub fn attach_all(
     Ok(Attached { programs })
 }
 
-/// Attaches the XDP program as `backend` asks, for `sockets` AF_XDP sockets per interface
-/// (on queues 0 up to `sockets`): not at all for AF_PACKET; for AF_XDP required, and refused
-/// where an interface receives on more RX queues than the sockets cover
-/// ([`uncovered_queues`]); for `auto` attempted, with a warning and `None` (AF_PACKET, which
-/// receives from every queue) where either fails.
+/// Attaches the XDP program as `backend` asks: not at all for AF_PACKET, required for AF_XDP,
+/// and for `auto` attempted, with a warning and `None` (AF_PACKET) when refused.
 pub fn attach_for(
     backend: Backend,
     ifaces: &[String],
     mode: XdpMode,
     steering: Steering,
-    sockets: u32,
-) -> Result<Option<Attached>, OpenError> {
-    let attach = || match uncovered_queues(ifaces, sockets) {
-        Some((iface, active)) => Err(OpenError::UncoveredQueues {
-            iface: iface.to_string(),
-            active,
-            sockets,
-        }),
-        None => Ok(attach_all(ifaces, mode, steering)?),
-    };
+) -> Result<Option<Attached>, XdpError> {
     match backend {
         Backend::AfPacket => Ok(None),
-        Backend::AfXdp => attach().map(Some),
-        Backend::Auto => Ok(attach()
-            .map_err(|e| tracing::warn!(error = %e, "AF_XDP cannot serve; using AF_PACKET"))
+        Backend::AfXdp => attach_all(ifaces, mode, steering).map(Some),
+        Backend::Auto => Ok(attach_all(ifaces, mode, steering)
+            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
             .ok()),
     }
 }
@@ -156,6 +130,9 @@ pub struct WorkerPorts {
     /// AF_XDP the XDP program drops longer frames before the socket
     /// ([`Port::oversize_drops`]).
     pub max_frame: u32,
+    /// Per port, the RX queues its AF_XDP sockets bind, from queue 0 ([`Queues::All`]); 1 for
+    /// a worker's port (its own queue) and for an AF_PACKET port (one socket for them all).
+    pub rx_queues: Vec<u32>,
 }
 
 /// Longest frame (bytes, without FCS) the interfaces' MTUs let through: the largest MTU plus
@@ -169,7 +146,18 @@ pub fn iface_max_frame(ifaces: &[String]) -> u32 {
         .unwrap_or(1518)
 }
 
-/// Opens queue `queue` of each interface for one worker, able to receive frames of up to
+/// Which RX queues of each interface a set of ports binds (over AF_XDP; an AF_PACKET socket
+/// receives from every queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Queues {
+    /// Queue `q` only: a daemon worker's (worker q binds queue q of every port).
+    One(u32),
+    /// Every RX queue the interface receives on, as one port ([`QueueSet`]; a plain socket
+    /// where there is one queue): a tool's, whose one thread must see every frame.
+    All,
+}
+
+/// Opens `queues` of each interface for one worker, able to receive frames of up to
 /// `max_frame` bytes whole (at most [`JUMBO_MAX_FRAME`]): beyond one 2 KiB buffer, AF_XDP
 /// sockets are bound multi-buffer and an AF_PACKET pool's frames grow to hold it. A smaller
 /// `max_frame` keeps the 2 KiB layout (and its cost).
@@ -177,7 +165,7 @@ pub fn iface_max_frame(ifaces: &[String]) -> u32 {
 /// `attached` must be `Some` for AF_XDP (the programs steer frames to the sockets).
 pub fn open_worker_ports(
     ifaces: &[String],
-    queue: u32,
+    queues: Queues,
     frames: u32,
     max_frame: u32,
     backend: Backend,
@@ -186,7 +174,7 @@ pub fn open_worker_ports(
     let max_frame = max_frame.min(JUMBO_MAX_FRAME as u32);
     if backend != Backend::AfPacket {
         if let Some(att) = attached {
-            match open_af_xdp(att, queue, frames, max_frame) {
+            match open_af_xdp(att, queues, frames, max_frame) {
                 Ok(wp) => return Ok(wp),
                 Err(e) if backend == Backend::Auto => {
                     tracing::warn!(error = %e, "AF_XDP refused; falling back to AF_PACKET");
@@ -207,24 +195,48 @@ pub fn open_worker_ports(
         backend: "af_packet",
         // (A jumbo pool's frames hold a little more than JUMBO_MAX_FRAME: never more is taken.)
         max_frame: ((frame_size - 4) as u32).min(JUMBO_MAX_FRAME as u32),
+        rx_queues: vec![1; ifaces.len()],
     })
 }
 
 fn open_af_xdp(
     att: &Attached,
-    queue: u32,
+    queues: Queues,
     frames: u32,
     max_frame: u32,
 ) -> Result<WorkerPorts, OpenError> {
     let mut pool = FramePool::umem(frames)?;
     let mut ports: Vec<Box<dyn Port>> = Vec::new();
+    let mut rx_queues = Vec::new();
     let opts = AfXdpOptions {
         multi_buffer: max_frame > XSK_MAX_FRAME as u32,
         ..AfXdpOptions::default()
     };
     for prog in &att.programs {
-        let p = AfXdpPort::open(&mut pool, prog, queue, opts)?;
-        ports.push(Box::new(p));
+        let port: Box<dyn Port> = match queues {
+            Queues::One(q) => {
+                rx_queues.push(1);
+                Box::new(AfXdpPort::open(&mut pool, prog, q, opts)?)
+            }
+            Queues::All => {
+                let n = iface_rx_queues(prog.iface())
+                    .unwrap_or(1)
+                    .clamp(1, MAX_QUEUES as u32);
+                rx_queues.push(n);
+                let opts = AfXdpOptions {
+                    fill_share: n,
+                    ..opts
+                };
+                let mut set = (0..n)
+                    .map(|q| Ok(Box::new(AfXdpPort::open(&mut pool, prog, q, opts)?) as _))
+                    .collect::<Result<Vec<Box<dyn Port>>, PortError>>()?;
+                match set.len() {
+                    1 => set.remove(0),
+                    _ => Box::new(QueueSet::new(set)?),
+                }
+            }
+        };
+        ports.push(port);
     }
     Ok(WorkerPorts {
         pool,
@@ -235,5 +247,6 @@ fn open_af_xdp(
         } else {
             XSK_MAX_FRAME as u32
         },
+        rx_queues,
     })
 }

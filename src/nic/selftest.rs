@@ -12,7 +12,9 @@ use serde::Serialize;
 use crate::{
     dataplane::{
         clock::now_ns,
-        open::{attach_for, iface_max_frame, open_worker_ports, Backend, OpenError, WorkerPorts},
+        open::{
+            attach_for, iface_max_frame, open_worker_ports, Backend, OpenError, Queues, WorkerPorts,
+        },
         port::{send_or_release, Port, PortError, RxFrame},
         xdp_prog::{Steering, XdpMode},
     },
@@ -417,10 +419,11 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
         test_udp_port: DEFAULT_TEST_UDP_PORT,
         sfc_udp_port: 0,
     };
-    let attached = attach_for(cfg.backend, &ifaces, cfg.xdp_mode, steering, 1)?;
+    let attached =
+        attach_for(cfg.backend, &ifaces, cfg.xdp_mode, steering).map_err(OpenError::from)?;
     let mut wp = open_worker_ports(
         &ifaces,
-        0,
+        Queues::All,
         cfg.frames,
         iface_max_frame(&ifaces),
         cfg.backend,

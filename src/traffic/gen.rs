@@ -187,6 +187,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         mut ports,
         backend,
         max_frame,
+        ..
     } = ports;
     let port = &mut ports[0];
     let flows = setup.flows.max(1);

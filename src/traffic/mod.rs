@@ -12,7 +12,7 @@ pub mod sink_guard;
 use crate::{
     dataplane::{
         open::{
-            attach_for, iface_max_frame, open_worker_ports, Attached, Backend, OpenError,
+            attach_for, iface_max_frame, open_worker_ports, Attached, Backend, OpenError, Queues,
             WorkerPorts,
         },
         pool::{Frame, FramePool},
@@ -82,10 +82,10 @@ pub fn open_iface(
     steering: Steering,
 ) -> Result<(WorkerPorts, Option<Attached>), OpenError> {
     let ifaces = [setup.iface.clone()];
-    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering, 1)?;
+    let attached = attach_for(setup.backend, &ifaces, setup.xdp_mode, steering)?;
     let ports = open_worker_ports(
         &ifaces,
-        0,
+        Queues::All,
         setup.frames,
         iface_max_frame(&ifaces),
         setup.backend,

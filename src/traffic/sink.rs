@@ -198,6 +198,7 @@ pub fn run(
         mut ports,
         backend,
         max_frame,
+        ..
     } = ports;
     let port = &mut ports[0];
     let start = now_ns();

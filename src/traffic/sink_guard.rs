@@ -64,11 +64,11 @@ pub struct SinkGuardSetup {
     pub iface: String,
     /// Its XDP program's `ingress` map.
     pub ingress: Arc<IngressMap>,
-    /// The RX queue the sink receives on.
-    pub queue: u32,
+    /// The RX queues the sink receives on: 0 up to this.
+    pub queues: u32,
     /// Its XDP program's first doorbell.
     pub bell: MapHandle,
-    /// Buffers the sink keeps in its fill ring.
+    /// Buffers the sink keeps in each queue's fill ring.
     pub fill_target: u64,
     /// Link speed the pause quanta count at.
     pub link_speed_bps: u64,
@@ -137,36 +137,65 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
     if let Err(e) = sched::enter_fifo_unmetered(s.priority) {
         tracing::warn!(error = %e, "sink stall guard runs SCHED_OTHER and may pause late");
     }
-    let Some(q) = s.ingress.queue(s.queue) else {
+    // Each queue's accounting, its stall watch, and its previous look's time and steered
+    // count (the arrival rate during a stall). The queues ring one doorbell.
+    let mut queues: Vec<_> = (0..s.queues)
+        .filter_map(|i| s.ingress.queue(i))
+        .map(|q| (q, StallWatch::new(STALL_NS), (now_ns(), 0u64)))
+        .collect();
+    if queues.is_empty() {
         return;
-    };
+    }
     let Some(bell) = doorbell([Some(&s.bell)]) else {
         tracing::warn!("no sink stall guard: its doorbell could not be set up");
         return;
     };
-    q.set_bell_ns(STALL_NS);
-    let mut watch = StallWatch::new(STALL_NS);
+    for (q, _, _) in &queues {
+        q.set_bell_ns(STALL_NS);
+    }
     let mut pause = GuardPause::new(PAUSE_UNIT_NS, s.link_speed_bps);
     // Whether the guard paused upstream in the stall running (a stall counts once it did).
     let mut paused_this_stall = false;
-    // The previous look's time and steered count (the arrival rate during a stall).
-    let mut last = (now_ns(), 0u64);
     while !stop.load(Relaxed) {
         let now = now_ns();
-        let look = Look {
-            turns: q.receive_turns(),
-            steered: q.steered_frames(),
-            taken: q.taken_frames(),
-            quiet: q.quiet(),
-        };
-        let verdict = watch.look(now, look);
-        if verdict == Verdict::Stalled {
-            paused_this_stall = false;
+        // While a queue stalls: whether one is short of buffers, and when to look again.
+        let mut stalled: Option<(bool, u64)> = None;
+        // Else: when a watch is next due.
+        let mut due: Option<u64> = None;
+        for (q, watch, last) in &mut queues {
+            let look = Look {
+                turns: q.receive_turns(),
+                steered: q.steered_frames(),
+                taken: q.taken_frames(),
+                quiet: q.quiet(),
+            };
+            let verdict = watch.look(now, look);
+            if verdict == Verdict::Stalled {
+                paused_this_stall = false;
+            }
+            if verdict != Verdict::Running {
+                // Short of buffers as the sink would judge it: half the fill ring holds frames.
+                let waiting = look.steered.saturating_sub(look.taken);
+                let short = waiting * 2 >= s.fill_target;
+                // Short: look again in time to refresh the pause (every two PAUSE_UNIT_NS). Not
+                // yet: when half of what is left to half the ring could have arrived at the
+                // rate since the last look, so that a stall of a few milliseconds costs a few
+                // looks, not dozens.
+                let wait = if short {
+                    PAUSE_UNIT_NS
+                } else {
+                    let rate_per_ms = look.steered.saturating_sub(last.1) * 1_000_000
+                        / now.saturating_sub(last.0).max(1);
+                    let left = (s.fill_target / 2).saturating_sub(waiting);
+                    (left * 1_000_000 / rate_per_ms.max(1) / 2).clamp(PAUSE_UNIT_NS / 8, STALL_NS)
+                };
+                stalled = Some(stalled.map_or((short, wait), |(sh, w)| (sh || short, w.min(wait))));
+            } else if let Some(d) = watch.due() {
+                due = Some(due.map_or(d, |e| e.min(d)));
+            }
+            *last = (now, look.steered);
         }
-        if verdict != Verdict::Running {
-            // Short of buffers as the sink would judge it: half the fill ring holds frames.
-            let waiting = look.steered.saturating_sub(look.taken);
-            let short = waiting * 2 >= s.fill_target;
+        if let Some((short, wait)) = stalled {
             if let Some(m) = pause.poll(now, if short { u8::MAX } else { 0 }) {
                 if send_pause(sender, mac, &m) {
                     c.pfc_tx.fetch_add(1, Relaxed);
@@ -175,29 +204,16 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                     }
                 }
             }
-            // Paused: look again in time to refresh (every two PAUSE_UNIT_NS). Not yet short: when
-            // half of what is left to half the ring could have arrived at the rate since the
-            // last look, so that a stall of a few milliseconds costs a few looks, not dozens.
-            let wait = if short {
-                PAUSE_UNIT_NS
-            } else {
-                let rate_per_ms = look.steered.saturating_sub(last.1) * 1_000_000
-                    / now.saturating_sub(last.0).max(1);
-                let left = (s.fill_target / 2).saturating_sub(waiting);
-                (left * 1_000_000 / rate_per_ms.max(1) / 2).clamp(PAUSE_UNIT_NS / 8, STALL_NS)
-            };
-            last = (now, look.steered);
             sleep_until(now + wait);
             let _ = bell.consume();
-            continue;
-        }
-        last = (now, look.steered);
-        if let Some(due) = watch.due() {
+        } else if let Some(due) = due {
             sleep_until(due.max(now + PAUSE_UNIT_NS / 8));
             let _ = bell.consume();
         } else {
             let _ = bell.poll(Duration::from_nanos(BELL_LOOK_NS));
         }
     }
-    q.set_bell_ns(0);
+    for (q, _, _) in &queues {
+        q.set_bell_ns(0);
+    }
 }
