@@ -696,6 +696,46 @@ fn flows_over_two_workers_share_the_line_losslessly() {
     }
 }
 
+/// SFC over two workers: sixteen flows spread over both (d0's queues each got a share), each
+/// worker's congestion point tells the generator to pause (its SFCMs leave on the worker's
+/// own queue of d0 and reach the generator whichever queue carried them), and nothing is
+/// lost.
+#[test]
+fn sfc_over_two_workers_is_lossless() {
+    let _l = common::traffic_lock();
+    let w = two_queue_wire("lf");
+    let (gen, sink, dut) = through_two_workers(
+        &w,
+        "1Gbit",
+        "[priority.3]\nmode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"\n",
+        &[
+            "--rate",
+            "2Gbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "2s",
+            "--flows",
+            "16",
+        ],
+    );
+    let sent = json_u64(&gen, &["frames_sent"]);
+    let went = common::where_frames_went(&dut);
+    assert_eq!(json_u64(&sink, &["unique"]), sent, "{went}\n{sink}");
+    assert_eq!(json_u64(&sink, &["lost"]), 0, "{sink}");
+    assert!(json_u64(&gen, &["sfcm_rx"]) > 0, "gen saw no SFCM: {gen}");
+    let split = xdp_frames_per_queue(&w.ns, &w.d0);
+    assert!(
+        split.iter().all(|&n| n >= sent / 32),
+        "d0's queues got {split:?} of {sent}"
+    );
+    let r = line_rate(&sink);
+    assert!(r <= 1.01e9, "faster than the 1 Gbit/s line: {r} bit/s");
+    println!("SFC over two workers: the 1 Gbit/s line delivered {r} bit/s");
+}
+
 /// A daemon whose port receives on more RX queues than it has workers refuses to start,
 /// naming the port, the queues and both remedies: a frame on a queue no worker binds would go
 /// to the kernel, never forwarded or counted.
