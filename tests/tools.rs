@@ -432,7 +432,9 @@ struct TwoQueueWire {
     ns: Netns,
     gen_ns: Netns,
     sink_ns: Netns,
-    _mid: Netns,
+    mid: Netns,
+    /// `mid`'s end facing d0.
+    m1: String,
     d0: String,
     g0: String,
     d1: String,
@@ -489,7 +491,8 @@ fn two_queue_wire(tag: &str) -> TwoQueueWire {
         ns,
         gen_ns,
         sink_ns,
-        _mid: mid,
+        mid,
+        m1,
         d0,
         g0,
         d1,
@@ -734,6 +737,54 @@ fn sfc_over_two_workers_is_lossless() {
     let r = line_rate(&sink);
     assert!(r <= 1.01e9, "faster than the 1 Gbit/s line: {r} bit/s");
     println!("SFC over two workers: the 1 Gbit/s line delivered {r} bit/s");
+}
+
+/// A queue added to a port under a running daemon (`ethtool -L`) is an error in its log,
+/// naming the port and both remedies: frames on it go to the kernel, never forwarded (on veth
+/// a queue added under an XDP program runs none, so only the channel count tells).
+#[test]
+fn a_queue_added_under_a_running_daemon_is_an_error_in_its_log() {
+    let w = two_queue_wire("la");
+    // One queue each way on both links to start with (an XDP program attaches only where the
+    // port's RX queues cover what its peer may send on).
+    let channels = |links: &[(&Netns, &String)], n: &str| {
+        for (ns, iface) in links {
+            common::sh(&[
+                "ip", "netns", "exec", &ns.name, "ethtool", "-L", iface, "rx", n, "tx", n,
+            ]);
+        }
+    };
+    // d0 first: raising m1 past what d0 receives on is refused while d0 runs a program.
+    let d0_link = [(&w.ns, &w.d0), (&w.mid, &w.m1)];
+    channels(&d0_link, "1");
+    channels(&[(&w.ns, &w.d1), (&w.sink_ns, &w.s0)], "1");
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n{control}",
+            w.d0, w.d1
+        ),
+    );
+    let mut dut = Proc::spawn(&w.ns, &["run", "--config", cfg.path()]);
+    dut.wait_ready(Duration::from_secs(10));
+    channels(&d0_link, "2");
+    let line = format!("port[0].iface: {} now receives on 2 RX queues", w.d0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(12);
+    while !dut.stderr().contains(&line) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no error in\n{}",
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let log = dut.stderr();
+    assert!(
+        log.contains("workers = 2") && log.contains(&format!("ethtool -L {} combined 1", w.d0)),
+        "{log}"
+    );
+    dut.interrupt();
 }
 
 /// A daemon whose port receives on more RX queues than it has workers refuses to start,

@@ -32,7 +32,7 @@ use crate::{
         open::{
             attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
         },
-        port::{iface_mtu, Stamping, TimeStamping},
+        port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
         shared::SharedPort,
@@ -303,20 +303,36 @@ fn reload_config(
 
 /// Logs the drops counted since the last look, per port and reason, at most once per
 /// [`DropLog::INTERVAL`]: a hostile or broken peer shows in the log without a line per frame.
+///
+/// It also looks again at what `run` checked at start: that every RX queue of a port has a
+/// worker. A port's queues can change under a running daemon (`ethtool -L`); frames on one
+/// added since go to the kernel, never forwarded. On a NIC the XDP program counts them
+/// (`redirect_failed`); on veth a queue added under a program runs none, so only the channel
+/// count tells. Either is an error in the log, the count once per change.
 struct DropLog {
     seen: Vec<std::collections::BTreeMap<String, u64>>,
+    /// Per port, the program's `redirect_failed` at the last look (`None`: not looked yet).
+    unsteered: Vec<Option<u64>>,
+    /// Per port, the RX queue count last reported beyond the workers.
+    uncovered: Vec<Option<u32>>,
+    workers: u32,
 }
 
 impl DropLog {
     const INTERVAL: Duration = Duration::from_secs(5);
 
-    fn new(ports: usize) -> Self {
+    fn new(ports: usize, workers: usize) -> Self {
         DropLog {
             seen: vec![Default::default(); ports],
+            unsteered: vec![None; ports],
+            uncovered: vec![None; ports],
+            workers: workers as u32,
         }
     }
 
-    fn log(&mut self, snaps: &[PortSnapshot]) {
+    /// Looks at `snaps` and, over AF_XDP, at the ports' XDP programs `xdp` (in port order)
+    /// and their RX queues.
+    fn log(&mut self, snaps: &[PortSnapshot], xdp: Option<&Attached>) {
         for (seen, s) in self.seen.iter_mut().zip(snaps) {
             for (reason, &count) in &s.drops {
                 let before = seen.insert(reason.clone(), count).unwrap_or(0);
@@ -324,6 +340,32 @@ impl DropLog {
                     tracing::warn!(iface = %s.iface, reason = %reason, new = count - before, total = count, "frames dropped");
                 }
             }
+        }
+        let programs = xdp.map_or(&[][..], |a| &a.programs[..]);
+        for (port, prog) in programs.iter().enumerate() {
+            let iface = prog.iface();
+            let now = prog.counters().redirect_failed;
+            if let Some(before) = self.unsteered[port].replace(now).filter(|&b| now > b) {
+                tracing::error!(
+                    iface,
+                    new = now - before,
+                    total = now,
+                    "frames arrived on an RX queue no worker binds and went to the kernel, \
+                     never forwarded"
+                );
+            }
+            let queues = iface_rx_queues(iface).filter(|&n| n > self.workers);
+            if queues.is_some() && queues != self.uncovered[port] {
+                let n = queues.unwrap_or_default();
+                tracing::error!(
+                    "port[{port}].iface: {iface} now receives on {n} RX queues, and daemon.workers \
+                     = {w} binds the first {w}: frames on the others go to the kernel, never \
+                     forwarded. Restart with `[daemon] workers = {n}`, or `ethtool -L {iface} \
+                     combined {w}` (`rx {w}` where the driver has RX-only channels, as veth)",
+                    w = self.workers
+                );
+            }
+            self.uncovered[port] = queues;
         }
     }
 }
@@ -667,7 +709,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         ifaces[0], ifaces[1]
     ));
     let watchdog_liveness = Liveness::new(all_stats.clone());
-    let mut drop_log = DropLog::new(ifaces.len());
+    let mut drop_log = DropLog::new(ifaces.len(), d.workers);
     let snapshots = || {
         let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();
         let now = now_ns();
@@ -730,7 +772,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                         tracing::error!("a worker stalled: withholding the systemd watchdog ping");
                     }
                 }
-                _ = drops.tick() => drop_log.log(&snapshots()),
+                _ = drops.tick() => drop_log.log(&snapshots(), attached.as_ref()),
                 () = tick(&mut progress) => {
                     for s in snapshots() {
                         tracing::info!(
@@ -751,7 +793,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let failure = workers.join();
     // Guarding the workers' drain too, it stops once they are done.
     drop(stall_guard);
-    drop_log.log(&snapshots());
+    // (No look at the programs: the workers are gone, what arrives now is for no one.)
+    drop_log.log(&snapshots(), None);
     drop(carrier_watch);
     drop(attached); // detaches XDP
     if let Some(path) = &plan.control_socket {
