@@ -769,7 +769,10 @@ fn a_queue_added_under_a_running_daemon_is_an_error_in_its_log() {
     let mut dut = Proc::spawn(&w.ns, &["run", "--config", cfg.path()]);
     dut.wait_ready(Duration::from_secs(10));
     channels(&d0_link, "2");
-    let line = format!("port[0].iface: {} now receives on 2 RX queues", w.d0);
+    let line = format!(
+        "since start, port[0].iface: {} receives on 2 RX queues",
+        w.d0
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(12);
     while !dut.stderr().contains(&line) {
         assert!(

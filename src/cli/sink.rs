@@ -9,7 +9,7 @@ use super::{
 use crate::{
     control::signals,
     dataplane::{
-        af_xdp::fill_target,
+        af_xdp::shared_fill_target,
         port::FillDepth,
         sched,
         xdp_prog::{Steering, XdpProgram},
@@ -175,7 +175,7 @@ fn start_guard(
         bell: prog.bells().ok()?.into_iter().next()?,
         // The sink keeps its sockets' default, deep rings (each its share of the pool over
         // several queues): it is a lossless receiver.
-        fill_target: fill_target(args.iface.frames / queues, FillDepth::Deep) as u64,
+        fill_target: shared_fill_target(args.iface.frames, FillDepth::Deep, queues) as u64,
         link_speed_bps: args.link_speed,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)

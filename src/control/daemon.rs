@@ -32,7 +32,7 @@ use crate::{
         open::{
             attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
         },
-        port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
+        port::{iface_mtu, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
         shared::SharedPort,
@@ -88,13 +88,7 @@ pub enum DaemonError {
         iface: String,
     },
     /// A port receives on more RX queues than the workers bind (worker w binds queue w).
-    #[error(
-        "port[{port}].iface: {iface} receives on {active} RX queues, but daemon.workers = \
-         {workers} binds the first {workers} (worker w binds queue w): frames its NIC or peer \
-         puts on the others would go to the kernel, never forwarded or counted. Set `[daemon] \
-         workers = {active}` (one per queue), or reduce its RX queues: `ethtool -L {iface} \
-         combined {workers}` (`rx {workers}` where the driver has RX-only channels, as veth)"
-    )]
+    #[error("{}", uncovered_message(*port, iface, *active, *workers))]
     QueuesUncovered {
         /// Index of the port in the configuration.
         port: usize,
@@ -103,9 +97,10 @@ pub enum DaemonError {
         /// The RX queues it receives on.
         active: u32,
         /// `daemon.workers`.
-        workers: usize,
+        workers: u32,
     },
-    /// AF_XDP refused (`backend = "auto"`) with several workers: AF_PACKET carries one.
+    /// AF_XDP refused to a worker (`backend = "auto"`) with several workers: AF_PACKET
+    /// carries one.
     #[error(
         "daemon.workers = {workers}, but AF_XDP was refused (the warning above says why) and \
          AF_PACKET carries one worker: every AF_PACKET socket on an interface receives every \
@@ -301,6 +296,19 @@ fn reload_config(
     Ok(())
 }
 
+/// What is wrong with port `port` (`iface`) receiving on `active` RX queues while `workers`
+/// workers bind the first `workers`, and the remedies.
+fn uncovered_message(port: usize, iface: &str, active: u32, workers: u32) -> String {
+    format!(
+        "port[{port}].iface: {iface} receives on {active} RX queues, but daemon.workers = \
+         {workers} binds the first {workers} (worker w binds queue w): frames its NIC or peer \
+         puts on the others go to the kernel, never forwarded or counted. Set `[daemon] workers \
+         = {active}` (one per queue, at most 64, and as many TX queues), or reduce its RX \
+         queues: `ethtool -L {iface} combined {workers}` (`rx {workers}` where the driver has \
+         RX-only channels, as veth)"
+    )
+}
+
 /// Logs the drops counted since the last look, per port and reason, at most once per
 /// [`DropLog::INTERVAL`]: a hostile or broken peer shows in the log without a line per frame.
 ///
@@ -330,8 +338,8 @@ impl DropLog {
         }
     }
 
-    /// Looks at `snaps` and, over AF_XDP, at the ports' XDP programs `xdp` (in port order)
-    /// and their RX queues.
+    /// Looks at `snaps` and, where the workers run AF_XDP, at the ports' XDP programs `xdp`
+    /// (in port order) and their RX queues.
     fn log(&mut self, snaps: &[PortSnapshot], xdp: Option<&Attached>) {
         for (seen, s) in self.seen.iter_mut().zip(snaps) {
             for (reason, &count) in &s.drops {
@@ -354,16 +362,10 @@ impl DropLog {
                      never forwarded"
                 );
             }
-            let queues = iface_rx_queues(iface).filter(|&n| n > self.workers);
-            if queues.is_some() && queues != self.uncovered[port] {
-                let n = queues.unwrap_or_default();
-                tracing::error!(
-                    "port[{port}].iface: {iface} now receives on {n} RX queues, and daemon.workers \
-                     = {w} binds the first {w}: frames on the others go to the kernel, never \
-                     forwarded. Restart with `[daemon] workers = {n}`, or `ethtool -L {iface} \
-                     combined {w}` (`rx {w}` where the driver has RX-only channels, as veth)",
-                    w = self.workers
-                );
+            let queues = uncovered_queues(iface, self.workers);
+            if let Some(n) = queues.filter(|_| queues != self.uncovered[port]) {
+                let what = uncovered_message(port, iface, n, self.workers);
+                tracing::error!("since start, {what}");
             }
             self.uncovered[port] = queues;
         }
@@ -490,20 +492,18 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     // (a frame on another would go to the kernel, never forwarded), whatever the backend may
     // fall back to, since AF_PACKET carries one worker only.
     if d.backend != Backend::AfPacket {
-        if let Some((iface, active)) = uncovered_queues(&ifaces, d.workers as u32) {
-            let port = ifaces.iter().position(|i| i == iface).unwrap_or(0);
-            return Err(DaemonError::QueuesUncovered {
-                port,
-                iface: iface.to_string(),
-                active,
-                workers: d.workers,
-            });
+        for (port, iface) in ifaces.iter().enumerate() {
+            if let Some(active) = uncovered_queues(iface, d.workers as u32) {
+                return Err(DaemonError::QueuesUncovered {
+                    port,
+                    iface: iface.clone(),
+                    active,
+                    workers: d.workers as u32,
+                });
+            }
         }
     }
     let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
-    if attached.is_none() && d.workers > 1 {
-        return Err(DaemonError::PacketWorkers { workers: d.workers });
-    }
     apply_ingress_policy(attached.as_ref(), plan, &max_frames);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
     let mut all_stats = Vec::new();
@@ -511,7 +511,6 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         shutdown: shutdown.clone(),
         handles: Vec::new(),
     };
-    let mut backend = "af_xdp";
     let mut opened = Vec::new();
     for w in 0..d.workers {
         opened.push(open_worker_ports(
@@ -523,6 +522,15 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
             attached.as_ref(),
         )?);
     }
+    // Each worker falls back by itself (`auto`), also after the program attached: a worker on
+    // AF_PACKET beside others would forward every frame again.
+    let backend = opened[0].backend;
+    if d.workers > 1 && opened.iter().any(|o| o.backend == "af_packet") {
+        return Err(DaemonError::PacketWorkers { workers: d.workers });
+    }
+    // The programs steer to the workers' sockets only over AF_XDP: what they count (and the
+    // RX queues they cover) means nothing to AF_PACKET workers.
+    let steering_programs = attached.as_ref().filter(|_| backend == "af_xdp");
     let time_stamping: Vec<TimeStamping> = opened[0]
         .ports
         .iter()
@@ -543,7 +551,6 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let memory_locked = realtime.is_some() && sched::lock_memory();
     let (started_tx, started) = mpsc::channel();
     for (w, ports) in opened.into_iter().enumerate() {
-        backend = ports.backend;
         let stats = Arc::new(WorkerStats::new(ifaces.len()));
         all_stats.push(stats.clone());
         let setup = ForwardSetup {
@@ -772,7 +779,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                         tracing::error!("a worker stalled: withholding the systemd watchdog ping");
                     }
                 }
-                _ = drops.tick() => drop_log.log(&snapshots(), attached.as_ref()),
+                _ = drops.tick() => drop_log.log(&snapshots(), steering_programs),
                 () = tick(&mut progress) => {
                     for s in snapshots() {
                         tracing::info!(

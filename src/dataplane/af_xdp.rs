@@ -68,6 +68,13 @@ pub fn fill_target(pool_frames: u32, depth: FillDepth) -> usize {
     most.min(pool_frames as usize / 4).max(64)
 }
 
+/// Buffers each of `sockets` sockets keeps in its fill ring when they split one pool of
+/// `pool_frames` frames at `depth` ([`AfXdpOptions::fill_share`]): what one socket would keep,
+/// divided between them.
+pub fn shared_fill_target(pool_frames: u32, depth: FillDepth, sockets: u32) -> usize {
+    fill_target(pool_frames, depth).div_ceil(sockets.max(1) as usize)
+}
+
 /// Options for opening an AF_XDP port.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AfXdpOptions {
@@ -82,8 +89,8 @@ pub struct AfXdpOptions {
     pub multi_buffer: bool,
     /// Sockets that split the pool's receive buffers, this one included (0 or 1: it alone): a
     /// tool that binds every RX queue of an interface over one pool keeps each socket's fill
-    /// ring to its share ([`fill_target`] of the pool divided by this), so that together they
-    /// hold what one socket would, and the pool keeps frames for queues and TX.
+    /// ring to its share ([`shared_fill_target`]), so that together they hold what one socket
+    /// would, and the pool keeps frames for queues and TX.
     pub fill_share: u32,
 }
 
@@ -109,9 +116,10 @@ pub struct AfXdpPort {
     filling: Vec<Frame>,
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
-    /// The pool's frames, or this socket's share of them ([`AfXdpOptions::fill_share`]),
-    /// which bound the fill target.
+    /// The pool's size, which bounds the fill target.
     pool_frames: u32,
+    /// The sockets splitting the pool's fill buffers ([`AfXdpOptions::fill_share`]).
+    fill_share: u32,
     fill_target: usize,
     /// Descriptors (chunks) in the TX ring and not yet completed.
     in_tx: usize,
@@ -245,7 +253,6 @@ impl AfXdpPort {
             prog.set_socket_max_frame(JUMBO_MAX_FRAME as u32)
                 .map_err(|e| err(e.to_string()))?;
         }
-        let pool_frames = pool.capacity() / opts.fill_share.max(1);
         let mut port = AfXdpPort {
             mac: iface_mac(&iface).map_err(|e| err(format!("reading its MAC address: {e}")))?,
             tx,
@@ -256,8 +263,9 @@ impl AfXdpPort {
             scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
             filling: Vec::with_capacity(FILL_TARGET),
             in_fill: 0,
-            pool_frames,
-            fill_target: fill_target(pool_frames, FillDepth::Deep),
+            pool_frames: pool.capacity(),
+            fill_share: opts.fill_share,
+            fill_target: shared_fill_target(pool.capacity(), FillDepth::Deep, opts.fill_share),
             in_tx: 0,
             partial: None,
             ingress: IngressTracker::new(prog.ingress().clone(), queue),
@@ -494,7 +502,7 @@ impl Port for AfXdpPort {
     fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
         // Deeper: the next refill tops up. Shallower: the ring drains to it as frames
         // arrive, and refills resume below it.
-        self.fill_target = fill_target(self.pool_frames, depth);
+        self.fill_target = shared_fill_target(self.pool_frames, depth, self.fill_share);
         self.fill_target as u64
     }
 
@@ -567,6 +575,11 @@ mod tests {
         assert_eq!(fill_target(4096, FillDepth::Deep), 1024);
         assert_eq!(fill_target(4096, FillDepth::Lean), 1024);
         assert_eq!(fill_target(100, FillDepth::Lean), 64);
+        // Sockets splitting a pool split what one would keep, not the pool.
+        assert_eq!(shared_fill_target(32768, FillDepth::Deep, 1), 8192);
+        assert_eq!(shared_fill_target(32768, FillDepth::Deep, 2), 4096);
+        assert_eq!(shared_fill_target(65536, FillDepth::Deep, 2), 4096);
+        assert_eq!(shared_fill_target(32768, FillDepth::Deep, 0), 8192);
     }
 
     #[test]

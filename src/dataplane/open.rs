@@ -67,18 +67,14 @@ pub enum OpenError {
     Port(#[from] PortError),
 }
 
-/// The first of `ifaces` that receives on more RX queues than `sockets` (bound to queues 0 up
-/// to `sockets`) cover, and its RX queues. An AF_XDP socket receives what arrives on its
-/// queue, and the XDP program can steer a frame only to the socket of the queue it arrived
-/// on, so a frame on a queue without one goes to the kernel, unseen: on veth, what its peer
-/// sent on that TX queue; on a NIC, whatever flows RSS hashes there. An interface whose
-/// driver does not report its channels counts as covered.
-pub fn uncovered_queues(ifaces: &[String], sockets: u32) -> Option<(&str, u32)> {
-    ifaces.iter().find_map(|i| {
-        iface_rx_queues(i)
-            .filter(|&n| n > sockets)
-            .map(|n| (i.as_str(), n))
-    })
+/// The RX queues `iface` receives on, where that is more than `sockets` cover (bound to
+/// queues 0 up to `sockets`). An AF_XDP socket receives what arrives on its queue, and the XDP
+/// program can steer a frame only to the socket of the queue it arrived on, so a frame on a
+/// queue without one goes to the kernel, unseen: on veth, what its peer sent on that TX queue;
+/// on a NIC, whatever flows RSS hashes there. An interface whose driver does not report its
+/// channels counts as covered.
+pub fn uncovered_queues(iface: &str, sockets: u32) -> Option<u32> {
+    iface_rx_queues(iface).filter(|&n| n > sockets)
 }
 
 /// XDP programs attached to a set of interfaces (detached on drop).
@@ -219,9 +215,15 @@ fn open_af_xdp(
                 Box::new(AfXdpPort::open(&mut pool, prog, q, opts)?)
             }
             Queues::All => {
-                let n = iface_rx_queues(prog.iface())
-                    .unwrap_or(1)
-                    .clamp(1, MAX_QUEUES as u32);
+                let n = iface_rx_queues(prog.iface()).unwrap_or(1).max(1);
+                if let Some(more) = uncovered_queues(prog.iface(), MAX_QUEUES as u32) {
+                    tracing::warn!(
+                        iface = prog.iface(),
+                        "{more} RX queues, of which the first {MAX_QUEUES} are bound: frames \
+                         on the others go to the kernel, unseen (use --backend af-packet)"
+                    );
+                }
+                let n = n.min(MAX_QUEUES as u32);
                 rx_queues.push(n);
                 let opts = AfXdpOptions {
                     fill_share: n,

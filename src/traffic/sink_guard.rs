@@ -154,8 +154,10 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
         q.set_bell_ns(STALL_NS);
     }
     let mut pause = GuardPause::new(PAUSE_UNIT_NS, s.link_speed_bps);
-    // Whether the guard paused upstream in the stall running (a stall counts once it did).
-    let mut paused_this_stall = false;
+    // Whether the guard paused upstream in the stall running (a stall counts once it did),
+    // and whether a queue stalled at the last look (the sink's stall is one, however many of
+    // its queues show it, and in whatever order).
+    let (mut paused_this_stall, mut was_stalled) = (false, false);
     while !stop.load(Relaxed) {
         let now = now_ns();
         // While a queue stalls: whether one is short of buffers, and when to look again.
@@ -169,11 +171,7 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                 taken: q.taken_frames(),
                 quiet: q.quiet(),
             };
-            let verdict = watch.look(now, look);
-            if verdict == Verdict::Stalled {
-                paused_this_stall = false;
-            }
-            if verdict != Verdict::Running {
+            if watch.look(now, look) != Verdict::Running {
                 // Short of buffers as the sink would judge it: half the fill ring holds frames.
                 let waiting = look.steered.saturating_sub(look.taken);
                 let short = waiting * 2 >= s.fill_target;
@@ -195,6 +193,10 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
             }
             *last = (now, look.steered);
         }
+        if stalled.is_some() && !was_stalled {
+            paused_this_stall = false;
+        }
+        was_stalled = stalled.is_some();
         if let Some((short, wait)) = stalled {
             if let Some(m) = pause.poll(now, if short { u8::MAX } else { 0 }) {
                 if send_pause(sender, mac, &m) {
