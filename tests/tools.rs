@@ -585,19 +585,30 @@ struct LineRun {
     s0_queues: [u64; 2],
 }
 
-/// A run of `flows` flows at 2 Gbit/s of 1000-byte frames on PFC priority 3 through two
-/// workers into a 1 Gbit/s port, judged once more on a fresh topology after a delivery below
-/// `min_bps`, as the cable's rate is (a host busy elsewhere can starve a run; a rate above the
-/// line cannot), or after a loss with the worker held off longer than the 320 KiB buffer
-/// lasts at 2 Gbit/s; `None` if that second run was such a loss too (the host's, not judged:
-/// the other tests of this file run beside it).
-fn the_line_through_two_workers(tag: &str, flows: &str, min_bps: f64) -> Option<LineRun> {
+/// Priority 3 lossless by PFC, and its buffer (XOFF + the default 256 KiB headroom floor).
+const PFC_3: (&str, u64) = (
+    "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n",
+    (64 + 256) * 1024,
+);
+
+/// A run of `flows` flows at 2 Gbit/s of 1000-byte frames on priority 3 (`plan` its section,
+/// `buffer` the bytes it may hold) through two workers into a 1 Gbit/s port, judged once more
+/// on a fresh topology after a delivery below `min_bps`, as the cable's rate is (a host busy
+/// elsewhere can starve a run; a rate above the line cannot), or after a loss with the worker
+/// held off longer than `buffer` lasts at 2 Gbit/s; `None` if that second run was such a loss
+/// too (the host's, not judged: the other tests of this file run beside it).
+fn the_line_through_two_workers(
+    tag: &str,
+    (plan, buffer): (&str, u64),
+    flows: &str,
+    min_bps: f64,
+) -> Option<LineRun> {
     let run = || {
         let w = two_queue_wire(tag);
         let (gen, sink, dut) = through_two_workers(
             &w,
             "1Gbit",
-            "[priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\n",
+            plan,
             &[
                 "--rate",
                 "2Gbit",
@@ -621,7 +632,7 @@ fn the_line_through_two_workers(tag: &str, flows: &str, min_bps: f64) -> Option<
     };
     let the_hosts = |r: &LineRun| {
         let lost = json_u64(&r.sink, &["lost"]);
-        common::loss_is_the_hosts(lost, &r.dut["ports"][0], 327_680, 2e9 as u64)
+        common::loss_is_the_hosts(lost, &r.dut["ports"][0], buffer, 2e9 as u64)
     };
     let first = run();
     if line_rate(&first.sink) >= min_bps && !the_hosts(&first) {
@@ -640,15 +651,16 @@ fn line_rate(sink: &serde_json::Value) -> f64 {
 }
 
 impl LineRun {
-    /// Every frame the generator sent arrived once, PFC paused it, and the sink got at least
-    /// `min_bps` of the 1 Gbit/s line, and no more than the line.
+    /// Every frame the generator sent arrived once, PFC or SFC paused it, and the sink got at
+    /// least `min_bps` of the 1 Gbit/s line, and no more than the line.
     fn assert_lossless(&self, min_bps: f64) {
         let (gen, sink) = (&self.gen, &self.sink);
         let sent = json_u64(gen, &["frames_sent"]);
         let went = common::where_frames_went(&self.dut);
         assert_eq!(json_u64(sink, &["unique"]), sent, "{went}\n{sink}");
         assert_eq!(json_u64(sink, &["lost"]), 0, "{sink}");
-        assert!(json_u64(gen, &["pfc_rx"]) > 0, "the line congested: {gen}");
+        let paused = json_u64(gen, &["pfc_rx"]) + json_u64(gen, &["sfcm_rx"]);
+        assert!(paused > 0, "the line congested: {gen}");
         let r = line_rate(sink);
         assert!(r <= 1.01e9, "faster than the 1 Gbit/s line: {r} bit/s");
         assert!(
@@ -666,7 +678,7 @@ impl LineRun {
 #[test]
 fn one_flow_through_two_workers_gets_the_whole_line() {
     let _l = common::traffic_lock();
-    if let Some(r) = the_line_through_two_workers("lo", "1", 0.9e9) {
+    if let Some(r) = the_line_through_two_workers("lo", PFC_3, "1", 0.9e9) {
         r.assert_lossless(0.9e9);
     }
 }
@@ -685,7 +697,7 @@ fn one_flow_through_two_workers_gets_the_whole_line() {
 #[test]
 fn flows_over_two_workers_share_the_line_losslessly() {
     let _l = common::traffic_lock();
-    if let Some(r) = the_line_through_two_workers("ls", "16", 0.0) {
+    if let Some(r) = the_line_through_two_workers("ls", PFC_3, "16", 0.0) {
         r.assert_lossless(0.0);
         let sent = json_u64(&r.gen, &["frames_sent"]);
         for (port, split) in [("d0", r.d0_queues), ("s0", r.s0_queues)] {
@@ -706,37 +718,21 @@ fn flows_over_two_workers_share_the_line_losslessly() {
 #[test]
 fn sfc_over_two_workers_is_lossless() {
     let _l = common::traffic_lock();
-    let w = two_queue_wire("lf");
-    let (gen, sink, dut) = through_two_workers(
-        &w,
-        "1Gbit",
-        "[priority.3]\nmode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"\n",
-        &[
-            "--rate",
-            "2Gbit",
-            "--size",
-            "1000",
-            "--priority",
-            "3",
-            "--duration",
-            "2s",
-            "--flows",
-            "16",
-        ],
-    );
-    let sent = json_u64(&gen, &["frames_sent"]);
-    let went = common::where_frames_went(&dut);
-    assert_eq!(json_u64(&sink, &["unique"]), sent, "{went}\n{sink}");
-    assert_eq!(json_u64(&sink, &["lost"]), 0, "{sink}");
-    assert!(json_u64(&gen, &["sfcm_rx"]) > 0, "gen saw no SFCM: {gen}");
-    let split = xdp_frames_per_queue(&w.ns, &w.d0);
-    assert!(
-        split.iter().all(|&n| n >= sent / 32),
-        "d0's queues got {split:?} of {sent}"
-    );
-    let r = line_rate(&sink);
-    assert!(r <= 1.01e9, "faster than the 1 Gbit/s line: {r} bit/s");
-    println!("SFC over two workers: the 1 Gbit/s line delivered {r} bit/s");
+    let plan = "[priority.3]\nmode = \"sfc\"\nsfc_threshold = \"32KiB\"\nlimit = \"2MiB\"\n";
+    if let Some(r) = the_line_through_two_workers("lf", (plan, 2 << 20), "16", 0.0) {
+        r.assert_lossless(0.0);
+        assert!(
+            json_u64(&r.gen, &["sfcm_rx"]) > 0,
+            "gen saw no SFCM: {}",
+            r.gen
+        );
+        let sent = json_u64(&r.gen, &["frames_sent"]);
+        let split = r.d0_queues;
+        assert!(
+            split.iter().all(|&n| n >= sent / 32),
+            "d0's queues got {split:?} of {sent}"
+        );
+    }
 }
 
 /// A queue added to a port under a running daemon (`ethtool -L`) is an error in its log,
