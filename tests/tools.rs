@@ -788,7 +788,7 @@ fn a_queue_added_under_a_running_daemon_is_an_error_in_its_log() {
 
 /// A daemon whose port receives on more RX queues than it has workers refuses to start,
 /// naming the port, the queues and both remedies: a frame on a queue no worker binds would go
-/// to the kernel, never forwarded or counted.
+/// to the kernel, never forwarded or counted. `doctor` fails the port for it too.
 #[test]
 fn a_port_with_more_queues_than_workers_is_refused() {
     let w = two_queue_wire("lq");
@@ -812,6 +812,19 @@ fn a_port_with_more_queues_than_workers_is_refused() {
             && err.contains("workers = 2")
             && err.contains(&format!("ethtool -L {} combined 1", w.d0)),
         "{err}"
+    );
+    // `doctor` says so before anything is run.
+    let out =
+        w.ns.cmd(BIN)
+            .args(["doctor", "--iface", &w.d0])
+            .output()
+            .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL    every RX queue bound")
+            && text.contains(&format!("ethtool -L {} rx 1", w.d0)),
+        "{text}"
     );
     assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
 }

@@ -23,6 +23,7 @@ pub fn needs_for(plan: &Plan, iface: &str) -> Option<Needs> {
         speed_bps: Some(port.speed_bps),
         headroom_bytes: headroom,
         from_config: true,
+        workers: plan.daemon.workers as u32,
     })
 }
 

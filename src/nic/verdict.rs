@@ -27,6 +27,8 @@ pub struct Needs {
     pub headroom_bytes: Option<u64>,
     /// From a configuration file (otherwise the defaults: PFC on priority 3).
     pub from_config: bool,
+    /// `[daemon] workers`: worker w binds RX queue w of every port.
+    pub workers: u32,
 }
 
 impl Default for Needs {
@@ -37,6 +39,7 @@ impl Default for Needs {
             speed_bps: None,
             headroom_bytes: None,
             from_config: false,
+            workers: 1,
         }
     }
 }
@@ -59,6 +62,8 @@ pub enum Capability {
     Timestamps,
     /// AF_XDP zero-copy.
     ZeroCopy,
+    /// Every RX queue has a worker to bind it.
+    RxQueues,
 }
 
 impl Capability {
@@ -72,6 +77,7 @@ impl Capability {
             Capability::FirmwareDcbx => "firmware DCBX off",
             Capability::Timestamps => "hardware timestamps",
             Capability::ZeroCopy => "AF_XDP zero-copy",
+            Capability::RxQueues => "every RX queue bound",
         }
     }
 }
@@ -438,6 +444,29 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
     }
     out.push(v);
 
+    // RX queues: worker w binds queue w; a frame on a queue without one goes to the kernel.
+    let mut v = Verdict::new(Capability::RxQueues, true);
+    let w = needs.workers.max(1);
+    if let Fact::Known(c) = &facts.channels {
+        if let Some(n) = c.rx_queues().filter(|&n| n > w) {
+            v.add(
+                Status::Fail,
+                format!(
+                    "{n} RX queues and {w} worker(s): frames the NIC puts on queue {w} or above \
+                     would go to the kernel, never forwarded (`run` refuses the port); set \
+                     [daemon] workers = {n}, or reduce the queues"
+                ),
+            );
+            let kind = if c.combined.unwrap_or(0) > 0 {
+                "combined"
+            } else {
+                "rx"
+            };
+            v.fix(format!("ethtool -L {x} {kind} {w}"));
+        }
+    }
+    out.push(v);
+
     // Handing the headroom to the NIC's own PFC where it cannot carry ours.
     let mut hardware_pfc = Vec::new();
     if driver_cannot && needs.mac_control {
@@ -540,6 +569,43 @@ mod tests {
             promisc: false,
         });
         f
+    }
+
+    #[test]
+    fn more_rx_queues_than_workers_is_unusable_and_names_the_fix() {
+        let mut f = nic("ixgbe");
+        f.channels = Fact::Known(crate::kernel::ethtool::Channels {
+            combined: Some(4),
+            combined_max: Some(64),
+            rx: Some(0),
+            tx: Some(0),
+        });
+        let d = judge(&f, &Needs::default());
+        assert_eq!(status(&d, Capability::RxQueues), Status::Fail);
+        assert!(!d.usable);
+        assert!(
+            d.fixes.contains(&"ethtool -L vd0 combined 1".to_string()),
+            "{:?}",
+            d.fixes
+        );
+        let four = Needs {
+            workers: 4,
+            ..Needs::default()
+        };
+        assert_eq!(status(&judge(&f, &four), Capability::RxQueues), Status::Ok);
+        // veth has RX-only channels.
+        let mut f = veth_facts();
+        f.channels = Fact::Known(crate::kernel::ethtool::Channels {
+            rx: Some(2),
+            tx: Some(2),
+            ..Default::default()
+        });
+        let d = judge(&f, &Needs::default());
+        assert!(
+            d.fixes.contains(&"ethtool -L vd0 rx 1".to_string()),
+            "{:?}",
+            d.fixes
+        );
     }
 
     #[test]
