@@ -689,11 +689,11 @@ fn one_flow_through_two_workers_gets_the_whole_line() {
 /// daemon's second worker sends on `d1`'s second, which veth hands to `s0`'s second), one
 /// AF_XDP socket each over one pool: every flow arrives, whichever queue carried it.
 ///
-/// How much of the line they fill is not judged: 0.74-0.84 of it in four runs on the 2-vCPU
-/// VM (one flow: 0.99), where two busy real-time workers leave the generator and the tc hop
-/// little CPU, so the generator resumes late after XON (0.83-0.91 with the workers at normal
-/// priority; 0.97-0.98 with XOFF 128 KiB and XON 96 KiB, whose XON leaves more to drain while
-/// it resumes).
+/// How much of the line they fill is not judged: 0.72-0.84 of it on the 2-vCPU VM (one flow:
+/// 0.99), where two busy real-time workers leave the generator and the tc hop little CPU, so
+/// the generator resumes late after XON: with `gen --realtime` 0.92-0.93, with the workers at
+/// normal priority 0.83-0.91, and 0.97-0.98 with XOFF 128 KiB and XON 96 KiB, whose XON leaves
+/// more to drain while it resumes.
 #[test]
 fn flows_over_two_workers_share_the_line_losslessly() {
     let _l = common::traffic_lock();
