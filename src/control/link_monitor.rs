@@ -29,6 +29,7 @@ use crate::{
         plan::PfcPlan,
     },
     headroom::HeadroomError,
+    kernel::netlink::Netlink,
     linkup::{
         model_for_round_trip, pdelay::MeasureError, plan_for_round_trip, shared::LinkShared,
         LinkParams, LinkupSettings, Measurement,
@@ -59,6 +60,8 @@ pub struct LinkMonitor<'a> {
     max_frames: &'a [u32],
     links: &'a [Arc<LinkShared>],
     ports: Vec<PortModel>,
+    /// The carrier's looks (every 50 ms) share one netlink socket.
+    nl: Netlink,
 }
 
 impl<'a> LinkMonitor<'a> {
@@ -71,12 +74,13 @@ impl<'a> LinkMonitor<'a> {
     ) -> Option<Self> {
         let settings = plan.linkup?;
         let now = std::time::Instant::now();
+        let mut nl = Netlink::new(false);
         let ports = plan
             .ports
             .iter()
             .zip(links)
             .map(|(p, l)| {
-                let up = iface_carrier(&p.iface);
+                let up = iface_carrier(&mut nl, &p.iface);
                 if up {
                     tracing::info!(iface = %p.iface, "measuring the link");
                     l.request_measurement();
@@ -96,6 +100,7 @@ impl<'a> LinkMonitor<'a> {
             max_frames,
             links,
             ports,
+            nl,
         })
     }
 
@@ -117,7 +122,7 @@ impl<'a> LinkMonitor<'a> {
         let iface = &plan.ports[i].iface;
         let port = &mut self.ports[i];
         let period = Duration::from_nanos(settings.interval_ns);
-        let up = iface_carrier(iface);
+        let up = iface_carrier(&mut self.nl, iface);
         let came_up = up && !port.up;
         if up != port.up {
             tracing::info!(iface = %iface, up, "link state changed");

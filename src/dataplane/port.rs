@@ -367,9 +367,10 @@ pub fn iface_rx_queues(iface: &str) -> Option<u32> {
 /// True if `iface` is up with a carrier now: the kernel's state this instant (an interface
 /// that is down, or cannot be read: false), where link events and `operstate` wait for the
 /// kernel's link watch, which reports a change of a physical NIC at most once a second (see
-/// `control::carrier`).
-pub fn iface_carrier(iface: &str) -> bool {
-    iface_link(iface).is_ok_and(|l| l.has_carrier())
+/// `control::carrier`). Asked over `nl`, which keeps its socket for the next look (a caller
+/// that looks every few milliseconds holds one).
+pub fn iface_carrier(nl: &mut Netlink, iface: &str) -> bool {
+    kernel::link::link(nl, iface).is_ok_and(|l| l.has_carrier())
 }
 
 #[cfg(test)]

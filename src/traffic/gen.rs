@@ -24,6 +24,7 @@ use crate::{
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
     },
+    kernel::netlink::Netlink,
     linkup::{
         lldp::LldpConfig,
         pdelay::InitiatorConfig,
@@ -266,6 +267,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     };
     let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
     let mut carrier = CarrierHold::default();
+    // The carrier's looks share one netlink socket (every millisecond while held).
+    let mut nl = Netlink::new(false);
     let mut progress = Progress::new(setup.progress, start);
     // Paused time (PAUSE/PFC, SFC) at the previous progress line.
     let mut paused_before = (0u64, 0u64);
@@ -382,8 +385,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 break;
             }
         }
-        let (held, changed) =
-            carrier.update(port.tx_refusals(), now, || iface_carrier(port.name()));
+        let (held, changed) = carrier.update(port.tx_refusals(), now, || {
+            iface_carrier(&mut nl, port.name())
+        });
         if changed {
             port.hold_tx(held);
         }
