@@ -419,15 +419,15 @@ sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
     assert_eq!(port0["sfcm_rx"][3], 10, "{port0}");
 }
 
-/// gen —veth— tc mirred —veth— daemon —veth— sink, the daemon's veths of two queues each:
-/// `g0` faces `m0`, `m1` faces `d0`, `d1` faces `s0`.
+/// gen —veth— tc mirred —veth— daemon —veth— sink over veths of two queues each: `g0` faces
+/// `m0`, `m1` faces `d0`, `d1` faces `s0`.
 ///
 /// Between the generator and the daemon, `mid` redirects every frame from `m0` to `m1` and
 /// back with tc's `mirred`. The kernel then picks `m1`'s TX queue, and so `d0`'s RX queue
 /// (veth hands a frame to the peer's RX queue of the same index), by each flow's hash, as a
-/// NIC's RSS would: a generator's own AF_XDP socket sends on one queue. It also leaves `g0`
-/// the one RX queue the generator binds. `s0` has two: the daemon's second worker sends on
-/// `d1`'s second queue.
+/// NIC's RSS would: a generator's own AF_XDP socket sends on one queue. What comes back
+/// (PFC, SFC messages) is spread over `g0`'s two RX queues the same way, and `s0` has two:
+/// the daemon's second worker sends on `d1`'s second queue. The tools bind both.
 struct TwoQueueWire {
     ns: Netns,
     gen_ns: Netns,
@@ -451,8 +451,11 @@ fn two_queue_wire(tag: &str) -> TwoQueueWire {
     );
     let (d0, g0, d1, s0) = (unique("d"), unique("g"), unique("d"), unique("s"));
     let (m0, m1) = (unique("m"), unique("m"));
-    veth(&gen_ns, &g0, &mid, &m0);
-    for (a, an, b, bn) in [(&m1, &mid, &d0, &ns), (&d1, &ns, &s0, &sink_ns)] {
+    for (a, an, b, bn) in [
+        (&g0, &gen_ns, &m0, &mid),
+        (&m1, &mid, &d0, &ns),
+        (&d1, &ns, &s0, &sink_ns),
+    ] {
         let out = Command::new("ip")
             .args([
                 "link",
@@ -706,7 +709,9 @@ fn flows_over_two_workers_share_the_line_losslessly() {
                 "{port}'s queues got {split:?} of {sent}"
             );
         }
+        // Both tools bound both queues of their two-queue veths over AF_XDP.
         assert_eq!(r.sink["backend"], "af_xdp", "{}", r.sink);
+        assert_eq!(r.gen["backend"], "af_xdp", "{}", r.gen);
         assert_eq!(r.sink["flows"].as_array().map(Vec::len), Some(16));
     }
 }
