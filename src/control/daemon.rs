@@ -315,12 +315,15 @@ fn uncovered_message(port: usize, iface: &str, active: u32, workers: u32) -> Str
 /// It also looks again at what `run` checked at start: that every RX queue of a port has a
 /// worker. A port's queues can change under a running daemon (`ethtool -L`); frames on one
 /// added since go to the kernel, never forwarded. On a NIC the XDP program counts them
-/// (`redirect_failed`); on veth a queue added under a program runs none, so only the channel
-/// count tells. Either is an error in the log, the count once per change.
+/// (`redirect_failed`), and from the first look on, while the workers run, they are the
+/// port's `unsteered` drops ([`SharedPort::set_unsteered`]); before it the program also
+/// counts what arrived between its attach and the sockets, and after the last what arrives
+/// once the workers are gone, which were never theirs. On veth a queue added under a program
+/// runs none, so only the channel count tells: an error in the log, once per change.
 struct DropLog {
     seen: Vec<std::collections::BTreeMap<String, u64>>,
-    /// Per port, the program's `redirect_failed` at the last look (`None`: not looked yet).
-    unsteered: Vec<Option<u64>>,
+    /// Per port, the program's `redirect_failed` at the first look.
+    unsteered_base: Vec<Option<u64>>,
     /// Per port, the RX queue count last reported beyond the workers.
     uncovered: Vec<Option<u32>>,
     workers: u32,
@@ -332,15 +335,32 @@ impl DropLog {
     fn new(ports: usize, workers: usize) -> Self {
         DropLog {
             seen: vec![Default::default(); ports],
-            unsteered: vec![None; ports],
+            unsteered_base: vec![None; ports],
             uncovered: vec![None; ports],
             workers: workers as u32,
         }
     }
 
-    /// Looks at `snaps` and, where the workers run AF_XDP, at the ports' XDP programs `xdp`
-    /// (in port order) and their RX queues.
-    fn log(&mut self, snaps: &[PortSnapshot], xdp: Option<&Attached>) {
+    /// Where the workers run AF_XDP, reads the ports' XDP programs `xdp` (in port order) into
+    /// `shared` and looks at their RX queues.
+    fn look_at_programs(&mut self, xdp: Option<&Attached>, shared: &[Arc<SharedPort>]) {
+        let programs = xdp.map_or(&[][..], |a| &a.programs[..]);
+        for (port, (prog, shared)) in programs.iter().zip(shared).enumerate() {
+            let iface = prog.iface();
+            let failed = prog.counters().redirect_failed;
+            let base = *self.unsteered_base[port].get_or_insert(failed);
+            shared.set_unsteered(failed.saturating_sub(base));
+            let queues = uncovered_queues(iface, self.workers);
+            if let Some(n) = queues.filter(|_| queues != self.uncovered[port]) {
+                let what = uncovered_message(port, iface, n, self.workers);
+                tracing::error!("since start, {what}");
+            }
+            self.uncovered[port] = queues;
+        }
+    }
+
+    /// Logs what `snaps` counts since the last look.
+    fn log(&mut self, snaps: &[PortSnapshot]) {
         for (seen, s) in self.seen.iter_mut().zip(snaps) {
             for (reason, &count) in &s.drops {
                 let before = seen.insert(reason.clone(), count).unwrap_or(0);
@@ -348,26 +368,6 @@ impl DropLog {
                     tracing::warn!(iface = %s.iface, reason = %reason, new = count - before, total = count, "frames dropped");
                 }
             }
-        }
-        let programs = xdp.map_or(&[][..], |a| &a.programs[..]);
-        for (port, prog) in programs.iter().enumerate() {
-            let iface = prog.iface();
-            let now = prog.counters().redirect_failed;
-            if let Some(before) = self.unsteered[port].replace(now).filter(|&b| now > b) {
-                tracing::error!(
-                    iface,
-                    new = now - before,
-                    total = now,
-                    "frames arrived on an RX queue no worker binds and went to the kernel, \
-                     never forwarded"
-                );
-            }
-            let queues = uncovered_queues(iface, self.workers);
-            if let Some(n) = queues.filter(|_| queues != self.uncovered[port]) {
-                let what = uncovered_message(port, iface, n, self.workers);
-                tracing::error!("since start, {what}");
-            }
-            self.uncovered[port] = queues;
         }
     }
 }
@@ -779,7 +779,10 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                         tracing::error!("a worker stalled: withholding the systemd watchdog ping");
                     }
                 }
-                _ = drops.tick() => drop_log.log(&snapshots(), steering_programs),
+                _ = drops.tick() => {
+                    drop_log.look_at_programs(steering_programs, &shared);
+                    drop_log.log(&snapshots());
+                }
                 () = tick(&mut progress) => {
                     for s in snapshots() {
                         tracing::info!(
@@ -791,6 +794,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                 }
             }
         }
+        // The last look at what the programs could not steer while the workers ran.
+        drop_log.look_at_programs(steering_programs, &shared);
         // The workers see the flag at their next loop turn and drain their queues.
         shutdown.trigger();
         notifier.notify("STOPPING=1");
@@ -801,7 +806,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     // Guarding the workers' drain too, it stops once they are done.
     drop(stall_guard);
     // (No look at the programs: the workers are gone, what arrives now is for no one.)
-    drop_log.log(&snapshots(), None);
+    drop_log.log(&snapshots());
     drop(carrier_watch);
     drop(attached); // detaches XDP
     if let Some(path) = &plan.control_socket {

@@ -60,6 +60,10 @@ pub struct SharedPort {
     guard_wait_ns: AtomicU64,
     /// The port's line: when it is free for the next frame, whichever worker sends it.
     line: LineClock,
+    /// Frames the port's XDP program could not steer to a worker's socket while the workers
+    /// ran (none on the RX queue they arrived on: gone to the kernel, never forwarded), as
+    /// the control plane last read the program's count.
+    unsteered: AtomicU64,
 }
 
 impl SharedPort {
@@ -161,6 +165,17 @@ impl SharedPort {
     /// The stall guard met a stall on this port.
     pub fn count_stall(&self) {
         self.stalls.fetch_add(1, Relaxed);
+    }
+
+    /// The control plane read `n` frames the XDP program could not steer since the workers
+    /// started.
+    pub fn set_unsteered(&self, n: u64) {
+        self.unsteered.store(n, Relaxed);
+    }
+
+    /// Frames the XDP program could not steer while the workers ran, as last read.
+    pub fn unsteered(&self) -> u64 {
+        self.unsteered.load(Relaxed)
     }
 
     /// The stall guard sent a PFC frame pausing the priorities in `enable`.

@@ -588,6 +588,12 @@ fn sum8(shards: &[&[Counter; PRIORITIES]]) -> [u64; PRIORITIES] {
     std::array::from_fn(|p| shards.iter().map(|s| s[p].get()).sum())
 }
 
+/// The drop reason of frames the port's XDP program could not steer to a worker's socket
+/// (none on the RX queue they arrived on): they went to the kernel, never forwarded. The
+/// program counts them, not a worker, so it is no [`DropReason`]
+/// ([`SharedPort::unsteered`]).
+pub const UNSTEERED: &str = "unsteered";
+
 /// Sums the shards of port `port` over `workers`.
 pub fn snapshot(
     iface: &str,
@@ -655,6 +661,7 @@ pub fn snapshot(
                     c.iter().map(|pc| pc.drops[*r as usize].get()).sum(),
                 )
             })
+            .chain([(UNSTEERED.to_string(), shared.unsteered())])
             .collect(),
         credit_available: arr(|p| &p.credit_available),
         credit_active: arr(|p| &p.credit_active),

@@ -16,7 +16,7 @@ use crate::{
         sched::WorkerSched,
         settings::SettingsCell,
         shared::SharedPort,
-        stats::{snapshot, DropReason, Log2Snapshot, PortSnapshot, WorkerStats},
+        stats::{snapshot, Log2Snapshot, PortSnapshot, WorkerStats},
         xdp_prog::{XdpCounters, XdpProgram},
     },
     fc::{plan::PfcPlan, PRIORITIES},
@@ -498,10 +498,10 @@ impl Collector for DaemonCollector {
             None,
             Counter,
             s.iter().flat_map(|p| {
-                DropReason::ALL.iter().map(move |r| {
+                p.drops.iter().map(move |(reason, &n)| {
                     let mut l = device(p);
-                    l.push(("reason", r.label().to_string()));
-                    (l, ConstCounter::new(p.drops[r.label()]))
+                    l.push(("reason", reason.clone()));
+                    (l, ConstCounter::new(n))
                 })
             }),
         )?;
@@ -990,7 +990,7 @@ pub fn render(registry: &Registry) -> String {
 mod tests {
     use super::http::to_prometheus_text;
     use super::*;
-    use crate::dataplane::port::Stamping;
+    use crate::dataplane::{port::Stamping, stats::DropReason};
     use crate::{dataplane::settings::LiveSettings, fc::plan::PrioPlan};
 
     #[test]
