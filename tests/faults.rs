@@ -7,7 +7,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{control_section, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use common::{
+    control_section, traffic_lock, unique, veth, where_frames_went, Netns, Proc, TempFile,
+};
 use serde_json::Value;
 
 const T: Duration = Duration::from_secs(30);
@@ -253,11 +255,15 @@ fn egress_carrier_loss_the_kernel_reports_late_still_holds_frames() {
     let refused = n(&d1["kernel_drops"]["tx_refused"]);
     assert!(refused >= 1, "the kernel refused a frame: {d1}");
     // And that frame is all a flap costs: the frames behind it, the ones already in the
-    // socket's TX ring included, waited.
+    // socket's TX ring included, waited. One more may be on its way through the veth at the
+    // instant the carrier goes, taken by the kernel without a refusal and dropped by the
+    // dying link (3 lost with 2 refused once in about ten runs of the whole suite); the
+    // kernel's own count of the link's drops bounds every loss (below).
     let lost = n(&f.g["frames_sent"]) - n(&f.sink["unique"]);
     assert!(
-        lost <= refused,
-        "only the refused frames are lost: {lost} lost, {refused} refused"
+        lost <= refused + 1,
+        "only the refused frames are lost: {lost} lost, {refused} refused\n{}",
+        where_frames_went(&f.report)
     );
     assert_eq!(f.held, [false, true], "status in the second flap");
     assert_flap_lost_only_the_dying_links_frames("late egress", &f);
