@@ -215,15 +215,15 @@ fn open_af_xdp(
                 Box::new(AfXdpPort::open(&mut pool, prog, q, opts)?)
             }
             Queues::All => {
-                let n = iface_rx_queues(prog.iface()).unwrap_or(1).max(1);
-                if let Some(more) = uncovered_queues(prog.iface(), MAX_QUEUES as u32) {
+                let active = iface_rx_queues(prog.iface()).unwrap_or(1).max(1);
+                if active > MAX_QUEUES as u32 {
                     tracing::warn!(
                         iface = prog.iface(),
-                        "{more} RX queues, of which the first {MAX_QUEUES} are bound: frames \
+                        "{active} RX queues, of which the first {MAX_QUEUES} are bound: frames \
                          on the others go to the kernel, unseen (use --backend af-packet)"
                     );
                 }
-                let n = n.min(MAX_QUEUES as u32);
+                let n = active.min(MAX_QUEUES as u32);
                 rx_queues.push(n);
                 let opts = AfXdpOptions {
                     fill_share: n,
