@@ -481,7 +481,8 @@ pub fn text(s: &Status) -> String {
         let _ = writeln!(
             out,
             "  rx {} frames, tx {} frames, RX ring peak {} frames, fill ring {} buffers, {} \
-             zero-copy sockets, starved {} times, worker stalls {} ({} guard PFC){}",
+             zero-copy sockets, starved {} times, worker stalls {} ({} guard PFC, {} guard \
+             SFCM){}",
             c.rx_frames,
             c.tx_frames,
             c.rx_backlog_frames_peak,
@@ -490,6 +491,7 @@ pub fn text(s: &Status) -> String {
             c.fill_starved_events,
             c.stalls,
             c.stall_pfc_tx.iter().sum::<u64>(),
+            c.stall_sfcm_tx.iter().sum::<u64>(),
             match c.stall_guard_wait_ns {
                 0 => String::new(),
                 ns => format!(", guard waits {} us", ns / 1000),

@@ -11,8 +11,10 @@
 //! takes it from the RX ring, so the ring's depth is the receiver's buffer, in frames, for
 //! whatever waits there. A worker that keeps running bounds that backlog by XOFF in bytes; a
 //! worker kept off its CPU bounds nothing, and with 2,048 buffers an SFC-only priority, which
-//! no stall guard covers, lost 4,687 frames to a worker lag of 8.4 ms (2,048 128-byte frames
-//! last 2.9 ms at 700 kpps, 8,192 last 12).
+//! no stall guard covered then, lost 4,687 frames to a worker lag of 8.4 ms (2,048 128-byte
+//! frames last 2.9 ms at 700 kpps, 8,192 last 12). The guard now sends SFCMs for a stalled
+//! worker too, but nothing measures what arrives before an SFC source reacts to one (PFC's
+//! headroom does, below), so an SFC-only priority still keeps the ring deep.
 //!
 //! **When lean is safe.** When every lossless priority of the port is paused by PFC and the
 //! stall guard runs with the headroom adaptive (the notice term counts), the RX backlog of

@@ -24,6 +24,7 @@ pub mod rt_duty;
 pub mod rx_meta;
 pub mod sched;
 pub mod settings;
+pub mod sfc_roster;
 pub mod shaper;
 pub mod shared;
 pub mod stall_guard;

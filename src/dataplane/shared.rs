@@ -52,6 +52,8 @@ pub struct SharedPort {
     stalls: AtomicU64,
     /// PFC frames the stall guard sent on this port, per priority they paused.
     stall_pfc_tx: [AtomicU64; PRIORITIES],
+    /// SFC messages the stall guard sent on this port, per priority.
+    stall_sfcm_tx: [AtomicU64; PRIORITIES],
     /// How long the stall guard may let frames wait before calling a stall, ns, as the
     /// leader worker's headroom affords it (0: the configured `stall_guard`).
     guard_stall_ns: AtomicU64,
@@ -64,6 +66,17 @@ pub struct SharedPort {
     /// ran (none on the RX queue they arrived on: gone to the kernel, never forwarded), as
     /// the control plane last read the program's count.
     unsteered: AtomicU64,
+}
+
+/// What the stall guard met and did on a port ([`SharedPort::stall_counts`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StallCounts {
+    /// Stalls met.
+    pub stalls: u64,
+    /// PFC frames sent, per priority they paused.
+    pub pfc_tx: [u64; PRIORITIES],
+    /// SFC messages sent, per priority.
+    pub sfcm_tx: [u64; PRIORITIES],
 }
 
 impl SharedPort {
@@ -212,12 +225,18 @@ impl SharedPort {
         self.guard_wait_ns.load(Relaxed)
     }
 
-    /// Stalls met on this port, and the PFC frames sent for them per priority.
-    pub fn stall_counts(&self) -> (u64, [u64; PRIORITIES]) {
-        (
-            self.stalls.load(Relaxed),
-            std::array::from_fn(|p| self.stall_pfc_tx[p].load(Relaxed)),
-        )
+    /// The stall guard sent an SFC message for priority `p`.
+    pub fn count_stall_sfcm(&self, p: usize) {
+        self.stall_sfcm_tx[p].fetch_add(1, Relaxed);
+    }
+
+    /// Stalls met on this port, and what the stall guard sent for them.
+    pub fn stall_counts(&self) -> StallCounts {
+        StallCounts {
+            stalls: self.stalls.load(Relaxed),
+            pfc_tx: std::array::from_fn(|p| self.stall_pfc_tx[p].load(Relaxed)),
+            sfcm_tx: std::array::from_fn(|p| self.stall_sfcm_tx[p].load(Relaxed)),
+        }
     }
 
     /// One worker's fill ring for this port started (`true`) or stopped running short.

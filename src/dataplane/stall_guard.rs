@@ -1,4 +1,4 @@
-//! The stall guard: PFC for a worker that cannot run.
+//! The stall guard: PFC and SFC for a worker that cannot run.
 //!
 //! A worker sends PFC from its own loop, so the congestion point it runs is only as prompt as
 //! the worker. Frames do not wait for it: on veth the XDP program runs on the sender's CPU, on
@@ -37,8 +37,8 @@
 //! The wait is [`StallWatch::stall_ns`]: `stall_guard`, or longer where the port's headroom
 //! holds more than every term claims ([`super::pfc_headroom`], "The guard's wait"). Without a
 //! doorbell (its ring buffers could not be set up) a guard looks every half wait. Ports
-//! without a PFC priority are not looked at, and with none anywhere only every
-//! [`NO_PFC_LOOK_NS`], for a reload. (Before the doorbell, the guard looked every half wait
+//! without a priority the guard pauses for (PFC, or SFC alone) are not looked at, and with
+//! none anywhere only every [`UNGUARDED_LOOK_NS`], for a reload. (Before the doorbell, the guard looked every half wait
 //! only while a port could see a stall soon, traffic flowing or a source paused, and backed
 //! off to 1 ms on an idle port: 3 % of a CPU per guard thread with nothing to do,
 //! bench/RESULTS.md.)
@@ -63,6 +63,17 @@
 //! leaves through the guard's own AF_PACKET socket, and is refreshed every 2 × `stall` while
 //! the stall lasts. The guard never sends XON: its pause runs out by itself within a
 //! millisecond, and the worker, back, sends its own XOFF if the occupancy still calls for one.
+//!
+//! **SFC-only priorities** (a `pfc+sfc` one is paused by the PFC above). An SFC pause goes to
+//! a source, and the worker is the congestion point that knows the sources, so each worker
+//! publishes per port a roster of those it took frames from ([`super::sfc_roster`]). On a
+//! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold
+//! earns every source of that priority on a stalled worker's roster an SFCM: class scope
+//! (the worker serves none of the source's flows), a pause of 4 × `stall` (at most
+//! `[sfc] max_pause`), drain rate 0, over UDP where the workers' go over UDP, sent again every
+//! 2 × `stall` while the stall lasts. A port with such a priority is watched with the wait
+//! `stall_guard` itself: the headroom's slack that lengthens the wait is PFC's account, and
+//! none is kept of what an SFC priority's limit leaves.
 
 use std::{
     io,
@@ -83,21 +94,26 @@ use super::{
     port::iface_mac,
     sched,
     settings::SettingsCell,
+    sfc_roster::Source,
     shared::SharedPort,
     stats::WorkerStats,
 };
 use crate::{
-    fc::{ns_to_quanta, PRIORITIES},
-    wire::{MacAddr, MacControl},
+    fc::{ns_to_quanta, plan::PrioPlan, PRIORITIES},
+    wire::{
+        sfcm::{self, SfcScope},
+        MacAddr, MacControl, Sfcm,
+    },
 };
 
-/// How often a guard looks whether a reload gave a port a PFC priority, while none has one:
+/// How often a guard looks whether a reload gave a port a priority it pauses for (PFC, or SFC
+/// alone), while none has one:
 /// it has nothing to send for other priorities, and its looks would only take CPU (a
 /// daemon-bound lossy run has frames waiting for the worker all the time).
-pub const NO_PFC_LOOK_NS: u64 = 100_000_000;
+pub const UNGUARDED_LOOK_NS: u64 = 100_000_000;
 
 /// Longest a guard with a doorbell waits for it to ring before it looks anyway: to see a
-/// reload give a port a PFC priority, and to publish the wait in use.
+/// reload give a port a priority it pauses for, and to publish the wait in use.
 pub const BELL_LOOK_NS: u64 = 100_000_000;
 
 /// The shortest time from one look to the next.
@@ -201,14 +217,37 @@ impl StallWatch {
     }
 }
 
+/// When the guard sends again for a port: at once for a priority not in what it last sent,
+/// and for the others once that is half spent (sans-I/O).
+#[derive(Debug, Clone)]
+struct Pacer {
+    refresh_ns: u64,
+    /// When the guard last sent, and for which priorities.
+    last: Option<(u64, u8)>,
+}
+
+impl Pacer {
+    /// Whether to send at `now` for the priorities in `congested` (then counted as sent).
+    fn due(&mut self, now: u64, congested: u8) -> bool {
+        if congested == 0 {
+            return false;
+        }
+        if let Some((at, sent)) = self.last {
+            if congested & !sent == 0 && now < at + self.refresh_ns {
+                return false;
+            }
+        }
+        self.last = Some((now, congested));
+        true
+    }
+}
+
 /// The guard's PFC on one port: an XOFF for the congested priorities at once, refreshed
 /// every half pause while they stay congested, never an XON (sans-I/O).
 #[derive(Debug, Clone)]
 pub struct GuardPause {
     quanta: u16,
-    refresh_ns: u64,
-    /// When the last frame left, and the priorities it paused.
-    last: Option<(u64, u8)>,
+    pacer: Pacer,
 }
 
 impl GuardPause {
@@ -216,8 +255,10 @@ impl GuardPause {
     pub fn new(stall_ns: u64, speed_bps: u64) -> Self {
         GuardPause {
             quanta: ns_to_quanta(4 * stall_ns, speed_bps),
-            refresh_ns: 2 * stall_ns,
-            last: None,
+            pacer: Pacer {
+                refresh_ns: 2 * stall_ns,
+                last: None,
+            },
         }
     }
 
@@ -225,15 +266,9 @@ impl GuardPause {
     /// priority not in the last frame is paused at once, the others once the last frame is
     /// half spent.
     pub fn poll(&mut self, now: u64, congested: u8) -> Option<MacControl> {
-        if congested == 0 {
+        if !self.pacer.due(now, congested) {
             return None;
         }
-        if let Some((at, paused)) = self.last {
-            if congested & !paused == 0 && now < at + self.refresh_ns {
-                return None;
-            }
-        }
-        self.last = Some((now, congested));
         Some(MacControl::Pfc {
             enable: congested,
             quanta: std::array::from_fn(|p| {
@@ -247,22 +282,76 @@ impl GuardPause {
     }
 }
 
-/// The PFC priorities of a port whose occupancy is at XOFF or above: `occupancy` as the
-/// workers published it (queued + RX backlog), `live` the XDP program's steered bytes now and
-/// `accounted` as the workers last accounted them (both summed over the port's queues).
+/// The guard's SFC on one port: for the congested SFC-only priorities, an SFCM to each
+/// source on a stalled worker's roster ([`super::sfc_roster`]), pausing its class for
+/// 4 × `stall_ns`, at once and then every half pause while they stay congested (sans-I/O).
+#[derive(Debug, Clone)]
+pub struct GuardSfc {
+    pause_ns: u64,
+    pacer: Pacer,
+    seq: u32,
+}
+
+impl GuardSfc {
+    /// Pauses of 4 × `stall_ns`, sent again every 2 × `stall_ns`.
+    pub fn new(stall_ns: u64) -> Self {
+        GuardSfc {
+            pause_ns: 4 * stall_ns,
+            pacer: Pacer {
+                refresh_ns: 2 * stall_ns,
+                last: None,
+            },
+            seq: 0,
+        }
+    }
+
+    /// Whether SFCMs are due at `now` for the priorities in `congested`.
+    pub fn due(&mut self, now: u64, congested: u8) -> bool {
+        self.pacer.due(now, congested)
+    }
+
+    /// The SFCM pausing `source`'s class, sent at `now` with `queue_bytes` waiting at its
+    /// priority, for at most `max_pause_ns` (`[sfc] max_pause`). Its drain rate is 0: the
+    /// stalled worker drains nothing.
+    pub fn message(
+        &mut self,
+        source: &Source,
+        now: u64,
+        queue_bytes: u64,
+        max_pause_ns: u64,
+    ) -> Sfcm {
+        self.seq = self.seq.wrapping_add(1);
+        Sfcm {
+            priority: source.priority,
+            scope: SfcScope::Class,
+            seq: self.seq,
+            pause_ns: self.pause_ns.min(max_pause_ns),
+            sent_ns: now,
+            queue_bytes,
+            drain_bps: 0,
+            src_mac: source.mac,
+            flow: source.flow,
+        }
+    }
+}
+
+/// The priorities of a port whose occupancy is at their threshold or above (XOFF for PFC,
+/// the SFC threshold for SFC): `occupancy` as the workers published it (queued + RX
+/// backlog), `live` the XDP program's steered bytes now and `accounted` as the workers last
+/// accounted them (both summed over the port's queues).
 pub fn congested(
     occupancy: &[u64; PRIORITIES],
     live: &[u64; PRIORITIES],
     accounted: &[u64; PRIORITIES],
-    xoff: &[Option<u64>; PRIORITIES],
+    threshold: &[Option<u64>; PRIORITIES],
 ) -> u8 {
     (0..PRIORITIES).fold(0, |mask, p| {
-        let Some(xoff) = xoff[p] else {
+        let Some(threshold) = threshold[p] else {
             return mask;
         };
         // A worker may account between the two reads: what it took is then in neither.
         let since = live[p].saturating_sub(accounted[p]);
-        if occupancy[p].saturating_add(since) >= xoff {
+        if occupancy[p].saturating_add(since) >= threshold {
             mask | 1 << p
         } else {
             mask
@@ -278,6 +367,22 @@ pub fn send_pause(sender: &RawSender, mac: MacAddr, m: &MacControl) -> bool {
     let len = m
         .emit_frame(mac, &mut frame)
         .expect("64 bytes hold a PFC frame");
+    sender.send(&frame[..len]).is_ok()
+}
+
+/// Sends the guard's SFC message `msg` from `mac` to the source behind `to` through
+/// `sender` (over UDP where `udp` is set, as the workers send theirs); returns whether the
+/// kernel took it.
+pub fn send_sfcm(
+    sender: &RawSender,
+    mac: MacAddr,
+    msg: &Sfcm,
+    to: MacAddr,
+    udp: Option<(u16, [u8; 4])>,
+) -> bool {
+    let mut frame = [0u8; 128];
+    let len =
+        sfcm::emit_to_source(msg, mac, to, udp, &mut frame).expect("128 bytes hold an SFCM frame");
     sender.send(&frame[..len]).is_ok()
 }
 
@@ -320,14 +425,15 @@ pub struct GuardSetup {
     pub realtime: Option<u8>,
 }
 
-/// What the guard threads share: per port a socket, its MAC and one pause pacer (so two
-/// guards seeing one stall send one stream of PFC); per (worker, port) the turn count of the
-/// last stall counted (so they count it once).
+/// What the guard threads share: per port a socket, its MAC and one pacer each for PFC and
+/// SFC (so two guards seeing one stall send one stream); per (worker, port) the turn count of
+/// the last stall counted (so they count it once).
 struct Shared {
     setup: GuardSetup,
     senders: Vec<RawSender>,
     macs: Vec<MacAddr>,
     pauses: Vec<Mutex<GuardPause>>,
+    sfcs: Vec<Mutex<GuardSfc>>,
     counted: Vec<AtomicU64>,
     stop: AtomicBool,
 }
@@ -367,6 +473,11 @@ impl StallGuard {
                 .ports
                 .iter()
                 .map(|p| Mutex::new(GuardPause::new(setup.stall_ns, p.speed_bps)))
+                .collect(),
+            sfcs: setup
+                .ports
+                .iter()
+                .map(|_| Mutex::new(GuardSfc::new(setup.stall_ns)))
                 .collect(),
             counted: (0..setup.workers.len() * setup.ports.len())
                 .map(|_| AtomicU64::new(u64::MAX))
@@ -460,14 +571,16 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
         let mut due: Option<u64> = None;
         let mut watching = false;
         let mut any_stalled = false;
-        // The shortest wait before a stall is called on a PFC port.
+        // The shortest wait before a stall is called on a guarded port.
         let mut wait = u64::MAX;
         for (i, port) in s.ports.iter().enumerate() {
             let xoff = plan.xoff(&s.workers[0].stats, i);
+            let sfc = plan.sfc[i];
             let pfc = xoff.iter().any(Option::is_some);
-            // The doorbell rings for a port with a PFC priority, after `stall_guard`: sooner
+            let sfc_only = sfc.iter().any(Option::is_some);
+            // The doorbell rings for a port the guard pauses for, after `stall_guard`: sooner
             // than the headroom's wait, which the look then applies from the doorbell's time.
-            let bell_ns = if pfc && bells.is_some() {
+            let bell_ns = if (pfc || sfc_only) && bells.is_some() {
                 s.stall_ns
             } else {
                 0
@@ -477,13 +590,18 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                     q.set_bell_ns(bell_ns);
                 }
             }
-            if !pfc {
+            if !pfc && !sfc_only {
                 continue;
             }
             watching = true;
-            let mut stalled = false;
-            // What the port's headroom affords (pfc_headroom's "The guard's wait").
-            let stall = port.shared.guard_stall().max(s.stall_ns);
+            let mut stalled = 0u64;
+            // What the port's PFC headroom affords (pfc_headroom's "The guard's wait"); an
+            // SFC-only priority's limit has no such account, so the guard waits `stall_guard`.
+            let stall = if sfc_only {
+                s.stall_ns
+            } else {
+                port.shared.guard_stall().max(s.stall_ns)
+            };
             port.shared.set_guard_wait(stall);
             wait = wait.min(stall);
             for (w, watch) in &mut watches[i] {
@@ -501,7 +619,7 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                 match watch.look(now, look) {
                     Verdict::Running => {}
                     Verdict::Stalled | Verdict::StillStalled => {
-                        stalled = true;
+                        stalled |= 1 << *w;
                         let counted = &shared.counted[*w * s.ports.len() + i];
                         if counted.swap(look.turns, Relaxed) != look.turns {
                             port.shared.count_stall();
@@ -512,7 +630,7 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                     due = Some(due.map_or(d, |e| e.min(d)));
                 }
             }
-            if !stalled {
+            if stalled == 0 {
                 continue;
             }
             any_stalled = true;
@@ -524,22 +642,21 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                     .sum::<u64>()
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
-            // A pause the port already sent that lasts beyond the next look covers the stall.
-            let covered = (0..PRIORITIES)
-                .filter(|&p| port.shared.upstream_pause_until(p) > now + s.stall_ns)
-                .fold(0u8, |m, p| m | 1 << p);
-            let mask = congested(&occupancy, &live, &accounted, &xoff) & !covered;
-            // The other guard may be sending for this port right now: then it is sent.
-            let Ok(mut pause) = shared.pauses[i].try_lock() else {
-                continue;
-            };
-            let Some(m) = pause.poll(now, mask) else {
-                continue;
-            };
-            drop(pause);
-            if send_pause(&shared.senders[i], shared.macs[i], &m) {
-                port.shared.count_stall_pfc(mask);
-                port.shared.sent_pause(&m, now, port.speed_bps);
+            if pfc {
+                pause_upstream(
+                    shared,
+                    i,
+                    now,
+                    congested(&occupancy, &live, &accounted, &xoff),
+                );
+            }
+            if sfc_only {
+                let mask = congested(&occupancy, &live, &accounted, &sfc);
+                // What waits at each priority, as an SFCM tells it.
+                let waiting = std::array::from_fn(|p| {
+                    occupancy[p].saturating_add(live[p].saturating_sub(accounted[p]))
+                });
+                pause_sources(shared, &plan, i, now, mask, stalled, &waiting);
             }
         }
         let found = if any_stalled {
@@ -549,7 +666,7 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
         } else if watching {
             Found::Quiet
         } else {
-            Found::NoPfc
+            Found::Unguarded
         };
         match (
             next_look(found, now, wait, s.stall_ns, bells.is_some()),
@@ -569,6 +686,72 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
     }
 }
 
+/// PFC on port `i` for the priorities in `congested` at `now`, unless a pause the port already
+/// sent lasts beyond the next look, or the other guard is sending for the port right now.
+fn pause_upstream(shared: &Shared, i: usize, now: u64, congested: u8) {
+    let port = &shared.setup.ports[i];
+    let covered = (0..PRIORITIES)
+        .filter(|&p| port.shared.upstream_pause_until(p) > now + shared.setup.stall_ns)
+        .fold(0u8, |m, p| m | 1 << p);
+    let mask = congested & !covered;
+    let Ok(mut pause) = shared.pauses[i].try_lock() else {
+        return;
+    };
+    let Some(m) = pause.poll(now, mask) else {
+        return;
+    };
+    drop(pause);
+    if send_pause(&shared.senders[i], shared.macs[i], &m) {
+        port.shared.count_stall_pfc(mask);
+        port.shared.sent_pause(&m, now, port.speed_bps);
+    }
+}
+
+/// SFC messages on port `i` at `now` for the SFC-only priorities in `congested`: one to each
+/// source on the roster of every worker in `stalled` (a bit per worker), `waiting` the bytes
+/// waiting at each priority. Nothing while the other guard is sending for the port.
+fn pause_sources(
+    shared: &Shared,
+    plan: &Planned,
+    i: usize,
+    now: u64,
+    congested: u8,
+    stalled: u64,
+    waiting: &[u64; PRIORITIES],
+) {
+    let port = &shared.setup.ports[i];
+    let Ok(mut sfc) = shared.sfcs[i].try_lock() else {
+        return;
+    };
+    if !sfc.due(now, congested) {
+        return;
+    }
+    let stalled = shared
+        .setup
+        .workers
+        .iter()
+        .enumerate()
+        .filter(|(w, _)| stalled & (1 << w) != 0);
+    for (_, worker) in stalled {
+        for source in worker.stats.sfc_sources[i].sources() {
+            let prio = usize::from(source.priority);
+            if congested & (1 << prio) == 0 {
+                continue;
+            }
+            let msg = sfc.message(&source, now, waiting[prio], plan.max_pause_ns);
+            if send_sfcm(
+                &shared.senders[i],
+                shared.macs[i],
+                &msg,
+                source.mac,
+                plan.udp,
+            ) {
+                port.shared.count_stall_sfcm(prio);
+            }
+        }
+    }
+}
+
 /// What a guard's look found, for the time to its next look.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Found {
@@ -577,10 +760,10 @@ enum Found {
     /// Frames wait for a worker that has made no turn, not yet long enough to be a stall:
     /// the earliest stall is `due` then.
     Waiting { due: u64 },
-    /// PFC ports, every worker keeping up.
+    /// Guarded ports, every worker keeping up.
     Quiet,
-    /// No port has a PFC priority.
-    NoPfc,
+    /// No port has a priority the guard pauses for.
+    Unguarded,
 }
 
 /// When a guard looks next.
@@ -593,7 +776,7 @@ enum NextLook {
 }
 
 /// The next look after one at `now` that found `found`, `wait` being the shortest wait before
-/// a stall is called on a PFC port: while a stall lasts, in half `stall_ns` (the guard's pause
+/// a stall is called on a guarded port: while a stall lasts, in half `stall_ns` (the guard's pause
 /// is refreshed every two); while frames wait for a worker with no turn, when the stall would
 /// be due; with every worker keeping up, when a doorbell rings, or without one in half `wait`,
 /// so that a stall is seen at most half a wait late.
@@ -603,25 +786,52 @@ fn next_look(found: Found, now: u64, wait: u64, stall_ns: u64, doorbell: bool) -
         (Found::Waiting { due }, _) => NextLook::After(due.saturating_sub(now).max(MIN_LOOK_NS)),
         (Found::Quiet, false) => NextLook::After(wait / 2),
         (Found::Quiet, true) => NextLook::AtBellOr(BELL_LOOK_NS),
-        (Found::NoPfc, _) => NextLook::After(NO_PFC_LOOK_NS),
+        (Found::Unguarded, _) => NextLook::After(UNGUARDED_LOOK_NS),
     }
 }
 
-/// Which priorities are PFC and their planned XOFF per port, from the settings in force.
+/// Which priorities the guard pauses for per port, and at which thresholds, from the settings
+/// in force: PFC ones at their XOFF, SFC-only ones at their SFC threshold.
 struct Planned {
     generation: u64,
     /// Planned XOFF per port and priority (`None`: not a PFC priority).
     xoff: Vec<[Option<u64>; PRIORITIES]>,
+    /// SFC threshold per port and priority (`None`: not an SFC-only priority).
+    sfc: Vec<[Option<u64>; PRIORITIES]>,
+    /// The SFC transport: UDP (port, own address), or `None` for L2.
+    udp: Option<(u16, [u8; 4])>,
+    /// The longest SFC pause (`[sfc] max_pause`).
+    max_pause_ns: u64,
 }
 
 impl Planned {
     fn read(live: &SettingsCell) -> Self {
         let generation = live.generation();
         let s = live.get();
-        let xoff = (0..s.pause_quanta.len())
+        let ports = 0..s.pause_quanta.len();
+        let xoff = ports
+            .clone()
             .map(|port| std::array::from_fn(|p| s.plan_for(port, p).0.pfc.map(|pfc| pfc.xoff)))
             .collect();
-        Planned { generation, xoff }
+        let sfc = ports
+            .map(|port| {
+                std::array::from_fn(|p| match s.plan_for(port, p).0 {
+                    PrioPlan {
+                        pfc: None,
+                        sfc: Some(sfc),
+                        ..
+                    } => Some(sfc.threshold),
+                    _ => None,
+                })
+            })
+            .collect();
+        Planned {
+            generation,
+            xoff,
+            sfc,
+            udp: s.sfc.udp,
+            max_pause_ns: s.sfc.max_pause_ns,
+        }
     }
 
     /// Reads the settings again if they changed (a reload, a measured headroom).
@@ -689,8 +899,8 @@ mod tests {
             NextLook::After(STALL / 2)
         );
         assert_eq!(
-            next_look(Found::NoPfc, NOW, WAIT, STALL, true),
-            NextLook::After(NO_PFC_LOOK_NS)
+            next_look(Found::Unguarded, NOW, WAIT, STALL, true),
+            NextLook::After(UNGUARDED_LOOK_NS)
         );
     }
 
@@ -792,6 +1002,46 @@ mod tests {
         assert_eq!(enable, (1 << 3) | (1 << 4));
         assert_eq!(g.poll(600_000, 1 << 3), None);
         assert!(g.poll(700_000, 1 << 3).is_some(), "refreshed at half");
+    }
+
+    #[test]
+    fn the_sources_are_paused_at_once_and_again_at_half_the_pause() {
+        let mut g = GuardSfc::new(STALL);
+        assert!(!g.due(0, 0), "nothing congested");
+        assert!(g.due(0, 1 << 3));
+        assert!(!g.due(400_000, 1 << 3), "still paused");
+        assert!(
+            g.due(400_000, (1 << 3) | (1 << 5)),
+            "a new priority at once"
+        );
+        assert!(g.due(900_000, 1 << 3), "again at half the pause");
+        let source = Source {
+            priority: 3,
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            flow: Some(crate::wire::Ipv4Flow {
+                src_ip: [10, 0, 0, 1],
+                dst_ip: [10, 0, 0, 2],
+                protocol: 17,
+                src_port: 40000,
+                dst_port: 48879,
+            }),
+        };
+        let m = g.message(&source, 900_000, 70_000, 10_000_000);
+        assert_eq!(m.priority, 3);
+        assert_eq!(
+            m.scope,
+            SfcScope::Class,
+            "the stalled worker serves no flow of it"
+        );
+        assert_eq!(m.pause_ns, 4 * STALL);
+        assert_eq!(
+            (m.queue_bytes, m.drain_bps, m.sent_ns),
+            (70_000, 0, 900_000)
+        );
+        assert_eq!((m.src_mac, m.flow), (source.mac, source.flow));
+        let next = g.message(&source, 900_000, 70_000, 600_000);
+        assert_eq!(next.seq, m.seq.wrapping_add(1));
+        assert_eq!(next.pause_ns, 600_000, "at most [sfc] max_pause");
     }
 
     #[test]

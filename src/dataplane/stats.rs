@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use serde::Serialize;
 
-use super::{port::KernelDrops, shared::SharedPort};
+use super::{port::KernelDrops, sfc_roster::SourceRoster, shared::SharedPort};
 use crate::fc::PRIORITIES;
 
 /// A counter with one writer (its worker) and any number of readers.
@@ -380,21 +380,25 @@ impl PortCounters {
     }
 }
 
-/// Everything one worker counts.
+/// Everything one worker counts, and what it publishes for the stall guard.
 #[derive(Debug)]
 pub struct WorkerStats {
     /// Per port, in plan order.
     pub ports: Vec<PortCounters>,
     /// Incremented every loop turn (for the watchdog).
     pub heartbeat: Counter,
+    /// Per (ingress) port, in plan order: the sources of its SFC-only priorities this worker
+    /// took frames from, which the stall guard pauses when the worker cannot.
+    pub sfc_sources: Vec<SourceRoster>,
 }
 
 impl WorkerStats {
-    /// Zeroed counters for `ports` ports.
+    /// Zeroed counters and empty rosters for `ports` ports.
     pub fn new(ports: usize) -> Self {
         WorkerStats {
             ports: (0..ports).map(|_| PortCounters::default()).collect(),
             heartbeat: Counter::default(),
+            sfc_sources: (0..ports).map(|_| SourceRoster::default()).collect(),
         }
     }
 }
@@ -425,13 +429,17 @@ pub struct PortSnapshot {
     /// PFC frames the stall guard sent on this port per priority (also in `pfc_tx`).
     #[serde(default)]
     pub stall_pfc_tx: [u64; PRIORITIES],
+    /// SFC messages the stall guard sent on this port per priority (also in `sfcm_tx`), to
+    /// the sources of a stalled worker's SFC-only priorities.
+    #[serde(default)]
+    pub stall_sfcm_tx: [u64; PRIORITIES],
     /// How long the stall guard lets frames wait for a worker on this port before it calls a
     /// stall, ns: `daemon.stall_guard`, or longer where the headroom holds more than every
     /// term claims, up to 2 ms and to `[headroom] xoff_time` where set (0: no guard watches
     /// the port).
     #[serde(default)]
     pub stall_guard_wait_ns: u64,
-    /// SFC messages sent per priority.
+    /// SFC messages sent per priority (the stall guard's included).
     pub sfcm_tx: [u64; PRIORITIES],
     /// SFC messages received per priority.
     pub sfcm_rx: [u64; PRIORITIES],
@@ -607,7 +615,7 @@ pub fn snapshot(
     let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
         sum8(&c.iter().map(|pc| f(pc)).collect::<Vec<_>>())
     };
-    let (stalls, stall_pfc_tx) = shared.stall_counts();
+    let stall = shared.stall_counts();
     PortSnapshot {
         iface: iface.to_string(),
         rx_frames: sum(|p| &p.rx_frames),
@@ -618,12 +626,16 @@ pub fn snapshot(
         pause_rx: sum(|p| &p.pause_rx),
         pfc_tx: {
             let workers = arr(|p| &p.pfc_tx);
-            std::array::from_fn(|p| workers[p] + stall_pfc_tx[p])
+            std::array::from_fn(|p| workers[p] + stall.pfc_tx[p])
         },
-        stalls,
-        stall_pfc_tx,
+        stalls: stall.stalls,
+        stall_pfc_tx: stall.pfc_tx,
+        stall_sfcm_tx: stall.sfcm_tx,
         stall_guard_wait_ns: shared.guard_wait(),
-        sfcm_tx: arr(|p| &p.sfcm_tx),
+        sfcm_tx: {
+            let workers = arr(|p| &p.sfcm_tx);
+            std::array::from_fn(|p| workers[p] + stall.sfcm_tx[p])
+        },
         sfcm_rx: arr(|p| &p.sfcm_rx),
         sfc_paused_ns: shared.sfc_paused_ns(now),
         xoff_transitions: arr(|p| &p.xoff_transitions),

@@ -431,10 +431,83 @@ impl SfcmUdpFrame {
     }
 }
 
+/// Writes the SFC message `msg` from the congestion point's port (`from`) to the source it
+/// pauses, behind `to`: over UDP/IPv4 to the source address of `msg`'s flow when `udp` (the
+/// configured port and the congestion point's own address) is set and the message names a
+/// flow, so that it reaches a source beyond this L2 segment through `to` as the next hop;
+/// else at layer 2 to `to`. Returns the frame's length.
+pub fn emit_to_source(
+    msg: &Sfcm,
+    from: MacAddr,
+    to: MacAddr,
+    udp: Option<(u16, [u8; 4])>,
+    buf: &mut [u8],
+) -> Result<usize, WireError> {
+    let eth = EthernetRepr {
+        dst: to,
+        src: from,
+        vlan: None,
+        ethertype: EtherType::LOSSLESS,
+    };
+    match (udp, msg.flow) {
+        (Some((port, src_ip)), Some(f)) => SfcmUdpFrame {
+            eth,
+            src_ip,
+            dst_ip: f.src_ip,
+            dscp: 48,
+            ttl: 64,
+            src_port: port,
+            dst_port: port,
+            msg: *msg,
+        }
+        .emit(buf),
+        _ => SfcmFrame { eth, msg: *msg }.emit(buf),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::{classify, FrameKind};
+
+    #[test]
+    fn a_message_goes_to_its_source_over_udp_when_configured_and_it_names_a_flow() {
+        let flow = Ipv4Flow {
+            src_ip: [10, 0, 0, 1],
+            dst_ip: [10, 0, 1, 1],
+            protocol: 17,
+            src_port: 40000,
+            dst_port: 48879,
+        };
+        let msg = Sfcm {
+            priority: 3,
+            scope: SfcScope::Class,
+            seq: 7,
+            pause_ns: 1_000_000,
+            sent_ns: 5,
+            queue_bytes: 70_000,
+            drain_bps: 0,
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            flow: Some(flow),
+        };
+        let (from, to) = (MacAddr([2, 0, 0, 0, 0, 9]), MacAddr([2, 0, 0, 0, 0, 1]));
+        let udp = Some((SFCM_UDP_PORT, [10, 0, 0, 254]));
+        let mut buf = [0u8; 128];
+        let len = emit_to_source(&msg, from, to, udp, &mut buf).unwrap();
+        assert_eq!(len, SFCM_UDP_FRAME_LEN);
+        let f = SfcmUdpFrame::parse(&buf[..len], SFCM_UDP_PORT).unwrap();
+        assert_eq!((f.eth.src, f.eth.dst), (from, to));
+        assert_eq!((f.src_ip, f.dst_ip), ([10, 0, 0, 254], flow.src_ip));
+        assert_eq!(f.msg, msg);
+        // L2 without the UDP transport, and with it for a message naming no flow.
+        for (udp, flow) in [(None, Some(flow)), (udp, None)] {
+            let msg = Sfcm { flow, ..msg };
+            let len = emit_to_source(&msg, from, to, udp, &mut buf).unwrap();
+            assert_eq!(len, SFCM_FRAME_LEN);
+            let f = SfcmFrame::parse(&buf[..len]).unwrap();
+            assert_eq!((f.eth.src, f.eth.dst, f.msg), (from, to, msg));
+        }
+    }
 
     #[test]
     fn flow_of_a_test_frame() {

@@ -10,6 +10,8 @@
 //! - `lossy`: a lossy priority, 10 Gbit/s offered at 5 Gbit/s: plain forwarding.
 //! - `pfc`: a PFC priority, 10 Gbit/s offered into a 5 Gbit/s egress by a source that obeys
 //!   the worker's PFC frames: the worker runs congested, pausing and resuming its source.
+//! - `sfc`: an SFC-only priority, the same overload, the source obeying the worker's SFC
+//!   messages (class scope, its defaults: a 32 KiB threshold, a 1 MiB limit).
 //! - `credit`: a credit priority, the same overload held back by credit lanes on both sides
 //!   (source, worker, sink), updates every 20 µs.
 //! - `mem-port`: no worker. The same frames through the same in-memory ports and peers
@@ -38,7 +40,8 @@ use lossless::{
     fc::{
         adaptive::HeadroomSettings,
         credit_port::{emit_update, CreditPort, CreditTimers, Gate},
-        plan::{pfc_mask, PrioPlan, SfcSettings},
+        plan::{pfc_mask, PrioPlan, SfcPlan, SfcSettings},
+        sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
     },
     linkup::{
@@ -49,14 +52,14 @@ use lossless::{
     },
     wire::{
         ptp::{PdelayBody, PortIdentity, Ptp},
-        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, VlanTag,
+        EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcmFrame, VlanTag,
     },
 };
 use serde::Serialize;
 
 /// Ingress line rate of every scenario.
 const INGRESS_BPS: u64 = 10_000_000_000;
-/// Egress line rate of the congested scenarios (`pfc`, `credit`).
+/// Egress line rate of the congested scenarios (`pfc`, `sfc`, `credit`).
 const SLOW_EGRESS_BPS: u64 = 5_000_000_000;
 /// Frames in the worker's pool (as in the worker's unit tests).
 const POOL_FRAMES: u32 = 4096;
@@ -75,6 +78,8 @@ pub enum Scenario {
     Pfc,
     /// The same with `[headroom] xoff_time = "500us"` (the drain measured, XOFF capped).
     PfcTime,
+    /// SFC-only priority under congestion, the source obeying SFC messages.
+    Sfc,
     /// Credit priority under congestion, credit lanes on both links.
     Credit,
     /// The in-memory ports alone (the simulation's cost), no worker.
@@ -267,6 +272,7 @@ impl Partner {
 enum Source {
     Free,
     Pfc(PauseTimers),
+    Sfc(Box<SfcReactionPoint>),
     /// The source's and the sink's lanes (boxed: they are large).
     Credit {
         source: Box<CreditPort>,
@@ -299,6 +305,18 @@ pub fn run(scenario: Scenario, size: usize, frames: u64) -> ProfileReport {
                     PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024),
                     SLOW_EGRESS_BPS,
                     Source::Pfc(PauseTimers::new(INGRESS_BPS)),
+                ),
+                Scenario::Sfc => (
+                    PrioPlan {
+                        sfc: Some(SfcPlan {
+                            threshold: 32 * 1024,
+                        }),
+                        ..PrioPlan::lossy(1 << 20)
+                    },
+                    SLOW_EGRESS_BPS,
+                    Source::Sfc(Box::new(
+                        SfcReactionPoint::new(SfcRpConfig::default()).expect("the defaults"),
+                    )),
                 ),
                 _ => {
                     let lane = [(PRIO as u8, CREDIT_BUFFER)];
@@ -364,6 +382,7 @@ fn drive(
             let go = match &mut source {
                 Source::Free => true,
                 Source::Pfc(timers) => !timers.is_paused(PRIO, next_tx),
+                Source::Sfc(rp) => !rp.is_paused(PRIO, None, next_tx),
                 Source::Credit { source, .. } => {
                     if source.gate(PRIO, len) == Gate::Send {
                         source.on_sent(PRIO, len);
@@ -395,6 +414,11 @@ fn drive(
                 Source::Pfc(timers) => {
                     if let Ok(m) = MacControl::parse_frame(&f) {
                         timers.on_frame(&m, now);
+                    }
+                }
+                Source::Sfc(rp) => {
+                    if let Ok(m) = SfcmFrame::parse(&f) {
+                        rp.on_sfcm(&m.msg, now);
                     }
                 }
                 Source::Credit { source, .. } => {

@@ -286,6 +286,15 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "stall_sfc_messages_tx",
+            "SFC messages the stall guard sent for a stalled worker to the sources of this \
+             SFC-only priority behind the port (also in lossless_sfc_messages_tx_total).",
+            None,
+            Counter,
+            counters(|p| &p.stall_sfcm_tx),
+        )?;
+        family(
+            &mut enc,
             "worker_stalls",
             "Stalls the stall guard met on the port: a worker that made no loop turn for \
              daemon.stall_guard while frames waited for it and more arrived.",
@@ -389,7 +398,7 @@ impl Collector for DaemonCollector {
         family(
             &mut enc,
             "sfc_messages_tx",
-            "SFC messages sent on this port to sources behind it.",
+            "SFC messages sent on this port to sources behind it (the stall guard's included).",
             None,
             Counter,
             counters(|p| &p.sfcm_tx),

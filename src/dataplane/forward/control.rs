@@ -6,7 +6,10 @@
 use crate::dataplane::{pool::Frame, queue::Queued, stats::DropReason};
 use crate::{
     fc::{credit_port::emit_update, sfc::FrameSource, PRIORITIES},
-    wire::{sfcm::Ipv4Flow, EtherType, EthernetRepr, MacAddr, MacControl, SfcmFrame, SfcmUdpFrame},
+    wire::{
+        sfcm::{self, Ipv4Flow},
+        MacAddr, MacControl,
+    },
 };
 
 use super::ForwardWorker;
@@ -37,7 +40,8 @@ impl ForwardWorker {
 
     /// SFC congestion point: a frame just queued for `e` at `prio` (the newest of that queue,
     /// which owns it now) above the threshold earns its source (behind ingress port `p`) an
-    /// SFCM with the time the queue needs to drain.
+    /// SFCM with the time the queue needs to drain. The source of an SFC-only priority goes
+    /// on port `p`'s roster for the stall guard.
     pub(super) fn congestion_sfc(
         &mut self,
         p: usize,
@@ -54,36 +58,24 @@ impl ForwardWorker {
         let queued = ring.bytes() + self.ports[p].rx_backlog[prio];
         let offending = &ring.back().expect("the frame was just queued").frame;
         let flow = Ipv4Flow::of_frame(self.pool.data(offending));
+        if self.setup.prios[prio].pfc.is_none() {
+            // Whom the stall guard pauses while this worker cannot (no PFC covers the class).
+            let roster = &self.stats.sfc_sources[p];
+            self.ports[p]
+                .sfc_roster
+                .saw(prio as u8, source, flow.as_ref(), roster);
+        }
         let cp = self.ports[e].sfc_cps[prio].as_mut().expect("checked above");
         let Some(msg) = cp.on_arrival(now, queued, &FrameSource { mac: source, flow }) else {
             return;
-        };
-        let eth = EthernetRepr {
-            dst: source,
-            src: self.ports[p].io.mac(),
-            vlan: None,
-            ethertype: EtherType::LOSSLESS,
         };
         let c = &self.stats.ports[p];
         let Some(mut frame) = self.pool.alloc() else {
             return c.drop(DropReason::NoBuffer);
         };
+        let from = self.ports[p].io.mac();
         let buf = self.pool.buf_mut(&frame);
-        // UDP reaches a source beyond this L2 segment (via its MAC as the next hop back).
-        let emitted = match (self.setup.sfc.udp, flow) {
-            (Some((port, src_ip)), Some(f)) => SfcmUdpFrame {
-                eth,
-                src_ip,
-                dst_ip: f.src_ip,
-                dscp: 48,
-                ttl: 64,
-                src_port: port,
-                dst_port: port,
-                msg,
-            }
-            .emit(buf),
-            _ => SfcmFrame { eth, msg }.emit(buf),
-        };
+        let emitted = sfcm::emit_to_source(&msg, from, source, self.setup.sfc.udp, buf);
         frame.set_len(emitted.expect("a pool frame holds an SFCM"));
         let c = &self.stats.ports[p];
         c.sfcm_tx[prio].add(1);

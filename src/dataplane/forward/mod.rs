@@ -20,6 +20,7 @@ use super::{
     port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
     settings::SettingsCell,
+    sfc_roster::RosterWriter,
     shaper::LineRate,
     shared::SharedPort,
     stats::{DropReason, WorkerStats},
@@ -249,6 +250,9 @@ struct PortState {
     sfc_cps: [Option<SfcCongestionPoint>; PRIORITIES],
     /// Whose SFC messages the reaction point obeys.
     sfc_guard: SfcGuard,
+    /// The sources of this (ingress) port's SFC-only priorities this worker published for the
+    /// stall guard.
+    sfc_roster: RosterWriter,
     /// Credit lanes: the receive side accounts frames that arrived on the port, the transmit
     /// side gates what the port sends.
     credit: CreditPort,
@@ -345,6 +349,7 @@ impl ForwardWorker {
                         setup.rate_share,
                     ),
                     sfc_guard: SfcGuard::new(setup.sfc.sources),
+                    sfc_roster: RosterWriter::default(),
                     credit: CreditPort::new(lanes, &setup.credit, now)
                         .expect("validated credit settings make valid lanes"),
                     rx_backlog: [0; PRIORITIES],
