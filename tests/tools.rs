@@ -138,12 +138,12 @@ fn config_errors_name_the_field_and_exit_78() {
 /// PFC headroom: `check-config` (and `run`, which validates the same way) says how long each
 /// PFC priority's headroom lasts at the fastest port's speed.
 #[test]
-fn an_unguarded_pfc_headroom_is_told_in_time() {
+fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
     let cfg = TempFile::new(
         "sg",
         "[daemon]\nstall_guard = \"off\"\n[[port]]\niface = \"a\"\nspeed = \"1G\"\n\
          [[port]]\niface = \"b\"\nspeed = \"10G\"\n[priority.3]\nmode = \"pfc\"\n\
-         [priority.5]\nmode = \"lossy\"\n",
+         [priority.4]\nmode = \"sfc\"\n[priority.5]\nmode = \"lossy\"\n",
     );
     let out = Command::new(BIN)
         .args(["check-config", cfg.path()])
@@ -155,11 +155,19 @@ fn an_unguarded_pfc_headroom_is_told_in_time() {
         .lines()
         .filter(|l| l.contains("stall_guard is off"))
         .collect();
-    // The default 256 KiB headroom at 10 Gbit/s: 210 us. Only the PFC priority is named.
-    assert_eq!(lines.len(), 1, "{err}");
+    // The default 256 KiB headroom at 10 Gbit/s: 210 us; the SFC defaults' 1 MiB limit above
+    // their 32 KiB threshold: 813 us. The lossy priority is not named.
+    assert_eq!(lines.len(), 2, "{err}");
     assert!(
         lines[0].contains("WARN")
             && lines[0].contains("priority.3's headroom of 262144 bytes, 210 us at 10.000 Gbit/s"),
+        "{err}"
+    );
+    assert!(
+        lines[1].contains("WARN")
+            && lines[1].contains(
+                "priority.4's limit above its sfc_threshold, 1015808 bytes, 813 us at 10.000 Gbit/s"
+            ),
         "{err}"
     );
     // With the guard on (the default), no such line.

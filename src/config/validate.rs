@@ -147,23 +147,39 @@ const MIN_PORT_SPEED_BPS: u64 = 1_000_000;
 /// Warns, with `daemon.stall_guard = "off"`, what the PFC headroom then covers alone: nothing
 /// pauses the sources of a worker kept off its CPU, and the headroom has no notice term, so
 /// what arrives while a worker does not run must fit the headroom as configured (or as
-/// observed after XOFFs). Said in time at the fastest port's speed, which is what an operator
+/// observed after XOFFs); for an SFC-only priority, its limit above the threshold. Said in time at the fastest port's speed, which is what an operator
 /// can hold against the stalls of the host (milliseconds on a busy one: README, known
 /// limitations).
 fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
     let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
+    let lasts = |bytes: u64| bytes as f64 * 8.0 * 1e6 / fastest as f64;
+    let rate = crate::units::format_rate(fastest as f64);
     for (p, plan) in prios.iter().enumerate() {
-        let Some(pfc) = plan.pfc else { continue };
-        let us = pfc.headroom as f64 * 8.0 * 1e6 / fastest as f64;
-        tracing::warn!(
-            priority = p,
-            headroom = pfc.headroom,
-            "daemon.stall_guard is off: nothing pauses the sources of a worker kept off its \
-             CPU, and what arrives meanwhile must fit priority.{p}'s headroom of {} bytes, \
-             {us:.0} us at {}",
-            pfc.headroom,
-            crate::units::format_rate(fastest as f64)
-        );
+        match (plan.pfc, plan.sfc) {
+            (Some(pfc), _) => tracing::warn!(
+                priority = p,
+                headroom = pfc.headroom,
+                "daemon.stall_guard is off: nothing pauses the sources of a worker kept off its \
+                 CPU, and what arrives meanwhile must fit priority.{p}'s headroom of {} bytes, \
+                 {:.0} us at {rate}",
+                pfc.headroom,
+                lasts(pfc.headroom),
+            ),
+            // The worker keeps the queue about at the threshold; the rest of the limit is
+            // what a stall may fill.
+            (None, Some(sfc)) => {
+                let room = plan.limit.saturating_sub(sfc.threshold);
+                tracing::warn!(
+                    priority = p,
+                    room,
+                    "daemon.stall_guard is off: nothing sends SFC messages for a worker kept \
+                     off its CPU, and what arrives meanwhile must fit priority.{p}'s limit \
+                     above its sfc_threshold, {room} bytes, {:.0} us at {rate}",
+                    lasts(room),
+                )
+            }
+            (None, None) => {}
+        }
     }
 }
 
