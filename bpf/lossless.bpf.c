@@ -147,8 +147,9 @@ struct ingress_queue {
 /*
  * The stall guard's doorbells (`dataplane::stall_guard`), one per guard thread: a record in
  * each wakes the guards when frames keep arriving for a queue whose worker has made no receive
- * turn for `bell_ns` while frames waited. The record's content is nothing; the guard reads the
- * queue's bell_* fields.
+ * turn for `bell_ns` while frames waited. The guard reads the queue's bell_* fields; the
+ * record says who sent the frame that rang (`struct bell_record`), a source the guard may have
+ * to pause with SFC before the worker has taken any of its frames.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -199,13 +200,49 @@ extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_p
 /* A plain load the compiler may not merge or repeat (the worker writes seen_frames). */
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
+/* Mirrors `dataplane::stall_guard::BellRecord`: 24 bytes. */
+struct bell_record {
+	__u64 now;         /* when it rang */
+	__u32 queue;       /* the RX queue */
+	__u8 prio;         /* the frame's priority */
+	__u8 has_ip;       /* 1: src_ip holds its IPv4 source address */
+	__u8 src_mac[6];   /* its Ethernet source address */
+	__u8 src_ip[4];    /* its IPv4 source address (has_ip) */
+};
+
+/* The source of the frame `ctx` (at most one VLAN tag before IPv4) into `r`. */
+static __always_inline void bell_source(struct xdp_md *ctx, struct bell_record *r)
+{
+	void *data = (void *)(long)ctx->data;
+	void *data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return;
+	__builtin_memcpy(r->src_mac, eth->h_source, 6);
+	__u16 proto = bpf_ntohs(eth->h_proto);
+	void *l3 = eth + 1;
+	if (proto == ETH_P_VLAN || proto == ETH_P_QINQ) {
+		if (l3 + 4 > data_end)
+			return;
+		proto = bpf_ntohs(*(__be16 *)(l3 + 2));
+		l3 += 4;
+	}
+	struct iphdr *ip = l3;
+	if (proto != ETH_P_IP || (void *)(ip + 1) > data_end)
+		return;
+	__builtin_memcpy(r->src_ip, &ip->saddr, 4);
+	r->has_ip = 1;
+}
+
 /*
- * The doorbell, for a frame steered to `q` at `now`, `frames` its frames stamp. The worker's
- * receive turns count as movement, and so does an empty queue before this frame (an idle
- * worker asleep is woken by this very frame). Once they have not moved for `bell_ns` and a
- * frame still arrives, the bell rings, at most once per `bell_ns` per queue.
+ * The doorbell, for a frame `ctx` of priority `prio` steered to `q` (RX queue `queue`) at
+ * `now`, `frames` its frames stamp. The worker's receive turns count as movement, and so does
+ * an empty queue before this frame (an idle worker asleep is woken by this very frame). Once
+ * they have not moved for `bell_ns` and a frame still arrives, the bell rings, at most once per
+ * `bell_ns` per queue, with this frame's source in the record.
  */
-static __always_inline void bell(struct ingress_queue *q, __u64 frames, __u64 now)
+static __always_inline void bell(struct xdp_md *ctx, struct ingress_queue *q, __u32 queue,
+				 __u32 prio, __u64 frames, __u64 now)
 {
 	__u64 ns = READ_ONCE_U64(q->bell_ns);
 	if (!ns)
@@ -220,8 +257,10 @@ static __always_inline void bell(struct ingress_queue *q, __u64 frames, __u64 no
 	if (now - q->bell_since < ns || now - q->bell_rung < ns)
 		return;
 	q->bell_rung = now;
-	bpf_ringbuf_output(&bell0, &now, sizeof(now), BPF_RB_FORCE_WAKEUP);
-	bpf_ringbuf_output(&bell1, &now, sizeof(now), BPF_RB_FORCE_WAKEUP);
+	struct bell_record r = { .now = now, .queue = queue, .prio = prio };
+	bell_source(ctx, &r);
+	bpf_ringbuf_output(&bell0, &r, sizeof(r), BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_output(&bell1, &r, sizeof(r), BPF_RB_FORCE_WAKEUP);
 }
 
 static __always_inline void count(__u64 *counters, __u32 idx)
@@ -414,7 +453,7 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |
 			((__sync_fetch_and_add(&q->bytes[prio], len) + len) & STAMP_BYTES_MASK);
 		frames = __sync_fetch_and_add(&q->frames, 1) + 1;
-		bell(q, frames, arrival);
+		bell(ctx, q, queue, prio, frames, arrival);
 	}
 	__u64 stamp = 0;
 	if (dev_bound && s->hw_stamps && bpf_ksym_exists(bpf_xdp_metadata_rx_timestamp)) {

@@ -6,7 +6,7 @@ use std::{process::Command, time::Duration};
 
 use common::{
     capture, control_section, has_xdp, json_u64, logged_values, pcap_fields, run_scapy, unique,
-    veth, Netns, Proc, TempFile, BIN,
+    veth, xdp_frames_per_queue, Netns, Proc, TempFile, BIN,
 };
 
 #[test]
@@ -511,20 +511,6 @@ fn two_queue_wire(tag: &str) -> TwoQueueWire {
     }
 }
 
-/// Frames the XDP program saw on each of `iface`'s two RX queues (`ethtool -S`, the kernel's
-/// count: an oracle independent of the daemon's).
-fn xdp_frames_per_queue(ns: &Netns, iface: &str) -> [u64; 2] {
-    let stats = ns.run(&["ethtool", "-S", iface]);
-    [0, 1].map(|q| {
-        let key = format!("rx_queue_{q}_xdp_packets:");
-        stats
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
-    })
-}
-
 /// Through a two-worker daemon on `w` (d1's `speed` given, d0 at 10 Gbit/s, `prios` its
 /// priority sections), started between a sink and `gen` with `gen_args`: the reports of gen,
 /// sink and daemon.
@@ -581,7 +567,7 @@ fn two_workers_on_two_queue_veths() {
     assert_eq!(report["backend"], "af_xdp");
     assert_eq!(gen["frames_sent"], 5000);
     assert_eq!(sink["unique"], 5000, "{sink}");
-    let split = xdp_frames_per_queue(&w.ns, &w.d0);
+    let split = xdp_frames_per_queue::<2>(&w.ns, &w.d0);
     assert!(split.iter().all(|&n| n >= 100), "d0's queues got {split:?}");
     assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
 }
@@ -637,8 +623,8 @@ fn the_line_through_two_workers(
             gen,
             sink,
             dut,
-            d0_queues: xdp_frames_per_queue(&w.ns, &w.d0),
-            s0_queues: xdp_frames_per_queue(&w.sink_ns, &w.s0),
+            d0_queues: xdp_frames_per_queue::<2>(&w.ns, &w.d0),
+            s0_queues: xdp_frames_per_queue::<2>(&w.sink_ns, &w.s0),
         }
     };
     let the_hosts = |r: &LineRun| {

@@ -10,8 +10,8 @@ use std::{process::Command, time::Duration};
 use common::{
     control_section, http_get, json_u64 as u, loss_is_the_hosts, metric, once_more_after_a_loss,
     promtool_check, report_port as port, start_sink_with, status_of, stdout_of, threads_named,
-    traffic_lock, unique, veth, where_frames_went, FrozenThread, Hogs, Netns, Proc, SocketPath,
-    TempFile, Wire, BIN,
+    traffic_lock, unique, veth, where_frames_went, xdp_frames_per_queue, FrozenThread, Hogs, Netns,
+    Proc, SocketPath, TempFile, Wire, BIN,
 };
 use serde_json::Value;
 
@@ -368,36 +368,9 @@ fn daemon_bound_lossy_loses_frames_in_the_kernel() {
 #[test]
 fn a_starved_sink_pauses_upstream_and_loses_nothing() {
     let _serial = traffic_lock();
-    // bench/forward's PFC row: the real-time worker pinned to CPU 1 forwards the flood faster
-    // than a normal-priority sink, which shares the other CPU with the generator, takes it.
-    // Without its stall guard (a real-time thread the XDP program wakes while the sink is
-    // not running) such a sink lost 7,204-12,570 frames at its own socket in three runs of
-    // three by hand (bench/RESULTS.md); real-time, it keeps up by itself.
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    assert!(cpus >= 2, "the row needs two CPUs");
     for realtime in [false, true] {
-        let w = wire();
-        let config = daemon_bound_config(&w, PFC)
-            .replace("realtime = \"off\"", "realtime = \"on\"\ncores = [1]");
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
-        let sink = start_sink_with(&w.sink_ns, &w.s, extra);
-        let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
-        // The daemon-bound flood (128-byte frames as fast as gen goes).
-        let mut args = vec!["gen", "--iface", &w.g, "--json"];
-        args.extend_from_slice(FLOOD);
-        let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
-        let sink = sink.json(Duration::from_secs(30));
-        dut.interrupt();
-        let r = Run {
-            gen,
-            sink,
-            dut: dut.json(Duration::from_secs(10)),
-        };
-        eprintln!(
-            "sink realtime {realtime}: lost here {}, upstream {}, PFC {}, stalls paused for {} ({} PFC)",
-            r.sink["lost_here"], r.sink["lost_upstream"], r.sink["pfc_tx"], r.sink["stalls"],
-            r.sink["stall_pfc_tx"]
-        );
+        let (w, r) = starved_sink(extra);
         assert_no_drops(&r.dut, &w.d0);
         assert_no_drops(&r.dut, &w.d1);
         assert_eq!(
@@ -408,6 +381,72 @@ fn a_starved_sink_pauses_upstream_and_loses_nothing() {
         );
         assert_lossless(&r);
     }
+}
+
+/// The same starved sink pausing upstream with SFC messages instead (`--sfc`): it tells the
+/// source of the frames it takes while short of buffers, and its stall guard tells the sources
+/// on its roster while it is not running. The generator's frames carry its own address, so
+/// the daemon between takes the messages as their reaction point: it holds its egress to the
+/// sink, and its PFC congestion point pauses the generator hop by hop. Nothing is lost.
+#[test]
+fn a_starved_sink_pauses_upstream_with_sfc_and_loses_nothing() {
+    let _serial = traffic_lock();
+    let (w, r) = starved_sink(&["--sfc"]);
+    let d1 = port(&r.dut, &w.d1);
+    eprintln!(
+        "d1: SFC messages taken {}, paused {} ms, drops {}; sink short of buffers {} times",
+        d1["sfcm_rx"][3],
+        d1["sfc_paused_ns"][3].as_u64().unwrap_or(0) / 1_000_000,
+        d1["drops"],
+        r.sink["fill_starved_events"]
+    );
+    assert_no_drops(&r.dut, &w.d0);
+    assert_no_drops(&r.dut, &w.d1);
+    assert_eq!(u(&r.sink, &["lost_here"]), 0, "{}", r.sink);
+    assert_lossless(&r);
+    assert_eq!(u(&r.sink, &["pfc_tx"]) + u(&r.sink, &["stall_pfc_tx"]), 0);
+    let sfcm = u(&r.sink, &["sfcm_tx"]) + u(&r.sink, &["stall_sfcm_tx"]);
+    assert!(sfcm > 0, "the starved sink sent no SFC message: {}", r.sink);
+    let d1 = port(&r.dut, &w.d1);
+    assert!(prio3(d1, "sfcm_rx") > 0, "the daemon took none: {d1}");
+}
+
+/// gen → real-time daemon (its worker on CPU 1) → sink with `sink_args`, the daemon-bound
+/// flood: bench/forward's PFC row, in which the worker forwards the flood faster than a
+/// normal-priority sink, which shares the other CPU with the generator, takes it. Without its
+/// stall guard (a real-time thread the XDP program wakes while the sink is not running) such a
+/// sink lost 7,204-12,570 frames at its own socket in three runs of three by hand
+/// (bench/RESULTS.md); real-time, it keeps up by itself.
+fn starved_sink(sink_args: &[&str]) -> (Wire, Run) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(cpus >= 2, "the row needs two CPUs");
+    let w = wire();
+    let config = daemon_bound_config(&w, PFC)
+        .replace("realtime = \"off\"", "realtime = \"on\"\ncores = [1]");
+    let sink = start_sink_with(&w.sink_ns, &w.s, sink_args);
+    let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
+    let mut args = vec!["gen", "--iface", &w.g, "--json"];
+    args.extend_from_slice(FLOOD);
+    let gen = Proc::spawn(&w.gen_ns, &args).json(Duration::from_secs(30));
+    let sink = sink.json(Duration::from_secs(30));
+    dut.interrupt();
+    let r = Run {
+        gen,
+        sink,
+        dut: dut.json(Duration::from_secs(10)),
+    };
+    eprintln!(
+        "sink {sink_args:?}: lost here {}, upstream {}, PFC {}, SFCM {}, stalls paused for {} \
+         ({} PFC, {} SFCM)",
+        r.sink["lost_here"],
+        r.sink["lost_upstream"],
+        r.sink["pfc_tx"],
+        r.sink["sfcm_tx"],
+        r.sink["stalls"],
+        r.sink["stall_pfc_tx"],
+        r.sink["stall_sfcm_tx"]
+    );
+    (w, r)
 }
 
 /// The README's quick start, its config and commands taken from the README itself, with two
@@ -641,6 +680,61 @@ fn a_stopped_worker_is_covered_for_sfc_by_the_stall_guard() {
     assert!(u(&r.gen, &["sfcm_rx"]) > 0, "{}", r.gen);
     let (w, r) = stop_the_worker(PLAN, "stall_guard = \"off\"");
     assert_the_stops_lost_frames(&w, &r);
+}
+
+/// A source the worker has never taken a frame from: the worker is stopped before the
+/// generator's first frame and held 200 ms into its traffic (SFC alone, its defaults), so its
+/// roster is empty while its RX ring fills. The XDP program's doorbell names the source of the
+/// frame that rings it, and the guard pauses that one. Nothing is lost. (With the guard's
+/// SFCMs going only to the workers' rosters, by hand: 63,142 and 67,293 frames dropped in the
+/// kernel, none sent.)
+#[test]
+fn a_source_first_seen_during_a_stall_is_paused_by_the_stall_guard() {
+    let _serial = traffic_lock();
+    let w = wire();
+    let config = format!(
+        "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{}\"\n\
+         speed = \"10Gbit\"\n\n[priority.3]\nmode = \"sfc\"\n",
+        w.d0, w.d1
+    );
+    let sink = start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
+    let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
+    let worker = threads_named(dut.pid(), "lossless-w0");
+    assert_eq!(worker.len(), 1, "one worker thread");
+    let frozen = FrozenThread::freeze(worker[0]);
+    let gen = gen_2gbit(&w.gen_ns, &w.g, "1s", &[]);
+    // Held until the generator's frames reach d0 (it takes 100-200 ms to start), then 200 ms
+    // more: 50,000 frames, six times the RX ring.
+    let first = std::time::Instant::now();
+    while xdp_frames_per_queue::<1>(&w.dut_ns, &w.d0)[0] == 0 {
+        assert!(
+            first.elapsed() < Duration::from_secs(5),
+            "no frame reached d0"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    drop(frozen);
+    let r = Run {
+        gen: gen.json(Duration::from_secs(30)),
+        sink: sink.json(Duration::from_secs(30)),
+        dut: {
+            dut.interrupt();
+            dut.json(Duration::from_secs(10))
+        },
+    };
+    let d0 = port(&r.dut, &w.d0);
+    eprintln!(
+        "lost {}, stalls {}, guard SFCMs {}, kernel drops {}",
+        u(&r.sink, &["lost"]),
+        d0["stalls"],
+        d0["stall_sfcm_tx"][3],
+        d0["kernel_drops"]
+    );
+    assert_lossless(&r);
+    assert_no_drops(&r.dut, &w.d0);
+    assert!(u(d0, &["stalls"]) >= 1, "{d0}");
+    assert!(prio3(d0, "stall_sfcm_tx") > 0, "{d0}");
 }
 
 /// What the fill ring's size cannot see coming: frames smaller than any the port has carried.

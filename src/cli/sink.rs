@@ -1,5 +1,7 @@
 //! `lossless sink`: the traffic sink.
 
+use std::sync::Arc;
+
 use clap::Args;
 
 use super::{
@@ -12,12 +14,13 @@ use crate::{
         af_xdp::shared_fill_target,
         port::FillDepth,
         sched,
+        sfc_roster::SourceRoster,
         xdp_prog::{Steering, XdpProgram},
     },
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
         open_iface,
-        sink::{self, SinkCongestion, SinkCredit, SinkPfc, SinkReport, SinkSetup},
+        sink::{self, SinkCongestion, SinkCredit, SinkPause, SinkPfc, SinkReport, SinkSetup},
         sink_guard::{SinkGuard, SinkGuardSetup},
     },
     units::format_rate,
@@ -63,15 +66,23 @@ pub struct SinkArgs {
     /// Pause time of each XOFF the sink sends, in quanta.
     #[arg(long, default_value_t = u16::MAX)]
     pub pause_quanta: u16,
-    /// Link speed the quanta are counted at.
+    /// Link speed the quanta are counted at (and, with --sfc and no --drain-rate, the drain
+    /// rate assumed until one is measured).
     #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
     pub link_speed: u64,
     /// Never send PFC: by default the sink pauses every priority upstream while its RX ring
     /// is short of buffers (and at XOFF as a congestion point), like a lossless host NIC.
     #[arg(long)]
     pub no_pfc: bool,
-    /// No stall guard: by default (AF_XDP, PFC on) a thread woken by the XDP program pauses
-    /// every priority upstream while the sink is not running and its fill ring runs short.
+    /// Pause upstream with SFC messages instead of PFC: the source of each test frame that
+    /// arrives while the RX ring is short of buffers (or the buffer is at --xoff as a
+    /// congestion point) is told to pause its class for the time what waits takes to drain
+    /// (at the drain rate measured; until then --drain-rate, else --link-speed), at most 10 ms;
+    /// the stall guard sends them too.
+    #[arg(long, conflicts_with = "no_pfc")]
+    pub sfc: bool,
+    /// No stall guard: by default (AF_XDP, PFC or SFC on) a thread woken by the XDP program
+    /// pauses upstream while the sink is not running and its fill ring runs short.
     #[arg(long)]
     pub no_stall_guard: bool,
     /// Grant credit on this priority (802.1Q PCP): the sender may only send what fits the
@@ -124,10 +135,13 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     };
     let (ports, attached) = open_iface(&args.iface.setup(), steering)?;
     let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
+    // With SFC, the sources the sink takes frames from, whom it and its guard pause.
+    let sources = args.sfc.then(|| Arc::new(SourceRoster::default()));
     let guard = match attached.as_ref().and_then(|a| a.programs.first()) {
         Some(prog) if !args.no_pfc && !args.no_stall_guard => {
             let queues = ports.rx_queues.first().copied().unwrap_or(1);
-            start_guard(args, prog, queues, realtime.as_ref().map(|r| r.priority))
+            let priority = realtime.as_ref().map(|r| r.priority);
+            start_guard(args, prog, queues, priority, sources.clone())
         }
         _ => None,
     };
@@ -140,10 +154,17 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         max_flows: args.max_flows,
         dst_port: args.port,
         congestion,
-        pfc: (!args.no_pfc).then_some(SinkPfc {
-            pause_quanta: args.pause_quanta,
-            link_speed_bps: args.link_speed,
-        }),
+        pause: match (&sources, args.no_pfc) {
+            (Some(sources), _) => Some(SinkPause::Sfc {
+                link_speed_bps: args.link_speed,
+                sources: sources.clone(),
+            }),
+            (None, true) => None,
+            (None, false) => Some(SinkPause::Pfc(SinkPfc {
+                pause_quanta: args.pause_quanta,
+                link_speed_bps: args.link_speed,
+            })),
+        },
         credit: args.credit.map(|priority| SinkCredit {
             priority,
             buffer_bytes: args.credit_buffer,
@@ -153,7 +174,9 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     tracing::info!(iface = %args.iface.iface, backend = ports.backend, "ready");
     let mut report = sink::run(ports, &setup, args.iface.busy_poll, stop);
     if let Some(g) = guard {
-        (report.stalls, report.stall_pfc_tx) = g.finish();
+        let done = g.finish();
+        (report.stalls, report.stall_pfc_tx, report.stall_sfcm_tx) =
+            (done.stalls, done.pfc_tx, done.sfcm_tx);
     }
     common::print_report(&report, args.json, text);
     Ok(())
@@ -161,12 +184,14 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
 
 /// Starts the sink's stall guard on `prog`'s interface, for its RX queues 0 up to `queues`,
 /// one below the sink's own real-time `priority` when it has one (the daemon's default
-/// otherwise); `None` (logged) if it cannot.
+/// otherwise), pausing the sources on `sfc` with SFC where given, else with PFC; `None`
+/// (logged) if it cannot.
 fn start_guard(
     args: &SinkArgs,
     prog: &XdpProgram,
     queues: u32,
     priority: Option<u8>,
+    sfc: Option<Arc<SourceRoster>>,
 ) -> Option<SinkGuard> {
     let setup = SinkGuardSetup {
         iface: args.iface.iface.clone(),
@@ -181,6 +206,7 @@ fn start_guard(
             .unwrap_or(sched::DEFAULT_PRIORITY)
             .saturating_sub(1)
             .max(1),
+        sfc,
     };
     SinkGuard::spawn(setup)
         .inspect_err(|e| tracing::warn!(error = %e, "no sink stall guard"))
@@ -209,16 +235,16 @@ fn text(r: &SinkReport) -> String {
         p999 = r.latency.p999_us,
         max = r.latency.max_us,
     );
-    if r.pfc_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
+    if r.pfc_tx > 0 || r.sfcm_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
         s += &format!(
-            "PFC sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",
-            r.pfc_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
+            "PFC sent {}, SFC messages sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",
+            r.pfc_tx, r.sfcm_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
         );
     }
     if r.stalls > 0 {
         s += &format!(
-            "stall guard: the sink stalled {} times, {} PFC frames sent for it\n",
-            r.stalls, r.stall_pfc_tx
+            "stall guard: the sink stalled {} times, {} PFC frames and {} SFC messages sent for it\n",
+            r.stalls, r.stall_pfc_tx, r.stall_sfcm_tx
         );
     }
     if r.oversize > 0 {

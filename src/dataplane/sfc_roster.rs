@@ -60,6 +60,12 @@ impl Source {
         u128::from_ne_bytes(b)
     }
 
+    /// The same host on the same priority: what the roster keeps one slot for.
+    pub fn same_host(&self, other: &Source) -> bool {
+        Self::host_key(self.priority, self.mac, self.flow.as_ref())
+            == Self::host_key(other.priority, other.mac, other.flow.as_ref())
+    }
+
     const VALID: u64 = 1 << 63;
     const HAS_FLOW: u64 = 1 << 62;
 

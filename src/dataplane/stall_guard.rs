@@ -68,7 +68,10 @@
 //! a source, and the worker is the congestion point that knows the sources, so each worker
 //! publishes per port a roster of those it took frames from ([`super::sfc_roster`]). On a
 //! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold
-//! earns every source of that priority on a stalled worker's roster an SFCM: class scope
+//! earns every source of that priority on a stalled worker's roster an SFCM, and every source
+//! the doorbell's records named that no roster has ([`BellRecord`]: the program reads the
+//! source of the frame that rings, so a source whose first frames arrive during the stall is
+//! paused too, though no worker has taken a frame of it): class scope
 //! (the worker serves none of the source's flows), a pause of 4 × `stall` (at most
 //! `[sfc] max_pause`), drain rate 0, over UDP where the workers' go over UDP, sent again every
 //! 2 × `stall` while the stall lasts. A port with such a priority is watched with the wait
@@ -76,7 +79,9 @@
 //! none is kept of what an SFC priority's limit leaves.
 
 use std::{
+    cell::RefCell,
     io,
+    rc::Rc,
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
         Arc, Mutex,
@@ -94,7 +99,7 @@ use super::{
     port::iface_mac,
     sched,
     settings::SettingsCell,
-    sfc_roster::Source,
+    sfc_roster::{RosterWriter, Source, SourceRoster},
     shared::SharedPort,
     stats::WorkerStats,
 };
@@ -518,20 +523,84 @@ impl Drop for StallGuard {
     }
 }
 
-/// The doorbell `k` of every port, as one ring buffer to wait on; `None` where a port has
-/// none (the guard then looks on its timer alone).
-fn doorbells(ports: &[GuardedPort], k: usize) -> Option<RingBuffer<'static>> {
-    doorbell(ports.iter().map(|p| p.bells.get(k)))
+/// The doorbell `k` of every port, as one ring buffer to wait on, the sources its records name
+/// put on `heard` (one per port); `None` where a port has none (the guard then looks on its
+/// timer alone).
+fn doorbells(ports: &[GuardedPort], k: usize, heard: &Heard) -> Option<RingBuffer<'static>> {
+    doorbell(ports.iter().map(|p| p.bells.get(k)), heard)
 }
 
-/// The doorbells `bells` as one ring buffer to wait on (records are read and ignored: the
-/// guard looks at the queues); `None` if one is missing or the buffer cannot be set up.
+/// A doorbell record (`struct bell_record` in `bpf/lossless.bpf.c`, native byte order): when
+/// it rang, the RX queue, and the source of the frame that rang it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BellRecord {
+    /// When it rang, CLOCK_MONOTONIC ns.
+    pub now: u64,
+    /// The RX queue.
+    pub queue: u32,
+    /// The frame's priority, its Ethernet source and its IPv4 source address (in `flow`,
+    /// whose other fields are 0), where it had one.
+    pub source: Source,
+}
+
+impl BellRecord {
+    /// Bytes in a record.
+    pub const LEN: usize = 24;
+
+    /// The record in `b`; `None` if it is too short.
+    pub fn parse(b: &[u8]) -> Option<BellRecord> {
+        let b: &[u8; Self::LEN] = b.get(..Self::LEN)?.try_into().ok()?;
+        let mut mac = [0u8; 6];
+        mac.copy_from_slice(&b[14..20]);
+        Some(BellRecord {
+            now: u64::from_ne_bytes(b[0..8].try_into().ok()?),
+            queue: u32::from_ne_bytes(b[8..12].try_into().ok()?),
+            source: Source {
+                priority: b[12] & 7,
+                mac: MacAddr(mac),
+                flow: (b[13] != 0).then(|| crate::wire::Ipv4Flow {
+                    src_ip: [b[20], b[21], b[22], b[23]],
+                    ..Default::default()
+                }),
+            },
+        })
+    }
+}
+
+/// The sources the doorbell's records named, per port: a source the guard pauses with SFC
+/// although no worker has taken a frame of it yet (its first frames arrived during the stall).
+/// One guard thread writes and reads its own, so each is a roster with its one writer.
+pub type Heard = Rc<RefCell<Vec<(RosterWriter, SourceRoster)>>>;
+
+/// An empty [`Heard`] for `ports` ports.
+pub fn heard(ports: usize) -> Heard {
+    Rc::new(RefCell::new(
+        (0..ports)
+            .map(|_| (RosterWriter::default(), SourceRoster::default()))
+            .collect(),
+    ))
+}
+
+/// The doorbells `bells` as one ring buffer to wait on, each record's source put on `heard`
+/// (the `i`th bell's on its `i`th roster); `None` if one is missing or the buffer cannot be set
+/// up.
 pub fn doorbell<'a>(
     bells: impl IntoIterator<Item = Option<&'a MapHandle>>,
+    heard: &Heard,
 ) -> Option<RingBuffer<'static>> {
     let mut b = RingBufferBuilder::new();
-    for bell in bells {
-        b.add(bell?, |_: &[u8]| 0).ok()?;
+    for (i, bell) in bells.into_iter().enumerate() {
+        let heard = heard.clone();
+        b.add(bell?, move |record: &[u8]| {
+            if let (Some(r), Some((writer, roster))) =
+                (BellRecord::parse(record), heard.borrow_mut().get_mut(i))
+            {
+                let s = r.source;
+                writer.saw(s.priority, s.mac, s.flow.as_ref(), roster);
+            }
+            0
+        })
+        .ok()?;
     }
     b.build().ok()
 }
@@ -559,7 +628,8 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                 .collect()
         })
         .collect();
-    let bells = doorbells(&s.ports, k);
+    let heard = heard(s.ports.len());
+    let bells = doorbells(&s.ports, k, &heard);
     if bells.is_none() {
         tracing::info!(cpu, "stall guard: no doorbell, looks on its timer alone");
     }
@@ -656,7 +726,8 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                 let waiting = std::array::from_fn(|p| {
                     occupancy[p].saturating_add(live[p].saturating_sub(accounted[p]))
                 });
-                pause_sources(shared, &plan, i, now, mask, stalled, &waiting);
+                let heard = &heard.borrow()[i].1;
+                pause_sources(shared, &plan, i, now, mask, stalled, heard, &waiting);
             }
         }
         let found = if any_stalled {
@@ -708,8 +779,10 @@ fn pause_upstream(shared: &Shared, i: usize, now: u64, congested: u8) {
 }
 
 /// SFC messages on port `i` at `now` for the SFC-only priorities in `congested`: one to each
-/// source on the roster of every worker in `stalled` (a bit per worker), `waiting` the bytes
-/// waiting at each priority. Nothing while the other guard is sending for the port.
+/// source on the roster of every worker in `stalled` (a bit per worker), and to each the
+/// doorbell named (`heard`) that none of those has, `waiting` the bytes waiting at each
+/// priority. Nothing while the other guard is sending for the port.
+#[allow(clippy::too_many_arguments)]
 fn pause_sources(
     shared: &Shared,
     plan: &Planned,
@@ -717,6 +790,7 @@ fn pause_sources(
     now: u64,
     congested: u8,
     stalled: u64,
+    heard: &SourceRoster,
     waiting: &[u64; PRIORITIES],
 ) {
     let port = &shared.setup.ports[i];
@@ -726,28 +800,28 @@ fn pause_sources(
     if !sfc.due(now, congested) {
         return;
     }
-    let stalled = shared
-        .setup
-        .workers
-        .iter()
-        .enumerate()
-        .filter(|(w, _)| stalled & (1 << w) != 0);
-    for (_, worker) in stalled {
-        for source in worker.stats.sfc_sources[i].sources() {
-            let prio = usize::from(source.priority);
-            if congested & (1 << prio) == 0 {
-                continue;
-            }
-            let msg = sfc.message(&source, now, waiting[prio], plan.max_pause_ns);
-            if send_sfcm(
-                &shared.senders[i],
-                shared.macs[i],
-                &msg,
-                source.mac,
-                plan.udp,
-            ) {
-                port.shared.count_stall_sfcm(prio);
-            }
+    let workers = &shared.setup.workers;
+    let rosters = || {
+        (0..workers.len())
+            .filter(move |w| stalled & (1 << w) != 0)
+            .map(|w| &workers[w].stats.sfc_sources[i])
+    };
+    let known = |s: &Source| rosters().any(|r| r.sources().any(|k| k.same_host(s)));
+    let unheard = heard.sources().filter(|s| !known(s));
+    for source in rosters().flat_map(SourceRoster::sources).chain(unheard) {
+        let prio = usize::from(source.priority);
+        if congested & (1 << prio) == 0 {
+            continue;
+        }
+        let msg = sfc.message(&source, now, waiting[prio], plan.max_pause_ns);
+        if send_sfcm(
+            &shared.senders[i],
+            shared.macs[i],
+            &msg,
+            source.mac,
+            plan.udp,
+        ) {
+            port.shared.count_stall_sfcm(prio);
         }
     }
 }
@@ -1002,6 +1076,26 @@ mod tests {
         assert_eq!(enable, (1 << 3) | (1 << 4));
         assert_eq!(g.poll(600_000, 1 << 3), None);
         assert!(g.poll(700_000, 1 << 3).is_some(), "refreshed at half");
+    }
+
+    #[test]
+    fn a_doorbell_record_names_the_source_of_the_frame_that_rang() {
+        let mut b = [0u8; BellRecord::LEN];
+        b[0..8].copy_from_slice(&123_456_789u64.to_ne_bytes());
+        b[8..12].copy_from_slice(&1u32.to_ne_bytes());
+        b[12] = 3;
+        b[13] = 1;
+        b[14..20].copy_from_slice(&[2, 0, 0, 0, 0, 7]);
+        b[20..24].copy_from_slice(&[10, 0, 0, 7]);
+        let r = BellRecord::parse(&b).expect("24 bytes");
+        assert_eq!((r.now, r.queue), (123_456_789, 1));
+        assert_eq!(r.source.priority, 3);
+        assert_eq!(r.source.mac, MacAddr([2, 0, 0, 0, 0, 7]));
+        assert_eq!(r.source.flow.map(|f| f.src_ip), Some([10, 0, 0, 7]));
+        // Not IPv4: the MAC alone.
+        b[13] = 0;
+        assert_eq!(BellRecord::parse(&b).unwrap().source.flow, None);
+        assert_eq!(BellRecord::parse(&b[..23]), None, "too short");
     }
 
     #[test]

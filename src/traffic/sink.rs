@@ -7,8 +7,20 @@
 //! [`crate::dataplane::ingress`]) it pauses every priority upstream with PFC, so a starved sink
 //! loses nothing and the frames it does lose at its own socket are told apart from frames lost
 //! upstream.
+//!
+//! With SFC instead ([`SinkPause::Sfc`]), the same two conditions (at XOFF as a congestion
+//! point, short of buffers) earn the source of each test frame that arrives meanwhile an SFC
+//! message from the sink's congestion point for the frame's priority
+//! ([`crate::fc::sfc::SfcCongestionPoint`], class scope, duplicates filtered): a pause for the
+//! time what waits (buffer and RX ring) takes to drain at the drain rate measured, or the
+//! configured one until measured (the drain rate as a congestion point, else the link speed),
+//! at most 10 ms. The sources go on a roster for the sink's stall guard
+//! ([`crate::dataplane::sfc_roster`]). There is no XON: a pause runs out by itself.
 
-use std::{sync::atomic::AtomicBool, time::Duration};
+use std::{
+    sync::{atomic::AtomicBool, Arc},
+    time::Duration,
+};
 
 use serde::Serialize;
 
@@ -25,16 +37,22 @@ use crate::{
         ingress::FillWatch,
         open::WorkerPorts,
         pool::{Frame, FramePool},
-        port::{send_or_release, KernelDrops, RxFrame},
+        port::{send_or_release, KernelDrops, Port, RxFrame},
         queue::{PrioQueues, Queued},
+        sfc_roster::{RosterWriter, SourceRoster},
         shaper::{Shaper, WIRE_OVERHEAD},
     },
     fc::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers},
+        sfc::{FrameSource, SfcCongestionPoint, SfcCpConfig},
         PfcGenerator, PfcThresholds, PRIORITIES,
     },
     units::format_rate,
-    wire::{classify, FrameKind, TestFrameView},
+    wire::{
+        classify,
+        sfcm::{self, Ipv4Flow},
+        EthernetFrame, FrameKind, Sfcm, TestFrameView,
+    },
 };
 
 /// The sink as a credit receiver.
@@ -59,14 +77,28 @@ pub struct SinkCongestion {
     pub thresholds: PfcThresholds,
 }
 
-/// How the sink pauses upstream (the congestion point's thresholds, and while its RX ring is
-/// short of buffers).
+/// How the sink pauses upstream with PFC (at the congestion point's thresholds, and while its
+/// RX ring is short of buffers).
 #[derive(Debug, Clone, Copy)]
 pub struct SinkPfc {
     /// Pause time of each XOFF, quanta.
     pub pause_quanta: u16,
     /// Link speed for quanta and refresh timing.
     pub link_speed_bps: u64,
+}
+
+/// How the sink tells upstream to pause.
+#[derive(Debug, Clone)]
+pub enum SinkPause {
+    /// PFC for every priority.
+    Pfc(SinkPfc),
+    /// SFC messages to the sources of the test frames (module doc).
+    Sfc {
+        /// The drain rate assumed until one is measured, when the sink is no congestion point.
+        link_speed_bps: u64,
+        /// The roster the sink publishes its sources on, for its stall guard.
+        sources: Arc<SourceRoster>,
+    },
 }
 
 /// When to stop and what to accept.
@@ -86,9 +118,9 @@ pub struct SinkSetup {
     pub dst_port: u16,
     /// Be a congestion point.
     pub congestion: Option<SinkCongestion>,
-    /// Send PFC upstream (for the congestion point, and while the RX ring is short of
-    /// buffers); `None`: never, like a receiver without flow control.
-    pub pfc: Option<SinkPfc>,
+    /// Pause upstream (for the congestion point, and while the RX ring is short of buffers);
+    /// `None`: never, like a receiver without flow control.
+    pub pause: Option<SinkPause>,
     /// Grant credit on one priority.
     pub credit: Option<SinkCredit>,
 }
@@ -130,6 +162,9 @@ pub struct SinkReport {
     pub buffer_overflow: u64,
     /// PFC frames sent (congestion point, or RX ring short of buffers).
     pub pfc_tx: u64,
+    /// SFC messages sent, with SFC instead of PFC (congestion point, or RX ring short of
+    /// buffers).
+    pub sfcm_tx: u64,
     /// Times the sink's fill ring ran short of buffers (it paused upstream).
     pub fill_starved_events: u64,
     /// Test frames lost at the sink's own socket (its share of `lost`; the kernel's count of
@@ -143,6 +178,8 @@ pub struct SinkReport {
     pub stalls: u64,
     /// PFC frames the sink's stall guard sent for them (not in `pfc_tx`).
     pub stall_pfc_tx: u64,
+    /// SFC messages the sink's stall guard sent for them, with SFC (not in `sfcm_tx`).
+    pub stall_sfcm_tx: u64,
     /// Congestion point: peak buffer bytes.
     pub peak_buffer_bytes: u64,
     /// Frames the kernel dropped before the sink saw them (AF_XDP socket statistics).
@@ -180,10 +217,68 @@ impl Counting {
     }
 }
 
+/// The sink's SFC: a congestion point per priority and the roster of its sources.
+struct SfcUpstream {
+    cps: Vec<SfcCongestionPoint>,
+    roster: RosterWriter,
+    sources: Arc<SourceRoster>,
+}
+
+impl SfcUpstream {
+    /// Drains assumed at `nominal_bps` until measured.
+    fn new(nominal_bps: u64, sources: Arc<SourceRoster>) -> Self {
+        let cps = (0..PRIORITIES as u8)
+            .map(|p| {
+                // The sink decides when it is congested; every frame it asks about earns an
+                // SFCM (duplicates filtered).
+                SfcCongestionPoint::new(SfcCpConfig::new(p, 0, nominal_bps))
+                    .expect("a valid congestion point")
+            })
+            .collect();
+        SfcUpstream {
+            cps,
+            roster: RosterWriter::default(),
+            sources,
+        }
+    }
+
+    /// A test frame `data` of priority `p` taken at `now`, `waiting` bytes of its priority
+    /// ahead of it: its source goes on the roster, and while the sink is `congested` it is
+    /// told to pause (if the congestion point has not told it already).
+    fn on_frame(
+        &mut self,
+        p: usize,
+        data: &[u8],
+        now: u64,
+        waiting: u64,
+        congested: bool,
+    ) -> Option<Sfcm> {
+        let mac = EthernetFrame::new_checked(data).ok()?.src();
+        let flow = Ipv4Flow::of_frame(data);
+        self.roster.saw(p as u8, mac, flow.as_ref(), &self.sources);
+        if !congested {
+            return None;
+        }
+        self.cps[p].on_arrival(now, waiting.max(1), &FrameSource { mac, flow })
+    }
+}
+
 fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Option<TestFrameView> {
     TestFrameView::parse(pool.data(frame))
         .ok()
         .filter(|v| v.dst_port == port)
+}
+
+/// Sends the SFC message `msg` to its source (at layer 2, to the offending frame's source
+/// MAC); returns whether it left.
+fn send_sfcm(port: &mut dyn Port, pool: &mut FramePool, tx: &mut Vec<Frame>, msg: &Sfcm) -> bool {
+    let Some(mut f) = pool.alloc() else {
+        return false;
+    };
+    let len = sfcm::emit_to_source(msg, port.mac(), msg.src_mac, None, pool.buf_mut(&f))
+        .expect("a pool frame holds an SFCM");
+    f.set_len(len);
+    send_or_release(port, pool, tx, f).unwrap_or(false)
 }
 
 /// Runs the sink until its stop condition or `stop`.
@@ -224,13 +319,29 @@ pub fn run(
         },
         |k| k.thresholds,
     );
-    let mut generator = setup.pfc.map(|k| {
-        PfcGenerator::new(
+    let mut generator = match &setup.pause {
+        Some(SinkPause::Pfc(k)) => Some(PfcGenerator::new(
             [Some(thresholds); PRIORITIES],
             k.pause_quanta,
             k.link_speed_bps,
-        )
-    });
+        )),
+        _ => None,
+    };
+    let mut sfc = match &setup.pause {
+        Some(SinkPause::Sfc {
+            link_speed_bps,
+            sources,
+        }) => Some(SfcUpstream::new(
+            setup
+                .congestion
+                .map_or(*link_speed_bps, |k| k.drain_rate_bps),
+            sources.clone(),
+        )),
+        _ => None,
+    };
+    // What waited per priority (buffer and RX ring) and whether the fill ring was short, as of
+    // the last turn: what the SFC congestion points judge this turn's frames by.
+    let (mut waiting, mut sfcm_tx) = ([0u64; PRIORITIES], 0u64);
     let mut fill = FillWatch::default();
     let mut fill_starved_events = 0u64;
     let (mut other_rx, mut overflow, mut pfc_tx, mut oversize) = (0u64, 0u64, 0u64, 0u64);
@@ -333,8 +444,18 @@ pub fn run(
                 pool.release(r.frame);
                 continue;
             }
+            if let Some(s) = sfc.as_mut() {
+                let congested = fill.starved() || waiting[p] >= thresholds.xoff;
+                if let Some(msg) = s.on_frame(p, data, now, waiting[p], congested) {
+                    sfcm_tx += u64::from(send_sfcm(&mut **port, &mut pool, &mut tx, &msg));
+                }
+            }
             match setup.congestion {
                 None => {
+                    if let Some(s) = sfc.as_mut() {
+                        // The sink's queue is its RX ring: taking a frame drains it.
+                        s.cps[p].on_dequeue(u64::from(flen), now);
+                    }
                     c.record(&v, flen, r.rx_ns);
                     credit.on_drain(p, flen);
                     pool.release(r.frame);
@@ -372,6 +493,12 @@ pub fn run(
                 }
                 let head = queues.pop(p).expect("selected ring is non-empty");
                 credit.on_drain(p, len);
+                if let Some(s) = sfc.as_mut() {
+                    s.cps[p].on_dequeue(u64::from(len), now);
+                    if queues.bytes()[p] == 0 {
+                        s.cps[p].on_empty();
+                    }
+                }
                 if let Some(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
                     c.record(&v, len, now);
                 }
@@ -383,12 +510,18 @@ pub fn run(
         if fill.update(&backlog) == Some(true) {
             fill_starved_events += 1;
         }
+        // What waits in the RX ring counts like what waits in the buffer.
+        let queued = queues.bytes();
+        waiting = std::array::from_fn(|p| queued[p] + backlog.bytes[p]);
+        if let Some(s) = sfc.as_mut() {
+            // Idle time is not drain time.
+            for p in (0..PRIORITIES).filter(|&p| waiting[p] == 0) {
+                s.cps[p].on_empty();
+            }
+        }
         if let Some(g) = generator.as_mut() {
-            // What waits in the RX ring counts like what waits in the buffer.
-            let queued = queues.bytes();
-            let occupancy = std::array::from_fn(|p| queued[p] + backlog.bytes[p]);
             let congested = if fill.starved() { u8::MAX } else { 0 };
-            if let Some(m) = g.poll(now, &occupancy, congested) {
+            if let Some(m) = g.poll(now, &waiting, congested) {
                 if let Some(mut f) = pool.alloc() {
                     let len = m
                         .emit_frame(port.mac(), pool.buf_mut(&f))
@@ -459,8 +592,10 @@ pub fn run(
         other_rx,
         buffer_overflow: overflow,
         pfc_tx,
+        sfcm_tx,
         stalls: 0,
         stall_pfc_tx: 0,
+        stall_sfcm_tx: 0,
         peak_buffer_bytes: peak,
         kernel_drops,
         oversize,

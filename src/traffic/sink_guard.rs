@@ -17,6 +17,10 @@
 //! decides. The half of the fill ring still free is what arrives before the pause takes
 //! effect: 4,096 buffers are 13 ms of 128-byte frames at 300 kpps.
 //!
+//! With SFC instead of PFC (`sink --sfc`) it sends, in place of each PFC frame, an SFC message
+//! pausing the class of every source on the sink's roster ([`crate::dataplane::sfc_roster`],
+//! the sources of the test frames it took) for the same 2 ms, refreshed as often.
+//!
 //! It runs `SCHED_FIFO` where permitted, one below the sink's own priority when the sink is
 //! real-time: woken only by the doorbell, it costs nothing while the sink keeps up.
 
@@ -39,7 +43,11 @@ use crate::{
         ingress::IngressMap,
         port::iface_mac,
         sched,
-        stall_guard::{doorbell, send_pause, GuardPause, Look, StallWatch, Verdict, BELL_LOOK_NS},
+        sfc_roster::{Source, SourceRoster},
+        stall_guard::{
+            doorbell, heard, send_pause, send_sfcm, GuardPause, GuardSfc, Look, StallWatch,
+            Verdict, BELL_LOOK_NS,
+        },
     },
     wire::MacAddr,
 };
@@ -74,13 +82,28 @@ pub struct SinkGuardSetup {
     pub link_speed_bps: u64,
     /// `SCHED_FIFO` priority of the guard thread.
     pub priority: u8,
+    /// With SFC instead of PFC: the roster of the sink's sources, whom it pauses.
+    pub sfc: Option<Arc<SourceRoster>>,
 }
 
-/// What the guard did: the stalls it paused upstream for, and the PFC frames it sent.
+/// What the guard did: the stalls it paused upstream for, and the PFC frames or SFC messages
+/// it sent.
 #[derive(Debug, Default)]
 struct Counters {
     stalls: AtomicU64,
     pfc_tx: AtomicU64,
+    sfcm_tx: AtomicU64,
+}
+
+/// What the guard did, once stopped ([`SinkGuard::finish`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardCounts {
+    /// Stalls it paused upstream for.
+    pub stalls: u64,
+    /// PFC frames it sent.
+    pub pfc_tx: u64,
+    /// SFC messages it sent (with SFC instead of PFC).
+    pub sfcm_tx: u64,
 }
 
 /// The running guard thread; stopped (and joined) on drop.
@@ -110,13 +133,14 @@ impl SinkGuard {
         })
     }
 
-    /// Stops the guard; returns the stalls it paused upstream for and the PFC frames it sent.
-    pub fn finish(mut self) -> (u64, u64) {
+    /// Stops the guard; returns what it did.
+    pub fn finish(mut self) -> GuardCounts {
         self.halt();
-        (
-            self.counters.stalls.load(Relaxed),
-            self.counters.pfc_tx.load(Relaxed),
-        )
+        GuardCounts {
+            stalls: self.counters.stalls.load(Relaxed),
+            pfc_tx: self.counters.pfc_tx.load(Relaxed),
+            sfcm_tx: self.counters.sfcm_tx.load(Relaxed),
+        }
     }
 
     fn halt(&mut self) {
@@ -146,7 +170,9 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
     if queues.is_empty() {
         return;
     }
-    let Some(bell) = doorbell([Some(&s.bell)]) else {
+    // The sources the doorbell named (with SFC: the sink may not have taken any frame yet).
+    let heard = heard(1);
+    let Some(bell) = doorbell([Some(&s.bell)], &heard) else {
         tracing::warn!("no sink stall guard: its doorbell could not be set up");
         return;
     };
@@ -154,6 +180,7 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
         q.set_bell_ns(STALL_NS);
     }
     let mut pause = GuardPause::new(PAUSE_UNIT_NS, s.link_speed_bps);
+    let mut sfc = GuardSfc::new(PAUSE_UNIT_NS);
     // Whether the guard paused upstream in the stall running (a stall counts once it did),
     // and whether a queue stalled at the last look (the sink's stall is one, however many of
     // its queues show it, and in whatever order).
@@ -198,13 +225,33 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
         }
         was_stalled = stalled.is_some();
         if let Some((short, wait)) = stalled {
-            if let Some(m) = pause.poll(now, if short { u8::MAX } else { 0 }) {
-                if send_pause(sender, mac, &m) {
-                    c.pfc_tx.fetch_add(1, Relaxed);
-                    if !std::mem::replace(&mut paused_this_stall, true) {
-                        c.stalls.fetch_add(1, Relaxed);
+            let congested = if short { u8::MAX } else { 0 };
+            let sent = match &s.sfc {
+                None => pause.poll(now, congested).is_some_and(|m| {
+                    let sent = send_pause(sender, mac, &m);
+                    c.pfc_tx.fetch_add(u64::from(sent), Relaxed);
+                    sent
+                }),
+                Some(roster) if sfc.due(now, congested) => {
+                    let mut sent = false;
+                    let heard = &heard.borrow()[0].1;
+                    let known = |h: &Source| roster.sources().any(|k| k.same_host(h));
+                    let unheard = heard.sources().filter(|h| !known(h));
+                    for source in roster.sources().chain(unheard) {
+                        // Its own pause (2 ms) is the longest; what waits it counts in
+                        // frames, not bytes, so the message says 0.
+                        let msg = sfc.message(&source, now, 0, u64::MAX);
+                        if send_sfcm(sender, mac, &msg, source.mac, None) {
+                            c.sfcm_tx.fetch_add(1, Relaxed);
+                            sent = true;
+                        }
                     }
+                    sent
                 }
+                Some(_) => false,
+            };
+            if sent && !std::mem::replace(&mut paused_this_stall, true) {
+                c.stalls.fetch_add(1, Relaxed);
             }
             sleep_until(now + wait);
             let _ = bell.consume();

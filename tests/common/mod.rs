@@ -1109,3 +1109,17 @@ impl Drop for FrozenThread {
         unsafe { libc::ptrace(libc::PTRACE_DETACH, self.tid, null, null) };
     }
 }
+
+/// Frames the XDP program saw on each of `iface`'s first `N` RX queues (`ethtool -S`, the
+/// kernel's count: an oracle independent of the daemon's).
+pub fn xdp_frames_per_queue<const N: usize>(ns: &Netns, iface: &str) -> [u64; N] {
+    let stats = ns.run(&["ethtool", "-S", iface]);
+    std::array::from_fn(|q| {
+        let key = format!("rx_queue_{q}_xdp_packets:");
+        stats
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in\n{stats}"))
+    })
+}
