@@ -200,46 +200,27 @@ extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_p
 /* A plain load the compiler may not merge or repeat (the worker writes seen_frames). */
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
-/* Mirrors `dataplane::stall_guard::BellRecord`: 24 bytes. */
+/*
+ * Mirrors `dataplane::stall_guard::BellRecord`: 64 bytes. The frame's first bytes, copied by
+ * one helper call, hold its source (Ethernet, and IPv4 after at most one tag), which the guard
+ * parses: parsing them here cost the device-bound program the rest of its page.
+ */
+#define BELL_HEAD 48
 struct bell_record {
-	__u64 now;         /* when it rang */
-	__u32 queue;       /* the RX queue */
-	__u8 prio;         /* the frame's priority */
-	__u8 has_ip;       /* 1: src_ip holds its IPv4 source address */
-	__u8 src_mac[6];   /* its Ethernet source address */
-	__u8 src_ip[4];    /* its IPv4 source address (has_ip) */
+	__u64 now;            /* when it rang */
+	__u32 queue;          /* the RX queue */
+	__u8 prio;            /* the frame's priority */
+	__u8 head_valid;      /* 1: head holds the frame's first BELL_HEAD bytes */
+	__u8 reserved[2];
+	__u8 head[BELL_HEAD]; /* the frame's first bytes */
 };
-
-/* The source of the frame `ctx` (at most one VLAN tag before IPv4) into `r`. */
-static __always_inline void bell_source(struct xdp_md *ctx, struct bell_record *r)
-{
-	void *data = (void *)(long)ctx->data;
-	void *data_end = (void *)(long)ctx->data_end;
-	struct ethhdr *eth = data;
-	if ((void *)(eth + 1) > data_end)
-		return;
-	__builtin_memcpy(r->src_mac, eth->h_source, 6);
-	__u16 proto = bpf_ntohs(eth->h_proto);
-	void *l3 = eth + 1;
-	if (proto == ETH_P_VLAN || proto == ETH_P_QINQ) {
-		if (l3 + 4 > data_end)
-			return;
-		proto = bpf_ntohs(*(__be16 *)(l3 + 2));
-		l3 += 4;
-	}
-	struct iphdr *ip = l3;
-	if (proto != ETH_P_IP || (void *)(ip + 1) > data_end)
-		return;
-	__builtin_memcpy(r->src_ip, &ip->saddr, 4);
-	r->has_ip = 1;
-}
 
 /*
  * The doorbell, for a frame `ctx` of priority `prio` steered to `q` (RX queue `queue`) at
  * `now`, `frames` its frames stamp. The worker's receive turns count as movement, and so does
  * an empty queue before this frame (an idle worker asleep is woken by this very frame). Once
  * they have not moved for `bell_ns` and a frame still arrives, the bell rings, at most once per
- * `bell_ns` per queue, with this frame's source in the record.
+ * `bell_ns` per queue, with this frame's first bytes (its source) in the record.
  */
 static __always_inline void bell(struct xdp_md *ctx, struct ingress_queue *q, __u32 queue,
 				 __u32 prio, __u64 frames, __u64 now)
@@ -257,8 +238,15 @@ static __always_inline void bell(struct xdp_md *ctx, struct ingress_queue *q, __
 	if (now - q->bell_since < ns || now - q->bell_rung < ns)
 		return;
 	q->bell_rung = now;
-	struct bell_record r = { .now = now, .queue = queue, .prio = prio };
-	bell_source(ctx, &r);
+	/* Field by field: an initializer would zero the head first, instructions the page has no
+	 * room for; the helper writes every byte of it (zeros where it fails). */
+	struct bell_record r;
+	r.now = now;
+	r.queue = queue;
+	r.prio = prio;
+	r.head_valid = bpf_xdp_load_bytes(ctx, 0, r.head, BELL_HEAD) == 0;
+	r.reserved[0] = 0;
+	r.reserved[1] = 0;
 	bpf_ringbuf_output(&bell0, &r, sizeof(r), BPF_RB_FORCE_WAKEUP);
 	bpf_ringbuf_output(&bell1, &r, sizeof(r), BPF_RB_FORCE_WAKEUP);
 }

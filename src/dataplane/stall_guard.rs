@@ -107,7 +107,7 @@ use crate::{
     fc::{ns_to_quanta, plan::PrioPlan, PRIORITIES},
     wire::{
         sfcm::{self, SfcScope},
-        MacAddr, MacControl, Sfcm,
+        EthernetFrame, Ipv4Flow, MacAddr, MacControl, Sfcm,
     },
 };
 
@@ -531,38 +531,41 @@ fn doorbells(ports: &[GuardedPort], k: usize, heard: &Heard) -> Option<RingBuffe
 }
 
 /// A doorbell record (`struct bell_record` in `bpf/lossless.bpf.c`, native byte order): when
-/// it rang, the RX queue, and the source of the frame that rang it.
+/// it rang, the RX queue, and the source of the frame that rang it, parsed from the frame's
+/// first bytes the record carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BellRecord {
     /// When it rang, CLOCK_MONOTONIC ns.
     pub now: u64,
     /// The RX queue.
     pub queue: u32,
-    /// The frame's priority, its Ethernet source and its IPv4 source address (in `flow`,
-    /// whose other fields are 0), where it had one.
-    pub source: Source,
+    /// The frame's priority (as the program classified it), Ethernet source and IPv4 flow,
+    /// where its first bytes held them.
+    pub source: Option<Source>,
 }
 
 impl BellRecord {
     /// Bytes in a record.
-    pub const LEN: usize = 24;
+    pub const LEN: usize = 64;
+    /// Bytes of the frame it carries.
+    const HEAD: usize = 48;
 
     /// The record in `b`; `None` if it is too short.
     pub fn parse(b: &[u8]) -> Option<BellRecord> {
         let b: &[u8; Self::LEN] = b.get(..Self::LEN)?.try_into().ok()?;
-        let mut mac = [0u8; 6];
-        mac.copy_from_slice(&b[14..20]);
+        let head = &b[Self::LEN - Self::HEAD..];
+        let source = (b[13] != 0)
+            .then(|| EthernetFrame::new_checked(head).ok())
+            .flatten()
+            .map(|eth| Source {
+                priority: b[12] & 7,
+                mac: eth.src(),
+                flow: Ipv4Flow::of_frame(head),
+            });
         Some(BellRecord {
             now: u64::from_ne_bytes(b[0..8].try_into().ok()?),
             queue: u32::from_ne_bytes(b[8..12].try_into().ok()?),
-            source: Source {
-                priority: b[12] & 7,
-                mac: MacAddr(mac),
-                flow: (b[13] != 0).then(|| crate::wire::Ipv4Flow {
-                    src_ip: [b[20], b[21], b[22], b[23]],
-                    ..Default::default()
-                }),
-            },
+            source,
         })
     }
 }
@@ -592,10 +595,8 @@ pub fn doorbell<'a>(
     for (i, bell) in bells.into_iter().enumerate() {
         let heard = heard.clone();
         b.add(bell?, move |record: &[u8]| {
-            if let (Some(r), Some((writer, roster))) =
-                (BellRecord::parse(record), heard.borrow_mut().get_mut(i))
-            {
-                let s = r.source;
+            let source = BellRecord::parse(record).and_then(|r| r.source);
+            if let (Some(s), Some((writer, roster))) = (source, heard.borrow_mut().get_mut(i)) {
                 writer.saw(s.priority, s.mac, s.flow.as_ref(), roster);
             }
             0
@@ -1085,17 +1086,42 @@ mod tests {
         b[8..12].copy_from_slice(&1u32.to_ne_bytes());
         b[12] = 3;
         b[13] = 1;
-        b[14..20].copy_from_slice(&[2, 0, 0, 0, 0, 7]);
-        b[20..24].copy_from_slice(&[10, 0, 0, 7]);
-        let r = BellRecord::parse(&b).expect("24 bytes");
+        // The head of a tagged IPv4/UDP test frame from 02:00:00:00:00:07, 10.0.0.7:40000.
+        let frame = crate::wire::TestFrame {
+            eth: crate::wire::EthernetRepr {
+                dst: MacAddr([2, 0, 0, 0, 0, 9]),
+                src: MacAddr([2, 0, 0, 0, 0, 7]),
+                vlan: Some(crate::wire::VlanTag {
+                    pcp: 3,
+                    dei: false,
+                    vid: 0,
+                }),
+                ethertype: crate::wire::EtherType::IPV4,
+            },
+            src_ip: [10, 0, 0, 7],
+            dst_ip: [10, 0, 0, 9],
+            dscp: 0,
+            src_port: 40000,
+            dst_port: 48879,
+            flow: 0,
+            seq: 0,
+            tx_ns: 0,
+            len: 128,
+        };
+        let mut f = [0u8; 128];
+        let n = frame.emit(&mut f).expect("a test frame");
+        b[16..].copy_from_slice(&f[..BellRecord::HEAD.min(n)]);
+        let r = BellRecord::parse(&b).expect("64 bytes");
         assert_eq!((r.now, r.queue), (123_456_789, 1));
-        assert_eq!(r.source.priority, 3);
-        assert_eq!(r.source.mac, MacAddr([2, 0, 0, 0, 0, 7]));
-        assert_eq!(r.source.flow.map(|f| f.src_ip), Some([10, 0, 0, 7]));
-        // Not IPv4: the MAC alone.
+        let s = r.source.expect("a source");
+        assert_eq!(s.priority, 3);
+        assert_eq!(s.mac, MacAddr([2, 0, 0, 0, 0, 7]));
+        let flow = s.flow.expect("IPv4");
+        assert_eq!((flow.src_ip, flow.src_port), ([10, 0, 0, 7], 40000));
+        // The program could not copy the head: no source.
         b[13] = 0;
-        assert_eq!(BellRecord::parse(&b).unwrap().source.flow, None);
-        assert_eq!(BellRecord::parse(&b[..23]), None, "too short");
+        assert_eq!(BellRecord::parse(&b).unwrap().source, None);
+        assert_eq!(BellRecord::parse(&b[..63]), None, "too short");
     }
 
     #[test]
