@@ -566,12 +566,21 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
     println!("headroom in force {headroom} B, of which notice {notice} B; guard waits {wait} ns");
 }
 
-/// Runs the generator at 2 Gbit/s for 3 s through a daemon with priority 3 as `plan` and
-/// `[daemon]` as `daemon`, and stops its worker outright three times (ptrace, as a hypervisor
-/// stops a vCPU or a hung call holds a thread), for 5, 20 and 100 ms. Both egresses run at
-/// 10 Gbit/s, so that outside the stops the worker keeps up and nothing but a stop can lose
-/// frames, however busy the host.
-fn stop_the_worker(plan: &str, daemon: &str) -> (Wire, Run) {
+/// When [`stop_the_worker`] stops the worker.
+#[derive(Debug, Clone, Copy)]
+enum Stops {
+    /// Three times during 3 s of traffic, for 5, 20 and 100 ms.
+    DuringTraffic,
+    /// Before the generator's first frame, until 200 ms after its frames reach d0 (it takes
+    /// 100-200 ms to start), during 1 s of traffic: 50,000 frames, six times the RX ring.
+    BeforeTheFirstFrame,
+}
+
+/// Runs the generator at 2 Gbit/s through a daemon with priority 3 as `plan` and `[daemon]`
+/// as `daemon`, and stops its worker outright as `stops` says (ptrace, as a hypervisor stops a
+/// vCPU or a hung call holds a thread). Both egresses run at 10 Gbit/s, so that outside the
+/// stops the worker keeps up and nothing but a stop can lose frames, however busy the host.
+fn stop_the_worker(plan: &str, daemon: &str, stops: Stops) -> (Wire, Run) {
     let w = wire();
     let config = format!(
         "[daemon]\n{daemon}\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n\
@@ -586,13 +595,33 @@ fn stop_the_worker(plan: &str, daemon: &str) -> (Wire, Run) {
     let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
     let worker = threads_named(dut.pid(), "lossless-w0");
     assert_eq!(worker.len(), 1, "one worker thread");
-    let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", &[]);
-    for stop_ms in [5, 20, 100] {
-        std::thread::sleep(Duration::from_millis(600));
-        let frozen = FrozenThread::freeze(worker[0]);
-        std::thread::sleep(Duration::from_millis(stop_ms));
-        drop(frozen);
-    }
+    let gen = match stops {
+        Stops::DuringTraffic => {
+            let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", &[]);
+            for stop_ms in [5, 20, 100] {
+                std::thread::sleep(Duration::from_millis(600));
+                let frozen = FrozenThread::freeze(worker[0]);
+                std::thread::sleep(Duration::from_millis(stop_ms));
+                drop(frozen);
+            }
+            gen
+        }
+        Stops::BeforeTheFirstFrame => {
+            let frozen = FrozenThread::freeze(worker[0]);
+            let gen = gen_2gbit(&w.gen_ns, &w.g, "1s", &[]);
+            let first = std::time::Instant::now();
+            while xdp_frames_per_queue::<1>(&w.dut_ns, &w.d0)[0] == 0 {
+                assert!(
+                    first.elapsed() < Duration::from_secs(5),
+                    "no frame reached d0"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            drop(frozen);
+            gen
+        }
+    };
     let r = Run {
         gen: gen.json(Duration::from_secs(30)),
         sink: sink.json(Duration::from_secs(30)),
@@ -642,7 +671,7 @@ fn assert_the_stops_lost_frames(w: &Wire, r: &Run) {
 fn a_stopped_worker_is_covered_by_the_stall_guard() {
     let _serial = traffic_lock();
     const PLAN: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"";
-    let (w, r) = stop_the_worker(PLAN, "");
+    let (w, r) = stop_the_worker(PLAN, "", Stops::DuringTraffic);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
@@ -650,7 +679,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
     // `stall_guard` into each (it sleeps up to 100 ms between stalls).
     assert!(u(d0, &["stalls"]) >= 3, "{d0}");
     assert!(prio3(d0, "stall_pfc_tx") > 0, "{d0}");
-    let (w, r) = stop_the_worker(PLAN, "stall_guard = \"off\"");
+    let (w, r) = stop_the_worker(PLAN, "stall_guard = \"off\"", Stops::DuringTraffic);
     assert_the_stops_lost_frames(&w, &r);
 }
 
@@ -662,7 +691,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
 fn a_stopped_worker_is_covered_for_sfc_by_the_stall_guard() {
     let _serial = traffic_lock();
     const PLAN: &str = "mode = \"sfc\"";
-    let (w, r) = stop_the_worker(PLAN, "");
+    let (w, r) = stop_the_worker(PLAN, "", Stops::DuringTraffic);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
@@ -678,61 +707,23 @@ fn a_stopped_worker_is_covered_for_sfc_by_the_stall_guard() {
         "the guard's SFCMs are among the port's: {d0}"
     );
     assert!(u(&r.gen, &["sfcm_rx"]) > 0, "{}", r.gen);
-    let (w, r) = stop_the_worker(PLAN, "stall_guard = \"off\"");
+    let (w, r) = stop_the_worker(PLAN, "stall_guard = \"off\"", Stops::DuringTraffic);
     assert_the_stops_lost_frames(&w, &r);
 }
 
 /// A source the worker has never taken a frame from: the worker is stopped before the
-/// generator's first frame and held 200 ms into its traffic (SFC alone, its defaults), so its
-/// roster is empty while its RX ring fills. The XDP program's doorbell names the source of the
+/// generator's first frame and held 200 ms into its traffic ([`Stops::BeforeTheFirstFrame`],
+/// SFC alone, its defaults), so its roster is empty while its RX ring fills. The XDP program's doorbell names the source of the
 /// frame that rings it, and the guard pauses that one. Nothing is lost. (With the guard's
 /// SFCMs going only to the workers' rosters, by hand: 63,142 and 67,293 frames dropped in the
 /// kernel, none sent.)
 #[test]
 fn a_source_first_seen_during_a_stall_is_paused_by_the_stall_guard() {
     let _serial = traffic_lock();
-    let w = wire();
-    let config = format!(
-        "[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[[port]]\niface = \"{}\"\n\
-         speed = \"10Gbit\"\n\n[priority.3]\nmode = \"sfc\"\n",
-        w.d0, w.d1
-    );
-    let sink = start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
-    let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);
-    let worker = threads_named(dut.pid(), "lossless-w0");
-    assert_eq!(worker.len(), 1, "one worker thread");
-    let frozen = FrozenThread::freeze(worker[0]);
-    let gen = gen_2gbit(&w.gen_ns, &w.g, "1s", &[]);
-    // Held until the generator's frames reach d0 (it takes 100-200 ms to start), then 200 ms
-    // more: 50,000 frames, six times the RX ring.
-    let first = std::time::Instant::now();
-    while xdp_frames_per_queue::<1>(&w.dut_ns, &w.d0)[0] == 0 {
-        assert!(
-            first.elapsed() < Duration::from_secs(5),
-            "no frame reached d0"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    drop(frozen);
-    let r = Run {
-        gen: gen.json(Duration::from_secs(30)),
-        sink: sink.json(Duration::from_secs(30)),
-        dut: {
-            dut.interrupt();
-            dut.json(Duration::from_secs(10))
-        },
-    };
-    let d0 = port(&r.dut, &w.d0);
-    eprintln!(
-        "lost {}, stalls {}, guard SFCMs {}, kernel drops {}",
-        u(&r.sink, &["lost"]),
-        d0["stalls"],
-        d0["stall_sfcm_tx"][3],
-        d0["kernel_drops"]
-    );
+    let (w, r) = stop_the_worker("mode = \"sfc\"", "", Stops::BeforeTheFirstFrame);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
+    let d0 = port(&r.dut, &w.d0);
     assert!(u(d0, &["stalls"]) >= 1, "{d0}");
     assert!(prio3(d0, "stall_sfcm_tx") > 0, "{d0}");
 }
