@@ -201,7 +201,7 @@ extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_p
 #define READ_ONCE_U64(x) (*(volatile __u64 *)&(x))
 
 /*
- * Mirrors `dataplane::stall_guard::BellRecord`: 64 bytes. The frame's first bytes, copied by
+ * Mirrors `dataplane::doorbell::BellRecord`: 64 bytes. The frame's first bytes, copied by
  * one helper call, hold its source (Ethernet, and IPv4 after at most one tag), which the guard
  * parses: parsing them here cost the device-bound program the rest of its page.
  */

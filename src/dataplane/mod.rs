@@ -7,6 +7,7 @@ pub mod af_xdp;
 pub mod agent;
 pub mod classify;
 pub mod clock;
+pub mod doorbell;
 pub mod eventfd;
 pub mod fill_sizer;
 pub mod forward;

@@ -453,7 +453,7 @@ impl XdpProgram {
 
     /// The program's doorbells (ring buffers `bell0` and `bell1`, [`BELLS`]): a record in
     /// each when frames keep arriving for a queue whose worker has stopped taking its turns,
-    /// naming the source of the frame that rang ([`super::stall_guard::BellRecord`], see
+    /// naming the source of the frame that rang ([`super::doorbell::BellRecord`], see
     /// `bpf/lossless.bpf.c`); the stall guard's thread `k` waits on `bell<k>`.
     pub fn bells(&self) -> Result<Vec<MapHandle>, XdpError> {
         (0..BELLS)

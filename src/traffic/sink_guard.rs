@@ -40,13 +40,13 @@ use crate::{
     dataplane::{
         af_packet::RawSender,
         clock::{now_ns, sleep_until},
+        doorbell::{doorbell, heard},
         ingress::IngressMap,
         port::iface_mac,
         sched,
         sfc_roster::{Source, SourceRoster},
         stall_guard::{
-            doorbell, heard, send_pause, send_sfcm, GuardPause, GuardSfc, Look, StallWatch,
-            Verdict, BELL_LOOK_NS,
+            send_pause, send_sfcm, GuardPause, GuardSfc, Look, StallWatch, Verdict, BELL_LOOK_NS,
         },
     },
     wire::MacAddr,
