@@ -76,9 +76,9 @@ pub struct SinkArgs {
     pub no_pfc: bool,
     /// Pause upstream with SFC messages instead of PFC: the source of each test frame that
     /// arrives while the RX ring is short of buffers (or the buffer is at --xoff as a
-    /// congestion point) is told to pause its class for the time what waits takes to drain
-    /// (at the drain rate measured; until then --drain-rate, else --link-speed), at most 10 ms;
-    /// the stall guard sends them too.
+    /// congestion point) is told, at layer 2 to the frame's source MAC, to pause its class
+    /// for the time what waits takes to drain (at the drain rate measured; until then
+    /// --drain-rate, else --link-speed), at most 10 ms; the stall guard sends them too.
     #[arg(long, conflicts_with = "no_pfc")]
     pub sfc: bool,
     /// No stall guard: by default (AF_XDP, PFC or SFC on) a thread woken by the XDP program
