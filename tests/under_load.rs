@@ -128,23 +128,14 @@ const FLOOD: &[&str] = &[
     "10Gbit",
 ];
 
-/// Starts the generator at the quick start's 2 Gbit/s of 1000-byte frames on priority 3 for
-/// `duration`, with `extra` flags.
+/// The quick start's traffic: 2 Gbit/s of 1000-byte frames on priority 3.
+const QUICK_START_TRAFFIC: [&str; 6] = ["--rate", "2Gbit", "--size", "1000", "--priority", "3"];
+
+/// Starts the generator with [`QUICK_START_TRAFFIC`] for `duration`, with `extra` flags.
 fn gen_2gbit(ns: &Netns, iface: &str, duration: &str, extra: &[&str]) -> Proc {
-    let mut args = vec![
-        "gen",
-        "--iface",
-        iface,
-        "--json",
-        "--rate",
-        "2Gbit",
-        "--size",
-        "1000",
-        "--priority",
-        "3",
-        "--duration",
-        duration,
-    ];
+    let mut args = vec!["gen", "--iface", iface, "--json"];
+    args.extend(QUICK_START_TRAFFIC);
+    args.extend(["--duration", duration]);
     args.extend_from_slice(extra);
     Proc::spawn(ns, &args)
 }
@@ -521,16 +512,8 @@ fn sfc_is_lossless_with_two_cpu_hogs() {
          speed = \"1Gbit\"\n\n[priority.3]\nmode = \"sfc\"\n",
         w.d0, w.d1
     );
-    let gen = [
-        "--rate",
-        "2Gbit",
-        "--size",
-        "1000",
-        "--priority",
-        "3",
-        "--duration",
-        "3s",
-    ];
+    let mut gen = QUICK_START_TRAFFIC.to_vec();
+    gen.extend(["--duration", "3s"]);
     let r = run(&w, &config, &gen);
     let d0 = port(&r.dut, &w.d0);
     eprintln!(
