@@ -147,9 +147,9 @@ const MIN_PORT_SPEED_BPS: u64 = 1_000_000;
 /// Warns, with `daemon.stall_guard = "off"`, what the PFC headroom then covers alone: nothing
 /// pauses the sources of a worker kept off its CPU, and the headroom has no notice term, so
 /// what arrives while a worker does not run must fit the headroom as configured (or as
-/// observed after XOFFs); for an SFC-only priority, its limit above the threshold. Said in time at the fastest port's speed, which is what an operator
-/// can hold against the stalls of the host (milliseconds on a busy one: README, known
-/// limitations).
+/// observed after XOFFs); for an SFC-only priority, its limit above the threshold. Said in
+/// time at the fastest port's speed, which is what an operator can hold against the stalls
+/// of the host (milliseconds on a busy one: README, known limitations).
 fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
     let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
     let lasts = |bytes: u64| bytes as f64 * 8.0 * 1e6 / fastest as f64;

@@ -94,10 +94,39 @@ pub fn doorbell<'a>(
     b.build().ok()
 }
 
+/// Whom a guard pauses with SFC: the sources on `rosters` (what the workers, or the sink, took
+/// frames from), then those the doorbell named (`heard`) that none of them has.
+pub fn to_pause<'a>(
+    rosters: impl Iterator<Item = &'a SourceRoster> + Clone + 'a,
+    heard: &'a SourceRoster,
+) -> impl Iterator<Item = Source> + 'a {
+    let known = rosters.clone();
+    let unheard = heard
+        .sources()
+        .filter(move |h| !known.clone().any(|r| r.sources().any(|k| k.same_host(h))));
+    rosters.flat_map(SourceRoster::sources).chain(unheard)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wire::MacAddr;
+
+    #[test]
+    fn a_guard_pauses_the_rosters_sources_then_those_only_the_doorbell_named() {
+        let host = |h: u8| Source {
+            priority: 3,
+            mac: MacAddr([2, 0, 0, 0, 0, h]),
+            flow: None,
+        };
+        let (roster, heard) = (SourceRoster::default(), SourceRoster::default());
+        let (mut w, mut hw) = (RosterWriter::default(), RosterWriter::default());
+        w.saw(3, host(1).mac, None, &roster);
+        hw.saw(3, host(1).mac, None, &heard);
+        hw.saw(3, host(2).mac, None, &heard);
+        let all: Vec<Source> = to_pause(std::iter::once(&roster), &heard).collect();
+        assert_eq!(all, [host(1), host(2)], "each host once");
+    }
 
     #[test]
     fn a_doorbell_record_names_the_source_of_the_frame_that_rang() {

@@ -14,9 +14,9 @@
 //! **Cost on the worker.** A frame of an SFC-only priority is compared with the source its
 //! worker saw last (one comparison for a run of frames from one source), else with the
 //! roster's [`SLOTS`] slots; only a new source is published (five stores). A frame the worker
-//! has not taken cannot put its source on the roster: a source whose first frame waits behind
-//! a stall is not known to the guard until the worker is back. Any source that sent before
-//! the stall is, which is every one in steady traffic.
+//! has not taken cannot put its source on the roster: a source whose first frames wait behind
+//! a stall is known to the guard only from the XDP program's doorbell, which names the source
+//! of the frame that rings it ([`super::doorbell`]).
 //!
 //! **Bounded.** [`SLOTS`] sources per (worker, port); a new one takes the slots in turn, so
 //! with more than [`SLOTS`] sources sending at once the roster holds the latest seen and the

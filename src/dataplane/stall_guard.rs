@@ -38,10 +38,10 @@
 //! holds more than every term claims ([`super::pfc_headroom`], "The guard's wait"). Without a
 //! doorbell (its ring buffers could not be set up) a guard looks every half wait. Ports
 //! without a priority the guard pauses for (PFC, or SFC alone) are not looked at, and with
-//! none anywhere only every [`UNGUARDED_LOOK_NS`], for a reload. (Before the doorbell, the guard looked every half wait
-//! only while a port could see a stall soon, traffic flowing or a source paused, and backed
-//! off to 1 ms on an idle port: 3 % of a CPU per guard thread with nothing to do,
-//! bench/RESULTS.md.)
+//! none anywhere only every [`UNGUARDED_LOOK_NS`], for a reload. (Before the doorbell, the
+//! guard looked every half wait only while a port could see a stall soon, traffic flowing or
+//! a source paused, and backed off to 1 ms on an idle port: 3 % of a CPU per guard thread
+//! with nothing to do, bench/RESULTS.md.)
 //!
 //! A worker is **stalled** on a port when frames waited for it at one look (or at the
 //! doorbell's note), it has made no loop turn since, at least `stall` has passed, and more
@@ -69,12 +69,12 @@
 //! publishes per port a roster of those it took frames from ([`super::sfc_roster`]). On a
 //! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold
 //! earns every source of that priority on a stalled worker's roster an SFCM, and every source
-//! the doorbell's records named that no roster has ([`super::doorbell`]: the program copies the
-//! head of the frame that rings, so a source whose first frames arrive during the stall is
-//! paused too, though no worker has taken a frame of it): class scope
-//! (the worker serves none of the source's flows), a pause of 4 × `stall` (at most
-//! `[sfc] max_pause`), drain rate 0, over UDP where the workers' go over UDP, sent again every
-//! 2 × `stall` while the stall lasts. A port with such a priority is watched with the wait
+//! the doorbell's records named that no roster has ([`super::doorbell`]: the program copies
+//! the head of the frame that rings, so a source whose first frames arrive during the stall
+//! is paused too, though no worker has taken a frame of it): class scope (the worker serves
+//! none of the source's flows), a pause of 4 × `stall` (at most `[sfc] max_pause`), drain
+//! rate 0, over UDP where the workers' go over UDP, sent again every 2 × `stall` while the
+//! stall lasts. A port with such a priority is watched with the wait
 //! `stall_guard` itself: the headroom's slack that lengthens the wait is PFC's account, and
 //! none is kept of what an SFC priority's limit leaves.
 
@@ -93,7 +93,7 @@ use libbpf_rs::{MapHandle, RingBuffer};
 use super::{
     af_packet::RawSender,
     clock::{now_ns, sleep_until},
-    doorbell::{doorbell, heard, Heard},
+    doorbell::{doorbell, heard, to_pause, Heard},
     ingress::IngressMap,
     port::iface_mac,
     sched,
@@ -111,9 +111,9 @@ use crate::{
 };
 
 /// How often a guard looks whether a reload gave a port a priority it pauses for (PFC, or SFC
-/// alone), while none has one:
-/// it has nothing to send for other priorities, and its looks would only take CPU (a
-/// daemon-bound lossy run has frames waiting for the worker all the time).
+/// alone), while none has one: it has nothing to send for other priorities, and its looks
+/// would only take CPU (a daemon-bound lossy run has frames waiting for the worker all the
+/// time).
 pub const UNGUARDED_LOOK_NS: u64 = 100_000_000;
 
 /// Longest a guard with a doorbell waits for it to ring before it looks anyway: to see a
@@ -287,7 +287,7 @@ impl GuardPause {
 }
 
 /// The guard's SFC on one port: for the congested SFC-only priorities, an SFCM to each
-/// source on a stalled worker's roster ([`super::sfc_roster`]), pausing its class for
+/// source it pauses ([`super::doorbell::to_pause`]), pausing its class for
 /// 4 × `stall_ns`, at once and then every half pause while they stay congested (sans-I/O).
 #[derive(Debug, Clone)]
 pub struct GuardSfc {
@@ -339,28 +339,24 @@ impl GuardSfc {
     }
 }
 
-/// The priorities of a port whose occupancy is at their threshold or above (XOFF for PFC,
-/// the SFC threshold for SFC): `occupancy` as the workers published it (queued + RX
-/// backlog), `live` the XDP program's steered bytes now and `accounted` as the workers last
-/// accounted them (both summed over the port's queues).
-pub fn congested(
+/// What waits at each priority of a port: `occupancy` as the workers published it (queued +
+/// RX backlog), plus what the XDP program steered since they last accounted (`live`, its
+/// steered bytes now, less `accounted`; both summed over the port's queues).
+pub fn waiting(
     occupancy: &[u64; PRIORITIES],
     live: &[u64; PRIORITIES],
     accounted: &[u64; PRIORITIES],
-    threshold: &[Option<u64>; PRIORITIES],
-) -> u8 {
-    (0..PRIORITIES).fold(0, |mask, p| {
-        let Some(threshold) = threshold[p] else {
-            return mask;
-        };
-        // A worker may account between the two reads: what it took is then in neither.
-        let since = live[p].saturating_sub(accounted[p]);
-        if occupancy[p].saturating_add(since) >= threshold {
-            mask | 1 << p
-        } else {
-            mask
-        }
-    })
+) -> [u64; PRIORITIES] {
+    // A worker may account between the two reads: what it took is then in neither.
+    std::array::from_fn(|p| occupancy[p].saturating_add(live[p].saturating_sub(accounted[p])))
+}
+
+/// The priorities whose `waiting` bytes are at their threshold or above (XOFF for PFC, the
+/// SFC threshold for SFC).
+pub fn congested(waiting: &[u64; PRIORITIES], threshold: &[Option<u64>; PRIORITIES]) -> u8 {
+    (0..PRIORITIES)
+        .filter(|&p| threshold[p].is_some_and(|t| waiting[p] >= t))
+        .fold(0, |mask, p| mask | 1 << p)
 }
 
 /// Sends the guard's PFC frame `m` from `mac` through `sender`; returns whether the kernel
@@ -374,19 +370,17 @@ pub fn send_pause(sender: &RawSender, mac: MacAddr, m: &MacControl) -> bool {
     sender.send(&frame[..len]).is_ok()
 }
 
-/// Sends the guard's SFC message `msg` from `mac` to the source behind `to` through
-/// `sender` (over UDP where `udp` is set, as the workers send theirs); returns whether the
-/// kernel took it.
+/// Sends the guard's SFC message `msg` from `mac` to the source it names through `sender`
+/// (over UDP where `udp` is set, as the workers send theirs); returns whether the kernel took
+/// it.
 pub fn send_sfcm(
     sender: &RawSender,
     mac: MacAddr,
     msg: &Sfcm,
-    to: MacAddr,
     udp: Option<(u16, [u8; 4])>,
 ) -> bool {
     let mut frame = [0u8; 128];
-    let len =
-        sfcm::emit_to_source(msg, mac, to, udp, &mut frame).expect("128 bytes hold an SFCM frame");
+    let len = sfcm::emit_to_source(msg, mac, udp, &mut frame).expect("128 bytes hold an SFCM");
     sender.send(&frame[..len]).is_ok()
 }
 
@@ -636,20 +630,12 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                     .sum::<u64>()
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
+            let waiting = waiting(&occupancy, &live, &accounted);
             if pfc {
-                pause_upstream(
-                    shared,
-                    i,
-                    now,
-                    congested(&occupancy, &live, &accounted, &xoff),
-                );
+                pause_upstream(shared, i, now, congested(&waiting, &xoff));
             }
             if sfc_only {
-                let mask = congested(&occupancy, &live, &accounted, &sfc);
-                // What waits at each priority, as an SFCM tells it.
-                let waiting = std::array::from_fn(|p| {
-                    occupancy[p].saturating_add(live[p].saturating_sub(accounted[p]))
-                });
+                let mask = congested(&waiting, &sfc);
                 let heard = &heard.borrow()[i].1;
                 pause_sources(shared, &plan, i, now, mask, stalled, heard, &waiting);
             }
@@ -725,26 +711,16 @@ fn pause_sources(
         return;
     }
     let workers = &shared.setup.workers;
-    let rosters = || {
-        (0..workers.len())
-            .filter(move |w| stalled & (1 << w) != 0)
-            .map(|w| &workers[w].stats.sfc_sources[i])
-    };
-    let known = |s: &Source| rosters().any(|r| r.sources().any(|k| k.same_host(s)));
-    let unheard = heard.sources().filter(|s| !known(s));
-    for source in rosters().flat_map(SourceRoster::sources).chain(unheard) {
+    let rosters = (0..workers.len())
+        .filter(|w| stalled & (1 << w) != 0)
+        .map(|w| &workers[w].stats.sfc_sources[i]);
+    for source in to_pause(rosters, heard) {
         let prio = usize::from(source.priority);
         if congested & (1 << prio) == 0 {
             continue;
         }
         let msg = sfc.message(&source, now, waiting[prio], plan.max_pause_ns);
-        if send_sfcm(
-            &shared.senders[i],
-            shared.macs[i],
-            &msg,
-            source.mac,
-            plan.udp,
-        ) {
+        if send_sfcm(&shared.senders[i], shared.macs[i], &msg, plan.udp) {
             port.shared.count_stall_sfcm(prio);
         }
     }
@@ -774,10 +750,10 @@ enum NextLook {
 }
 
 /// The next look after one at `now` that found `found`, `wait` being the shortest wait before
-/// a stall is called on a guarded port: while a stall lasts, in half `stall_ns` (the guard's pause
-/// is refreshed every two); while frames wait for a worker with no turn, when the stall would
-/// be due; with every worker keeping up, when a doorbell rings, or without one in half `wait`,
-/// so that a stall is seen at most half a wait late.
+/// a stall is called on a guarded port: while a stall lasts, in half `stall_ns` (the guard's
+/// pause is refreshed every two); while frames wait for a worker with no turn, when the stall
+/// would be due; with every worker keeping up, when a doorbell rings, or without one in half
+/// `wait`, so that a stall is seen at most half a wait late.
 fn next_look(found: Found, now: u64, wait: u64, stall_ns: u64, doorbell: bool) -> NextLook {
     match (found, doorbell) {
         (Found::Stall, _) => NextLook::After(stall_ns / 2),
@@ -1054,8 +1030,11 @@ mod tests {
         let mut live = accounted;
         live[3] += 30 * 1024;
         live[0] += 1 << 30; // a lossy flood pauses nothing
-        assert_eq!(congested(&occupancy, &live, &accounted, &xoff), 1 << 3);
+        assert_eq!(
+            congested(&waiting(&occupancy, &live, &accounted), &xoff),
+            1 << 3
+        );
         // A worker that accounted between the reads leaves live behind: no underflow.
-        assert_eq!(congested(&occupancy, &accounted, &live, &xoff), 0);
+        assert_eq!(congested(&waiting(&occupancy, &accounted, &live), &xoff), 0);
     }
 }

@@ -275,7 +275,7 @@ fn send_sfcm(port: &mut dyn Port, pool: &mut FramePool, tx: &mut Vec<Frame>, msg
     let Some(mut f) = pool.alloc() else {
         return false;
     };
-    let len = sfcm::emit_to_source(msg, port.mac(), msg.src_mac, None, pool.buf_mut(&f))
+    let len = sfcm::emit_to_source(msg, port.mac(), None, pool.buf_mut(&f))
         .expect("a pool frame holds an SFCM");
     f.set_len(len);
     send_or_release(port, pool, tx, f).unwrap_or(false)

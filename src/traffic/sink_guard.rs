@@ -19,7 +19,8 @@
 //!
 //! With SFC instead of PFC (`sink --sfc`) it sends, in place of each PFC frame, an SFC message
 //! pausing the class of every source on the sink's roster ([`crate::dataplane::sfc_roster`],
-//! the sources of the test frames it took) for the same 2 ms, refreshed as often.
+//! the sources of the test frames it took) and of every one the doorbell named that the roster
+//! lacks (the sink may not have taken any frame yet), for the same 2 ms, refreshed as often.
 //!
 //! It runs `SCHED_FIFO` where permitted, one below the sink's own priority when the sink is
 //! real-time: woken only by the doorbell, it costs nothing while the sink keeps up.
@@ -40,11 +41,11 @@ use crate::{
     dataplane::{
         af_packet::RawSender,
         clock::{now_ns, sleep_until},
-        doorbell::{doorbell, heard},
+        doorbell::{doorbell, heard, to_pause},
         ingress::IngressMap,
         port::iface_mac,
         sched,
-        sfc_roster::{Source, SourceRoster},
+        sfc_roster::SourceRoster,
         stall_guard::{
             send_pause, send_sfcm, GuardPause, GuardSfc, Look, StallWatch, Verdict, BELL_LOOK_NS,
         },
@@ -235,13 +236,11 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                 Some(roster) if sfc.due(now, congested) => {
                     let mut sent = false;
                     let heard = &heard.borrow()[0].1;
-                    let known = |h: &Source| roster.sources().any(|k| k.same_host(h));
-                    let unheard = heard.sources().filter(|h| !known(h));
-                    for source in roster.sources().chain(unheard) {
+                    for source in to_pause(std::iter::once(&**roster), heard) {
                         // Its own pause (2 ms) is the longest; what waits it counts in
                         // frames, not bytes, so the message says 0.
                         let msg = sfc.message(&source, now, 0, u64::MAX);
-                        if send_sfcm(sender, mac, &msg, source.mac, None) {
+                        if send_sfcm(sender, mac, &msg, None) {
                             c.sfcm_tx.fetch_add(1, Relaxed);
                             sent = true;
                         }

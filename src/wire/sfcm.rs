@@ -432,19 +432,18 @@ impl SfcmUdpFrame {
 }
 
 /// Writes the SFC message `msg` from the congestion point's port (`from`) to the source it
-/// pauses, behind `to`: over UDP/IPv4 to the source address of `msg`'s flow when `udp` (the
-/// configured port and the congestion point's own address) is set and the message names a
-/// flow, so that it reaches a source beyond this L2 segment through `to` as the next hop;
-/// else at layer 2 to `to`. Returns the frame's length.
+/// pauses, the offending frame's source MAC (`msg.src_mac`): over UDP/IPv4 to the source
+/// address of `msg`'s flow when `udp` (the configured port and the congestion point's own
+/// address) is set and the message names a flow, so that it reaches a source beyond this L2
+/// segment with that MAC as the next hop; else at layer 2. Returns the frame's length.
 pub fn emit_to_source(
     msg: &Sfcm,
     from: MacAddr,
-    to: MacAddr,
     udp: Option<(u16, [u8; 4])>,
     buf: &mut [u8],
 ) -> Result<usize, WireError> {
     let eth = EthernetRepr {
-        dst: to,
+        dst: msg.src_mac,
         src: from,
         vlan: None,
         ethertype: EtherType::LOSSLESS,
@@ -493,7 +492,7 @@ mod tests {
         let (from, to) = (MacAddr([2, 0, 0, 0, 0, 9]), MacAddr([2, 0, 0, 0, 0, 1]));
         let udp = Some((SFCM_UDP_PORT, [10, 0, 0, 254]));
         let mut buf = [0u8; 128];
-        let len = emit_to_source(&msg, from, to, udp, &mut buf).unwrap();
+        let len = emit_to_source(&msg, from, udp, &mut buf).unwrap();
         assert_eq!(len, SFCM_UDP_FRAME_LEN);
         let f = SfcmUdpFrame::parse(&buf[..len], SFCM_UDP_PORT).unwrap();
         assert_eq!((f.eth.src, f.eth.dst), (from, to));
@@ -502,7 +501,7 @@ mod tests {
         // L2 without the UDP transport, and with it for a message naming no flow.
         for (udp, flow) in [(None, Some(flow)), (udp, None)] {
             let msg = Sfcm { flow, ..msg };
-            let len = emit_to_source(&msg, from, to, udp, &mut buf).unwrap();
+            let len = emit_to_source(&msg, from, udp, &mut buf).unwrap();
             assert_eq!(len, SFCM_FRAME_LEN);
             let f = SfcmFrame::parse(&buf[..len]).unwrap();
             assert_eq!((f.eth.src, f.eth.dst, f.msg), (from, to, msg));

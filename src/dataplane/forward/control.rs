@@ -75,7 +75,7 @@ impl ForwardWorker {
         };
         let from = self.ports[p].io.mac();
         let buf = self.pool.buf_mut(&frame);
-        let emitted = sfcm::emit_to_source(&msg, from, source, self.setup.sfc.udp, buf);
+        let emitted = sfcm::emit_to_source(&msg, from, self.setup.sfc.udp, buf);
         frame.set_len(emitted.expect("a pool frame holds an SFCM"));
         let c = &self.stats.ports[p];
         c.sfcm_tx[prio].add(1);
