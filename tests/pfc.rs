@@ -234,6 +234,19 @@ fn pfc_delivers_every_sequence_number_once_in_order() {
         u(d0, &["rx_frames"]) as f64
     );
     assert!(metric(m, &series("lossless_paused_seconds_total", &w.d0)) == 0.0);
+    // The longest RX lag is exact: in the histogram's highest bucket, and what the metric
+    // (read before the report) said at most.
+    let lag_peak = u(d0, &["rx_lag_peak_ns"]);
+    let top = common::histogram_top(&d0["rx_lag_ns"]).expect("stamped frames");
+    assert!(top <= lag_peak && lag_peak < 2 * top.max(1), "{d0}");
+    let lag_metric = metric(
+        m,
+        &format!("lossless_rx_lag_peak_seconds{{device=\"{}\"}}", w.d0),
+    );
+    assert!(
+        lag_metric > 0.0 && lag_metric <= lag_peak as f64 / 1e9,
+        "{m}"
+    );
     assert_eq!(
         metric(m, &series("lossless_xoff_threshold_bytes", &w.d0)),
         65536.0

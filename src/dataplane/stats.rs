@@ -297,6 +297,9 @@ pub struct PortCounters {
     pub pfc_reaction_ns: [Log2Histogram; PRIORITIES],
     /// The worker's lag behind the XDP hook per frame: worker time − XDP RX stamp, ns.
     pub rx_lag_ns: Log2Histogram,
+    /// The longest of those lags, ns (gauge): exact, where the histogram has power-of-two
+    /// resolution.
+    pub rx_lag_peak_ns: Counter,
     /// PFC headroom in force per priority, bytes, and its terms (leader worker; gauges).
     pub headroom_in_force: [Counter; PRIORITIES],
     /// Where the headroom in force comes from: 0 configured, 1 measured, 2 observed.
@@ -504,6 +507,9 @@ pub struct PortSnapshot {
     /// Worker time − XDP RX stamp per frame, ns.
     #[serde(default)]
     pub rx_lag_ns: Log2Snapshot,
+    /// The longest worker time − XDP RX stamp of a frame since start, ns.
+    #[serde(default)]
+    pub rx_lag_peak_ns: u64,
     /// PFC headroom in force per priority, bytes.
     #[serde(default)]
     pub headroom_in_force: [u64; PRIORITIES],
@@ -699,6 +705,11 @@ pub fn snapshot(
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.pfc_reaction_ns[p])))
             .collect(),
         rx_lag_ns: Log2Snapshot::of(c.iter().map(|pc| &pc.rx_lag_ns)),
+        rx_lag_peak_ns: c
+            .iter()
+            .map(|pc| pc.rx_lag_peak_ns.get())
+            .max()
+            .unwrap_or(0),
         headroom_in_force: arr(|p| &p.headroom_in_force),
         headroom_source: arr(|p| &p.headroom_source),
         headroom_floor: arr(|p| &p.headroom_floor),

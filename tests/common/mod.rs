@@ -762,9 +762,11 @@ pub fn histogram_top(hist: &serde_json::Value) -> Option<u64> {
 }
 
 /// The longest a frame waited for the worker on `port` (a port of a daemon's JSON report),
-/// ns ([`histogram_top`] of its RX lag).
+/// ns: its exact `rx_lag_peak_ns`.
 pub fn longest_rx_lag_ns(port: &serde_json::Value) -> u64 {
-    histogram_top(&port["rx_lag_ns"]).unwrap_or(0)
+    port["rx_lag_peak_ns"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no rx_lag_peak_ns in {port}"))
 }
 
 /// Frames the RX lag histogram of `port` (a port of a daemon's JSON report) holds: those
@@ -792,13 +794,10 @@ pub fn loss_is_the_hosts(
 ) -> bool {
     let lag = longest_rx_lag_ns(port);
     let buffer_ns = buffer_bytes * 8 * 1_000_000_000 / offered_bps;
-    // At least as long: the lag is its histogram bucket's lower bound, a power of two, as a
-    // power-of-two buffer's time at a power-of-two rate also is (2 MiB at 2 Gbit/s and a
-    // lag of 2^23 ns: the frame waited 8,388,608 ns or more, the buffer lasts exactly that).
     let excused = lost > 0 && lag >= buffer_ns;
     if excused {
         println!(
-            "lost {lost} frames with the worker held off {lag} ns or more, longer than the \
+            "lost {lost} frames with the worker held off {lag} ns, longer than the \
              buffer lasts ({buffer_ns} ns): not judged\n{}",
             where_frames_went_port(port)
         );
@@ -860,7 +859,7 @@ pub fn where_frames_went_port(port: &serde_json::Value) -> String {
     };
     format!(
         "{}: drops [{}] kernel [{}] pfc_tx {} stall_pfc_tx {} stalls {} guard waits {} us \
-         longest rx lag >= {} us",
+         longest rx lag {} us",
         port["iface"].as_str().unwrap_or("?"),
         nonzero(&port["drops"]),
         nonzero(&port["kernel_drops"]),

@@ -570,6 +570,16 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "rx_lag_peak",
+            "The longest a frame waited between the XDP hook and the worker since start (the \
+             largest value lossless_rx_lag_seconds took, exact).",
+            Some(Unit::Seconds),
+            Gauge,
+            s.iter()
+                .map(|p| (device(p), ConstGauge::new(p.rx_lag_peak_ns as f64 / 1e9))),
+        )?;
+        family(
+            &mut enc,
             "fill_ring_target_frames",
             "Receive buffers each socket of the port keeps in its fill ring: deep (8192) where a \
              lossless priority is configured, its headroom in buffers; lean (2048) where none is; \

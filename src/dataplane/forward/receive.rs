@@ -128,7 +128,9 @@ impl ForwardWorker {
         c.rx_frames.add(1);
         c.rx_bytes.add(len);
         if rx.stamped {
-            c.rx_lag_ns.record(now.saturating_sub(rx.rx_ns));
+            let lag = now.saturating_sub(rx.rx_ns);
+            c.rx_lag_ns.record(lag);
+            c.rx_lag_peak_ns.max(lag);
         }
         match class.kind {
             FrameKind::Runt => return self.discard(p, rx.frame, DropReason::Malformed),
