@@ -240,8 +240,9 @@ fn stale_xdp_program_from_a_crash_is_replaced() {
 
 /// Frames we did not write (crafted with scapy): a valid PFC frame is obeyed and counted,
 /// malformed MAC control frames are counted drops, a truncated LLDPDU goes to the link agent
-/// (which survives it and counts it malformed), other link-local traffic (LACP) is consumed and counted, and nothing
-/// panics.
+/// (which survives it and counts it malformed), other link-local traffic (LACP) is consumed
+/// and counted, an SFCM addressed to the daemon's port is obeyed and one addressed to another
+/// host goes on, and nothing panics.
 #[test]
 fn foreign_and_malformed_control_frames_are_counted() {
     let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
@@ -251,6 +252,8 @@ fn foreign_and_malformed_control_frames_are_counted() {
     let (cfg, _socket) = dut_config(&d0, &d1);
     let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(Duration::from_secs(10));
+    let d0_mac = ns.run(&["cat", &format!("/sys/class/net/{d0}/address")]);
+    let d0_mac = d0_mac.trim();
     let script = format!(
         r#"
 from scapy.all import Ether, Raw, sendp
@@ -264,11 +267,13 @@ lacp = Ether(dst="01:80:c2:00:00:02", type=0x8809) / Raw(b"\x01" + b"\x00" * 45)
 # SFCM (version 1, type 1, class scope, priority 3) asking for an absurd pause of 10^18 ns.
 sfcm_body = struct.pack("!BBBBIQQQQ6sBB4s4sHH4s", 1, 1, 0, 3, 7, 10**18, 0, 1 << 20, 10**9,
                         b"\x02\x00\x00\x00\x00\x09", 0, 0, b"\0" * 4, b"\0" * 4, 0, 0, b"\0" * 4)
-sfcm = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(sfcm_body)
-bad_sfcm = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(b"\x01\x01\xff")
+sfcm = Ether(dst="{d0_mac}", type=0x88b5) / Raw(sfcm_body)
+# The same addressed to another host: in transit, passed on out of d1 (lossy here: not obeyed).
+transit = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(sfcm_body)
+bad_sfcm = Ether(dst="{d0_mac}", type=0x88b5) / Raw(b"\x01\x01\xff")
 credit = Ether(dst="01:80:c2:00:00:01", type=0x88b5) / Raw(b"\x01\x02\x01\x00" + b"\xff" * 6)
 runt = Raw(b"\x01\x02\x03")
-sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, bad_sfcm, credit], iface="{p0}", verbose=False)
+sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, transit, bad_sfcm, credit], iface="{p0}", verbose=False)
 "#
     );
     run_scapy(&peer, &script);
@@ -284,7 +289,8 @@ sendp([pfc, pfc, bad_opcode, truncated, bad_vector, lldp, lacp, sfcm, bad_sfcm, 
     // LACP, and a credit update while credits are not enabled: control traffic, not forwarded.
     assert_eq!(port0["drops"]["link_local"], 2, "{port0}");
     // The absurd SFC pause is clamped by the reaction point (100 ms at most), not obeyed.
-    assert_eq!(port0["sfcm_rx"][3], 1, "{port0}");
+    assert_eq!(port0["sfcm_rx"][3], 2, "{port0}");
+    assert_eq!(port0["sfcm_forwarded"][3], 1, "{port0}");
     let sfc_paused = port0["sfc_paused_ns"][3].as_u64().unwrap();
     assert!(sfc_paused > 0 && sfc_paused <= 100_000_000, "{port0}");
     // 500 quanta at 1 Gbit/s pause priority 3 of d0's egress for 256 us, twice.
@@ -388,7 +394,9 @@ sendp(hostile + [credit(1, good)], iface="{g0}", verbose=False)
 
 /// SFC messages as a reaction point sees them from hosts that are not its congestion point,
 /// or too many: with `[sfc] accept_from` only the listed sender is obeyed, and at most
-/// `max_rate` of its messages per second; the rest are counted drops.
+/// `max_rate` of its messages per second; the rest are counted drops. The policy holds for
+/// messages in transit too (these are addressed to another host): a refused one is not
+/// passed on.
 #[test]
 fn sfc_messages_from_strangers_or_floods_are_refused() {
     let (ns, peer) = (Netns::new("lc"), Netns::new("lp"));
@@ -425,6 +433,10 @@ sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
     // A burst of 30 within far less than a second: 10 obeyed (a second's worth), 20 refused.
     assert_eq!(port0["drops"]["sfcm_rate_limited"], 20, "{port0}");
     assert_eq!(port0["sfcm_rx"][3], 10, "{port0}");
+    // Addressed to another host, the ten admitted went on out of d1 (the priority is lossy
+    // here, so the daemon did not pause for them).
+    assert_eq!(port0["sfcm_forwarded"][3], 10, "{port0}");
+    assert_eq!(port0["sfc_paused_ns"][3], 0, "{port0}");
 }
 
 /// gen —veth— tc mirred —veth— daemon —veth— sink over veths of two queues each: `g0` faces

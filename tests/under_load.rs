@@ -361,7 +361,7 @@ fn a_starved_sink_pauses_upstream_and_loses_nothing() {
     let _serial = traffic_lock();
     for realtime in [false, true] {
         let extra: &[&str] = if realtime { &["--realtime"] } else { &[] };
-        let (w, r) = starved_sink(extra);
+        let (w, r) = starved_sink(PFC, extra);
         assert_no_drops(&r.dut, &w.d0);
         assert_no_drops(&r.dut, &w.d1);
         assert_eq!(
@@ -377,12 +377,13 @@ fn a_starved_sink_pauses_upstream_and_loses_nothing() {
 /// The same starved sink pausing upstream with SFC messages instead (`--sfc`): it tells the
 /// source of the frames it takes while short of buffers, and its stall guard tells the sources
 /// on its roster while it is not running. The generator's frames carry its own address, so
-/// the daemon between takes the messages as their reaction point: it holds its egress to the
-/// sink, and its PFC congestion point pauses the generator hop by hop. Nothing is lost.
+/// the messages are addressed to it: the daemon between passes them on, and as priority 3 is
+/// PFC there it also holds its egress to the sink for them, and its PFC congestion point
+/// pauses the generator hop by hop. Nothing is lost.
 #[test]
 fn a_starved_sink_pauses_upstream_with_sfc_and_loses_nothing() {
     let _serial = traffic_lock();
-    let (w, r) = starved_sink(&["--sfc"]);
+    let (w, r) = starved_sink(PFC, &["--sfc"]);
     let d1 = port(&r.dut, &w.d1);
     eprintln!(
         "d1: SFC messages taken {}, paused {} ms, drops {}; sink short of buffers {} times",
@@ -402,17 +403,50 @@ fn a_starved_sink_pauses_upstream_with_sfc_and_loses_nothing() {
     assert!(prio3(d1, "sfcm_rx") > 0, "the daemon took none: {d1}");
 }
 
+/// The starved `--sfc` sink behind a daemon that keeps priority 3 lossy. The sink's SFC
+/// messages are addressed to the generator (the daemon never rewrites addresses), so the
+/// daemon passes them on out of `d0` and does not pause its own lossy egress for them: the
+/// generator pauses, as the sink asked. Taken as its own instead (the daemon before), they
+/// held `d1`'s egress for 48-62 ms and the daemon tail-dropped 34,905 and 35,594 frames there
+/// in two runs by hand. The flood still loses at `d0`'s ingress, where the daemon is the
+/// bottleneck of a lossy priority: kernel drops, not judged here.
+#[test]
+fn a_starved_sfc_sink_behind_a_lossy_daemon_pauses_the_generator() {
+    let _serial = traffic_lock();
+    let (w, r) = starved_sink("mode = \"lossy\"\nlimit = \"1MiB\"", &["--sfc"]);
+    let (d0, d1) = (port(&r.dut, &w.d0), port(&r.dut, &w.d1));
+    eprintln!(
+        "d1: SFC messages passed on {}, paused {} ns; d0: drops {}, kernel {}; gen {}",
+        d1["sfcm_forwarded"][3], d1["sfc_paused_ns"][3], d0["drops"], d0["kernel_drops"], r.gen
+    );
+    let forwarded = prio3(d1, "sfcm_forwarded");
+    assert!(forwarded > 0, "the daemon passed on no SFC message: {d1}");
+    assert_eq!(prio3(d1, "sfcm_rx"), forwarded, "{d1}");
+    // d0 sent nothing else: no data goes back to the generator, and a lossy priority earns
+    // no PFC.
+    assert_eq!(u(d0, &["tx_frames"]), forwarded, "{d0}");
+    assert_eq!(
+        prio3(d1, "sfc_paused_ns"),
+        0,
+        "the lossy egress paused: {d1}"
+    );
+    let heard = u(&r.gen, &["sfcm_rx"]);
+    assert!(heard > 0 && heard <= forwarded, "{}", r.gen);
+    assert_eq!(d0["drops"]["tail_drop"], 0, "{d0}");
+    assert_eq!(u(&r.sink, &["lost_here"]), 0, "{}", r.sink);
+}
+
 /// gen → real-time daemon (its worker on CPU 1) → sink with `sink_args`, the daemon-bound
 /// flood: bench/forward's PFC row, in which the worker forwards the flood faster than a
 /// normal-priority sink, which shares the other CPU with the generator, takes it. Without its
 /// stall guard (a real-time thread the XDP program wakes while the sink is not running) such a
 /// sink lost 7,204-12,570 frames at its own socket in three runs of three by hand
 /// (bench/RESULTS.md); real-time, it keeps up by itself.
-fn starved_sink(sink_args: &[&str]) -> (Wire, Run) {
+fn starved_sink(plan: &str, sink_args: &[&str]) -> (Wire, Run) {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert!(cpus >= 2, "the row needs two CPUs");
     let w = wire();
-    let config = daemon_bound_config(&w, PFC)
+    let config = daemon_bound_config(&w, plan)
         .replace("realtime = \"off\"", "realtime = \"on\"\ncores = [1]");
     let sink = start_sink_with(&w.sink_ns, &w.s, sink_args);
     let (dut, _cfg, _socket) = start_daemon(&w.dut_ns, &config);

@@ -258,8 +258,11 @@ pub struct PortCounters {
     pub pfc_tx: [Counter; PRIORITIES],
     /// SFC messages sent on this port (to sources behind it), per priority.
     pub sfcm_tx: [Counter; PRIORITIES],
-    /// SFC messages received on this port, per priority.
+    /// SFC messages received on this port and admitted by the sender policy, per priority:
+    /// those for the daemon and those in transit.
     pub sfcm_rx: [Counter; PRIORITIES],
+    /// Of those, the ones addressed to another host, passed on out of the other port.
+    pub sfcm_forwarded: [Counter; PRIORITIES],
     /// XON→XOFF transitions of this (ingress) port's priorities.
     pub xoff_transitions: [Counter; PRIORITIES],
     /// Bytes queued for egress on this port now.
@@ -444,8 +447,11 @@ pub struct PortSnapshot {
     pub stall_guard_wait_ns: u64,
     /// SFC messages sent per priority (the stall guard's included).
     pub sfcm_tx: [u64; PRIORITIES],
-    /// SFC messages received per priority.
+    /// SFC messages received and admitted per priority (for the daemon or in transit).
     pub sfcm_rx: [u64; PRIORITIES],
+    /// Of those, the ones addressed to another host, passed on out of the other port.
+    #[serde(default)]
+    pub sfcm_forwarded: [u64; PRIORITIES],
     /// Time paused by SFC per priority, ns.
     pub sfc_paused_ns: [u64; PRIORITIES],
     /// Data frames received per priority.
@@ -643,6 +649,7 @@ pub fn snapshot(
             std::array::from_fn(|p| workers[p] + stall.sfcm_tx[p])
         },
         sfcm_rx: arr(|p| &p.sfcm_rx),
+        sfcm_forwarded: arr(|p| &p.sfcm_forwarded),
         sfc_paused_ns: shared.sfc_paused_ns(now),
         xoff_transitions: arr(|p| &p.xoff_transitions),
         rx_data_frames: arr(|p| &p.rx_data_frames),

@@ -406,10 +406,20 @@ impl Collector for DaemonCollector {
         family(
             &mut enc,
             "sfc_messages_rx",
-            "SFC messages received on this port.",
+            "SFC messages received on this port and admitted by the sender policy (for the \
+             daemon or in transit).",
             None,
             Counter,
             counters(|p| &p.sfcm_rx),
+        )?;
+        family(
+            &mut enc,
+            "sfc_messages_forwarded",
+            "SFC messages received on this port addressed to another host, passed on out of \
+             the other port (obeyed too where the priority is lossless here).",
+            None,
+            Counter,
+            counters(|p| &p.sfcm_forwarded),
         )?;
         family(
             &mut enc,

@@ -666,7 +666,10 @@ mod tests {
             credit_port::{emit_update, Gate},
             PauseTimers,
         },
-        wire::{EtherType, EthernetFrame, MacAddr, MacControl, TestFrame, TestFrameView},
+        wire::{
+            EtherType, EthernetFrame, EthernetRepr, MacAddr, MacControl, SfcScope, Sfcm, SfcmFrame,
+            TestFrame, TestFrameView,
+        },
     };
 
     const GBIT: u64 = 1_000_000_000;
@@ -942,6 +945,64 @@ mod tests {
         let c = &stats.ports[1];
         assert_eq!(c.pause_rx.get(), 1);
         assert_eq!(c.drops[DropReason::Malformed as usize].get(), 2);
+    }
+
+    /// An SFCM addressed to the daemon's port pauses that egress class and goes no further;
+    /// one addressed to another host (the source in front of the daemon) goes on to it out
+    /// of the other port unchanged, and pauses the class here too only where the priority is
+    /// lossless: a lossy class held here would tail-drop what its source would have held.
+    #[test]
+    fn sfc_messages_in_transit_go_on_to_their_source() {
+        let source = MacAddr([2, 0, 0, 0, 0, 1]);
+        let daemon = MacAddr([2, 0, 0, 0, 0, 11]);
+        let sfcm = |to: MacAddr| {
+            let mut b = vec![0; 128];
+            let f = SfcmFrame {
+                eth: EthernetRepr {
+                    dst: to,
+                    src: MacAddr([2, 0, 0, 0, 0, 2]),
+                    vlan: None,
+                    ethertype: EtherType::LOSSLESS,
+                },
+                msg: Sfcm {
+                    priority: 3,
+                    scope: SfcScope::Class,
+                    seq: 1,
+                    pause_ns: 400_000,
+                    sent_ns: 0,
+                    queue_bytes: 1 << 20,
+                    drain_bps: 0,
+                    src_mac: source,
+                    flow: None,
+                },
+            };
+            let n = f.emit(&mut b).unwrap();
+            b.truncate(n);
+            b
+        };
+        let pfc = PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024);
+        for (plan, to, forwarded, paused) in [
+            (PrioPlan::lossy(1 << 20), source, true, false),
+            (pfc, source, true, true),
+            (PrioPlan::lossy(1 << 20), daemon, false, true),
+        ] {
+            let (mut w, src, dst, stats) = worker(plan);
+            dst.inject(&sfcm(to), 0);
+            w.step(0).unwrap();
+            let passed_on: Vec<_> = src
+                .take()
+                .into_iter()
+                .filter(|f| f[12..14] == EtherType::LOSSLESS.to_be_bytes())
+                .collect();
+            let expected = if forwarded { vec![sfcm(to)] } else { vec![] };
+            assert_eq!(passed_on, expected, "SFCM to {to:?}, {plan:?}");
+            src.inject(&frame(0), 1_000);
+            w.step(1_000).unwrap();
+            assert_eq!(dst.take().is_empty(), paused, "SFCM to {to:?}, {plan:?}");
+            let c = &stats.ports[1];
+            assert_eq!(c.sfcm_rx[3].get(), 1);
+            assert_eq!(c.sfcm_forwarded[3].get(), u64::from(forwarded));
+        }
     }
 
     /// A frame longer than the port takes is dropped whole and counted as `oversize` for

@@ -156,10 +156,7 @@ impl ForwardWorker {
             FrameKind::Sfcm => {
                 return match SfcmFrame::parse(data) {
                     Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
-                        Ok(()) => {
-                            self.react_sfc(p, &f.msg, now);
-                            self.pool.release(rx.frame);
-                        }
+                        Ok(()) => self.take_sfcm(p, &f, rx.frame, now),
                         Err(Refusal::NotAllowed) => {
                             self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
                         }
@@ -227,15 +224,39 @@ impl ForwardWorker {
         self.ports[usize::from(q.ingress)].release_queued(prio, q);
     }
 
+    /// An SFCM received on port `p` and admitted by its sender policy (`frame` holds it).
+    /// One addressed to this port is for the daemon as its reaction point. One addressed to
+    /// any other host is in transit: the daemon never rewrites addresses, so a congestion
+    /// point behind it (a host, or the next daemon of a chain) addresses the source in front
+    /// of it, and the message goes on to that source out of the other port, ahead of data as
+    /// the daemon's own SFCMs do. The daemon also obeys it where the priority is lossless
+    /// here, so that the class is held hop by hop even if the source never hears it (its own
+    /// PFC or SFC then tells the source). Where the priority is lossy here, pausing the
+    /// egress would only turn the congestion point's message into tail drops at the daemon
+    /// while the source went on sending: the source's own pause is what keeps the frames.
+    fn take_sfcm(&mut self, p: usize, f: &SfcmFrame, frame: Frame, now: u64) {
+        let prio = usize::from(f.msg.priority & 7);
+        self.stats.ports[p].sfcm_rx[prio].add(1);
+        let transit = f.eth.dst != self.ports[p].io.mac();
+        if !transit || self.setup.prios[prio].lossless() {
+            self.react_sfc(p, &f.msg, now);
+        }
+        if transit {
+            self.stats.ports[p].sfcm_forwarded[prio].add(1);
+            self.queue_control(1 - p, frame);
+        } else {
+            self.pool.release(frame);
+        }
+    }
+
     /// SFC reaction point: an SFCM received on port `p` pauses `p`'s egress class for the
     /// interval it asks for (clamped as [`SfcRpConfig::pause_until`] says). The port's
     /// [`SharedPort`](crate::dataplane::shared::SharedPort) keeps the later of that and a
     /// pause already running (the max rule), and is the one owner of the deadline every
     /// worker's egress reads. The daemon pauses classes only: a forwarder has no per-flow
     /// queues to hold a single flow back.
-    pub(super) fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
+    fn react_sfc(&mut self, p: usize, msg: &Sfcm, now: u64) {
         let prio = usize::from(msg.priority & 7);
-        self.stats.ports[p].sfcm_rx[prio].add(1);
         let until = SfcRpConfig::default().pause_until(msg, now);
         self.ports[p].shared.sfc_pause(now, prio, until);
     }
