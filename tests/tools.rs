@@ -184,6 +184,41 @@ fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("stall_guard is off"));
 }
 
+/// With the guard on, a stall still goes unnoticed for up to `stall_guard` x 1.5: an SFC-only
+/// priority whose limit above its threshold fills faster than that at the fastest port is
+/// named, with the limit that would cover it.
+#[test]
+fn an_sfc_limit_a_stall_outruns_is_told() {
+    let cfg = TempFile::new(
+        "so",
+        "[[port]]\niface = \"a\"\nspeed = \"10G\"\n[[port]]\niface = \"b\"\nspeed = \"25G\"\n\
+         [priority.3]\nmode = \"sfc\"\n[priority.4]\nmode = \"sfc\"\nlimit = \"2MiB\"\n\
+         [priority.5]\nmode = \"pfc+sfc\"\n",
+    );
+    let out = Command::new(BIN)
+        .args(["check-config", cfg.path()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("may go unnoticed"))
+        .collect();
+    // 375 us at 25 Gbit/s is 1,171,875 bytes: more than the default 1 MiB limit above its
+    // 32 KiB threshold (325 us), less than 2 MiB's. PFC's headroom adapts to it by itself.
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].contains("WARN")
+            && lines[0].contains(
+                "priority.3's limit above its sfc_threshold, 1015808 bytes, lasts 325 us at \
+                 25.000 Gbit/s, less than the 375 us"
+            )
+            && lines[0].contains("a limit of 1204643 bytes covers it"),
+        "{err}"
+    );
+}
+
 /// `run` with a port whose interface does not exist: one clear error naming the field, before
 /// anything is attached or probed.
 #[test]

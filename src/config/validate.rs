@@ -19,7 +19,7 @@ use crate::{
         sched::MAX_PRIORITY, stall_guard::STALL_RANGE_NS,
     },
     fc::{
-        adaptive::HeadroomSettings,
+        adaptive::{notice_bound_ns, HeadroomSettings},
         credit_port::CreditTimers,
         plan::{PfcPlan, PrioPlan, SfcPlan, SfcSettings},
         sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
@@ -183,14 +183,49 @@ fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
     }
 }
 
+/// Warns, with the stall guard on, where an SFC-only priority's limit above its threshold
+/// (what a stall may fill: the worker keeps the queue about at the threshold) lasts less at
+/// the fastest port's speed than a stall may go unnoticed ([`notice_bound_ns`]): frames
+/// arriving at line rate overflow it before the guard's SFC messages go out. A PFC priority
+/// needs no such check here: its headroom in force grows by what arrives in that time at the
+/// rates seen, and `run` says when its buffer cannot hold that.
+fn warn_sfc_outrun(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], stall_guard_ns: u64) {
+    let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
+    let notice_ns = notice_bound_ns(stall_guard_ns);
+    let arrives = (u128::from(notice_ns) * u128::from(fastest) / 8_000_000_000) as u64;
+    for (p, plan) in prios.iter().enumerate() {
+        let Some(sfc) = plan.sfc.filter(|_| plan.pfc.is_none()) else {
+            continue;
+        };
+        let room = plan.limit.saturating_sub(sfc.threshold);
+        if room >= arrives {
+            continue;
+        }
+        tracing::warn!(
+            priority = p,
+            room,
+            arrives,
+            "priority.{p}'s limit above its sfc_threshold, {room} bytes, lasts {:.0} us at {}, \
+             less than the {:.0} us a stalled worker may go unnoticed (daemon.stall_guard \
+             x 1.5): what arrives at that rate meanwhile overflows it before the stall guard's \
+             SFC messages go out; a limit of {} bytes covers it (or a shorter stall_guard)",
+            room as f64 * 8.0 * 1e6 / fastest as f64,
+            crate::units::format_rate(fastest as f64),
+            notice_ns as f64 / 1e3,
+            sfc.threshold + arrives,
+        );
+    }
+}
+
 fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let c = Check { file };
     let stall_guard_ns = daemon(&c, &raw.daemon)?;
     let ports = ports(&c, &raw.port, raw.daemon.backend)?;
     let prios = priorities(&c, &raw.priority)?;
     check_pool(&prios, ports.len(), raw.daemon.frames);
-    if stall_guard_ns.is_none() {
-        warn_unguarded(&prios, &ports);
+    match stall_guard_ns {
+        None => warn_unguarded(&prios, &ports),
+        Some(ns) => warn_sfc_outrun(&prios, &ports, ns),
     }
     let metrics_listen = metrics_listen(&c, &raw.metrics)?;
     let control_socket = control_socket(&c, &raw.control)?;

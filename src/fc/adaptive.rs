@@ -108,8 +108,16 @@ impl HeadroomSettings {
     /// allows for the guard's wake-up (on a timer alone it looks every half `stall_guard`);
     /// it pauses the source by then. `None` while the guard is off.
     pub fn notice_ns(&self) -> Option<u64> {
-        self.stall_guard_ns.map(|s| s + s / 2)
+        self.stall_guard_ns.map(notice_bound_ns)
     }
+}
+
+/// The longest a worker's stall goes unnoticed with the stall guard waiting `stall_guard_ns`:
+/// the doorbell rings that long after the first frame that finds the worker stopped, and half
+/// of it again allows for the guard's wake-up. What arrives meanwhile is what a lossless
+/// priority's buffer must hold beyond the level its congestion point keeps.
+pub const fn notice_bound_ns(stall_guard_ns: u64) -> u64 {
+    stall_guard_ns + stall_guard_ns / 2
 }
 
 impl Default for HeadroomSettings {
