@@ -140,7 +140,9 @@ struct ingress_queue {
 	__u64 seen_frames;    /* frames stamp of the last frame the worker took (the worker) */
 	__u64 turns;          /* the worker's receive turns on this queue (the worker) */
 	__u64 bell_ns;        /* ring after this long without a turn; 0 = never (the guard) */
-	__u64 reserved2[5];
+	__u64 in_fill;        /* buffers handed to the kernel, fill ring + RX ring (the worker) */
+	__u64 fill_target;    /* buffers the worker keeps in the fill ring (the worker) */
+	__u64 reserved2[3];
 	__u64 oversize[8];    /* frames over max_frame dropped, per priority (this program) */
 };
 

@@ -743,6 +743,28 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
     assert_the_stops_lost_frames(&w, &r);
 }
 
+/// The same stops with a fill ring of fewer buffers than XOFF is frames: `[daemon] frames =
+/// 4096` keeps 1,024 buffers in d0's ring (4 ms at this rate), and an XOFF of 4 MiB (about
+/// 2 MiB in force once the headroom takes its share) is some 2,000 of the generator's
+/// frames, so a stopped worker's ring runs dry before its bytes reach any threshold. The
+/// guard counts a stalled worker's fill ring short of half its buffers as congestion, as the
+/// worker does its own, and calls the stall without waiting on the headroom's slack (bytes
+/// the ring has no buffers for): nothing is lost. Before, the same stops lost 232 and 236
+/// frames in the kernel (`fill_ring_empty`) in two runs by hand, with 140 guard PFC frames
+/// sent too late.
+#[test]
+fn a_stopped_worker_with_a_short_fill_ring_is_covered_by_the_stall_guard() {
+    let _serial = traffic_lock();
+    const PLAN: &str = "mode = \"pfc\"\nxoff = \"4MiB\"\nxon = \"2MiB\"";
+    let (w, r) = stop_the_worker(PLAN, "frames = 4096", Stops::DuringTraffic);
+    assert_lossless(&r);
+    assert_no_drops(&r.dut, &w.d0);
+    let d0 = port(&r.dut, &w.d0);
+    assert_eq!(u(d0, &["fill_target"]), 1024, "{d0}");
+    assert!(u(d0, &["stalls"]) >= 3, "{d0}");
+    assert!(prio3(d0, "stall_pfc_tx") > 0, "{d0}");
+}
+
 /// The same stops under SFC alone, with its defaults (a 32 KiB threshold, a 1 MiB limit, 4 ms
 /// at this rate): the worker is the congestion point, and stopped it sends no SFCM, so the
 /// guard sends them for it, to the sources on the worker's roster (the generator), and

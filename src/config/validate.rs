@@ -99,9 +99,13 @@ fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame:
             .sum::<u64>()
 }
 
-/// Warns when the pool cannot hold XOFF + headroom as configured. Never refused: a pool
-/// running short pauses upstream by itself (fill-ring starvation is congestion), so such a
-/// configuration stays lossless, with less buffer in bytes than the numbers say; the warning
+/// Warns when the pool cannot hold the lossless buffers as configured (a PFC priority's
+/// XOFF + headroom, another lossless priority's limit). Never refused: a pool running short
+/// pauses upstream by itself (fill-ring starvation is congestion, for the worker and for the
+/// stall guard of a stopped one), so such a configuration stays lossless, with less buffer in
+/// bytes than the numbers say, as long as the workers and the guard run in time (real-time:
+/// a fill ring of 1,024 buffers lasted less than a normal-priority worker's stalls beside the
+/// daemon-bound flood of `tests/under_load.rs` and lost frames by hand); the warning
 /// names the fields and what `daemon.frames` would hold it all.
 fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
     let names = (0..PRIORITIES)
@@ -121,9 +125,10 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
             frames,
             needed = large,
             priorities = %names.join(", "),
-            "daemon.frames cannot hold XOFF + headroom of {} even in {MAX_STD_FRAME}-byte frames: \
-             the fill ring will pause upstream before the configured bytes are reached \
-             (still lossless); daemon.frames = {large} would hold them",
+            "daemon.frames cannot hold the buffers (XOFF + headroom with PFC, else limit) of {} \
+             even in {MAX_STD_FRAME}-byte frames: the fill ring will pause upstream before the \
+             configured bytes are reached (still lossless where the workers and the stall \
+             guard run real-time); daemon.frames = {large} would hold them",
             names.join(", ")
         );
     } else if small > frames {
@@ -131,8 +136,9 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
             frames,
             needed = small,
             priorities = %names.join(", "),
-            "daemon.frames holds XOFF + headroom of {} only in frames above {} bytes: smaller \
-             frames are paused by fill-ring starvation first (still lossless); \
+            "daemon.frames holds the buffers (XOFF + headroom with PFC, else limit) of {} only \
+             in frames above {} bytes: smaller frames are paused by fill-ring starvation first \
+             (still lossless where the workers and the stall guard run real-time); \
              daemon.frames = {small} would hold {MIN_FRAME_LEN}-byte frames",
             names.join(", "),
             prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()

@@ -407,6 +407,9 @@ impl Port for AfXdpPort {
         }
         self.in_fill -= n.min(self.in_fill);
         self.refill(pool)?;
+        if let Some(t) = &self.ingress {
+            t.publish_fill(self.in_fill as u64, self.fill_target as u64);
+        }
         Ok(frames)
     }
 

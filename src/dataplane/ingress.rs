@@ -80,7 +80,12 @@ pub struct IngressQueue {
     /// The doorbell rings after this long without a turn while frames wait, ns; 0: never
     /// (written by the stall guard).
     bell_ns: AtomicU64,
-    _reserved2: [u64; 5],
+    /// Buffers the worker has handed the kernel on this queue and not taken back (its fill
+    /// ring and RX ring), and how many it keeps in the fill ring: 0 without a fill ring
+    /// (written by the worker after each receive turn's refill).
+    in_fill: AtomicU64,
+    fill_target: AtomicU64,
+    _reserved2: [u64; 3],
     /// Frames over the port's maximum frame the program dropped, per priority.
     oversize: [AtomicU64; PRIORITIES],
 }
@@ -122,6 +127,18 @@ impl IngressQueue {
             self.bell_frames.load(Relaxed),
         );
         (frames > 0 && self.bell_turns.load(Relaxed) == turns).then_some((since, frames))
+    }
+
+    /// Whether the kernel has fewer than half the buffers the worker keeps in this queue's
+    /// fill ring left to receive into ([`fill_short`]), now: what the worker handed it as it
+    /// last published, less what the program steered and the worker has not taken (frames
+    /// the kernel dropped for want of a buffer count as taken from it, so an empty ring
+    /// stays short). `false` without a fill ring.
+    pub fn fill_short_now(&self) -> bool {
+        let target = self.fill_target.load(Relaxed);
+        let waiting = self.steered_frames().saturating_sub(self.taken_frames());
+        let free = self.in_fill.load(Relaxed).saturating_sub(waiting);
+        target > 0 && fill_short(free, target)
     }
 
     /// Has the program ring the doorbell when frames arrive after `ns` without a receive turn
@@ -281,6 +298,13 @@ pub struct RxBacklog {
     pub arrived: [u64; PRIORITIES],
 }
 
+/// Whether `free` buffers left for the kernel to receive into are short of a fill ring kept
+/// at `target`: fewer than half (the onset of [`FillWatch`]'s starvation, which the stall
+/// guard also applies to a stopped worker's queue).
+pub fn fill_short(free: u64, target: u64) -> bool {
+    free * 2 < target
+}
+
 /// Whether a socket's fill ring is short of buffers: fewer than half its target left for the
 /// kernel to receive into, until three quarters are back (hysteresis). Short is congestion:
 /// the receiver pauses upstream before the kernel has to drop, and the half still there is
@@ -297,7 +321,7 @@ impl FillWatch {
         let starved = if self.starved {
             free * 4 < b.fill_target * 3
         } else {
-            free * 2 < b.fill_target
+            fill_short(free, b.fill_target)
         };
         (starved != self.starved).then(|| {
             self.starved = starved;
@@ -386,6 +410,17 @@ impl IngressTracker {
     #[inline]
     pub fn publish(&self) {
         self.entry().seen_frames.store(self.seen_frames, Relaxed);
+    }
+
+    /// Tells the stall guard how many buffers the kernel holds for this queue (`in_fill`:
+    /// fill ring and RX ring) and how many the worker keeps in the fill ring (`target`), after
+    /// each receive turn's refill: a stopped worker's fill ring may be short before any
+    /// threshold is reached.
+    #[inline]
+    pub fn publish_fill(&self, in_fill: u64, target: u64) {
+        let e = self.entry();
+        e.in_fill.store(in_fill, Relaxed);
+        e.fill_target.store(target, Relaxed);
     }
 
     /// Bytes per priority and frames still waiting in the ring (see the module doc), and the
@@ -486,6 +521,35 @@ mod tests {
         t.on_ring_empty(2 * SETTLE_NS);
         assert_eq!(t.backlog().0, [0; PRIORITIES]);
         assert_eq!(t.backlog().1, 0);
+    }
+
+    /// What the stall guard reads of a stopped worker's fill ring: the buffers it handed the
+    /// kernel at its last turn, less every frame steered since (a kernel drop included).
+    #[test]
+    fn the_guard_sees_a_stopped_workers_fill_ring_run_short() {
+        let (map, mut t) = tracker();
+        let q = map.queue(3).unwrap();
+        assert!(!q.fill_short_now(), "no fill ring published");
+        let a = map.steer(3, 2, 100);
+        t.on_taken(a);
+        t.publish();
+        t.publish_fill(100, 100);
+        assert!(!q.fill_short_now());
+        for _ in 0..50 {
+            map.steer(3, 2, 100);
+        }
+        assert!(!q.fill_short_now(), "half the buffers left");
+        map.steer(3, 2, 100);
+        assert!(q.fill_short_now(), "fewer than half left");
+        for _ in 0..100 {
+            map.steer(3, 2, 100);
+        }
+        assert!(q.fill_short_now(), "more steered than there were buffers");
+        // The worker back: it took them and refilled.
+        t.on_taken(map.steer(3, 2, 100));
+        t.publish();
+        t.publish_fill(100, 100);
+        assert!(!q.fill_short_now());
     }
 
     #[test]

@@ -57,6 +57,13 @@
 //! the port plus its RX backlog, as the workers last published them, plus what the program
 //! steered since they last accounted (its live totals less the port's shared `arrived`). The
 //! XOFF is the one in force (the leader's, measured headroom included), else the plan's. A
+//! stalled worker's fill ring short of buffers (fewer than half its target left: what the
+//! worker last handed the kernel, [`super::ingress::IngressQueue::fill_short_now`], less what
+//! arrived since) makes every PFC priority congested whatever its bytes, as fill-ring
+//! starvation does for a running worker, and the guard then calls the stall after
+//! `stall_guard` without the headroom's slack, which is bytes the ring has no buffers for: a
+//! pool of small frames or a small `[daemon] frames` empties the ring before any XOFF in
+//! bytes is reached (`tests/under_load.rs`: 232 and 236 frames lost before this rule). A
 //! priority whose last PFC from the port (the worker's or the guard's) still pauses it beyond
 //! the next look is left alone: the worker's XOFF, refreshed at half its pause time, usually
 //! covers a stall by itself. Each PFC frame pauses for 4 × `stall` at the port's speed,
@@ -68,6 +75,7 @@
 //! a source, and the worker is the congestion point that knows the sources, so each worker
 //! publishes per port a roster of those it took frames from ([`super::sfc_roster`]). On a
 //! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold
+//! (or any, on a short fill ring)
 //! earns every source of that priority on a stalled worker's roster an SFCM, and every source
 //! the doorbell's records named that no roster has ([`super::doorbell`]: the program copies
 //! the head of the frame that rings, so a source whose first frames arrive during the stall
@@ -592,12 +600,18 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
             };
             port.shared.set_guard_wait(stall);
             wait = wait.min(stall);
+            // Whether a stalled worker's fill ring is short of buffers.
+            let mut short = false;
             for (w, watch) in &mut watches[i] {
-                watch.set_stall_ns(stall);
                 let worker = &s.workers[*w];
                 let Some(q) = port.ingress.queue(worker.queue) else {
+                    watch.set_stall_ns(stall);
                     continue;
                 };
+                // The headroom's slack is bytes; a fill ring short of buffers has no room to
+                // wait on, whatever the bytes say.
+                let short_here = q.fill_short_now();
+                watch.set_stall_ns(if short_here { s.stall_ns } else { stall });
                 let look = Look {
                     turns: worker.stats.heartbeat.get(),
                     steered: q.steered_frames(),
@@ -608,6 +622,7 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
                     Verdict::Running => {}
                     Verdict::Stalled | Verdict::StillStalled => {
                         stalled |= 1 << *w;
+                        short |= short_here;
                         let counted = &shared.counted[*w * s.ports.len() + i];
                         if counted.swap(look.turns, Relaxed) != look.turns {
                             port.shared.count_stall();
@@ -631,11 +646,19 @@ fn guard_thread(shared: &Shared, cpu: usize, k: usize, watched: &[usize]) {
             });
             let (occupancy, accounted) = (port.shared.pfc_occupancy(), port.shared.arrived_all());
             let waiting = waiting(&occupancy, &live, &accounted);
+            // A stalled worker's fill ring short of buffers is congestion for every priority
+            // the guard pauses for, whatever its bytes, as it is for a running worker: the
+            // kernel drops what finds the ring empty, before any threshold is reached.
+            let over = if short {
+                [u64::MAX; PRIORITIES]
+            } else {
+                waiting
+            };
             if pfc {
-                pause_upstream(shared, i, now, congested(&waiting, &xoff));
+                pause_upstream(shared, i, now, congested(&over, &xoff));
             }
             if sfc_only {
-                let mask = congested(&waiting, &sfc);
+                let mask = congested(&over, &sfc);
                 let heard = &heard.borrow()[i].1;
                 pause_sources(shared, &plan, i, now, mask, stalled, heard, &waiting);
             }
