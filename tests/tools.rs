@@ -145,16 +145,7 @@ fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
          [[port]]\niface = \"b\"\nspeed = \"10G\"\n[priority.3]\nmode = \"pfc\"\n\
          [priority.4]\nmode = \"sfc\"\n[priority.5]\nmode = \"lossy\"\n",
     );
-    let out = Command::new(BIN)
-        .args(["check-config", cfg.path()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("stall_guard is off"))
-        .collect();
+    let (err, lines) = check_config_lines(&cfg, "stall_guard is off");
     // The default 256 KiB headroom at 10 Gbit/s: 210 us; the SFC defaults' 1 MiB limit above
     // their 32 KiB threshold: 813 us. The lossy priority is not named.
     assert_eq!(lines.len(), 2, "{err}");
@@ -177,11 +168,26 @@ fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
             .unwrap()
             .replace("stall_guard = \"off\"", "stall_guard = \"250us\""),
     );
+    assert!(check_config_lines(&guarded, "stall_guard is off")
+        .1
+        .is_empty());
+}
+
+/// Runs `check-config` on `cfg`, asserts that it accepted it, and returns its stderr and the
+/// lines of it that contain `what`.
+fn check_config_lines(cfg: &TempFile, what: &str) -> (String, Vec<String>) {
     let out = Command::new(BIN)
-        .args(["check-config", guarded.path()])
+        .args(["check-config", cfg.path()])
         .output()
         .unwrap();
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("stall_guard is off"));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    let lines = err
+        .lines()
+        .filter(|l| l.contains(what))
+        .map(str::to_string)
+        .collect();
+    (err, lines)
 }
 
 /// With the guard on, a stall still goes unnoticed for up to `stall_guard` x 1.5: an SFC-only
@@ -195,16 +201,7 @@ fn an_sfc_limit_a_stall_outruns_is_told() {
          [priority.3]\nmode = \"sfc\"\n[priority.4]\nmode = \"sfc\"\nlimit = \"2MiB\"\n\
          [priority.5]\nmode = \"pfc+sfc\"\n",
     );
-    let out = Command::new(BIN)
-        .args(["check-config", cfg.path()])
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("may go unnoticed"))
-        .collect();
+    let (err, lines) = check_config_lines(&cfg, "may go unnoticed");
     // 375 us at 25 Gbit/s is 1,171,875 bytes: more than the default 1 MiB limit above its
     // 32 KiB threshold (325 us), less than 2 MiB's. PFC's headroom adapts to it by itself.
     assert_eq!(lines.len(), 1, "{err}");
