@@ -140,9 +140,11 @@ struct ingress_queue {
 	__u64 seen_frames;    /* frames stamp of the last frame the worker took (the worker) */
 	__u64 turns;          /* the worker's receive turns on this queue (the worker) */
 	__u64 bell_ns;        /* ring after this long without a turn; 0 = never (the guard) */
-	__u64 in_fill;        /* buffers handed to the kernel, fill ring + RX ring (the worker) */
+	__u64 fill_free;      /* fill-ring buffers left at the worker's last turn (the worker) */
+	__u64 fill_frames;    /* `frames` then (the worker) */
+	__u64 fill_bytes;     /* the sum of `bytes` then (the worker) */
 	__u64 fill_target;    /* buffers the worker keeps in the fill ring (the worker) */
-	__u64 reserved2[3];
+	__u64 fill_chunk;     /* frame bytes per buffer; 0 = one buffer a frame (the worker) */
 	__u64 oversize[8];    /* frames over max_frame dropped, per priority (this program) */
 };
 

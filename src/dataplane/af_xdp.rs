@@ -12,8 +12,10 @@ use xsk_rs::{
 
 use super::{
     hwstamp::{DomainMap, HwClock},
-    ingress::{IngressTracker, RxBacklog},
-    pool::{control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD},
+    ingress::{FillRing, IngressTracker, RxBacklog},
+    pool::{
+        control_reserve, Frame, FramePool, JUMBO_MAX_FRAME, MAX_CHAIN, XDP_PKT_CONTD, XSK_MAX_FRAME,
+    },
     port::{iface_mac, FillDepth, KernelDrops, Port, PortError, RxFrame, Stamping},
     rx_meta::{RxMeta, RxStamp},
     xdp_prog::XdpProgram,
@@ -116,6 +118,9 @@ pub struct AfXdpPort {
     filling: Vec<Frame>,
     /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
     in_fill: usize,
+    /// Frame bytes one receive buffer takes on a multi-buffer socket, [`XSK_MAX_FRAME`]; 0
+    /// where a frame takes one buffer.
+    rx_chunk: usize,
     /// The pool's size, which bounds the fill target.
     pool_frames: u32,
     /// The sockets splitting the pool's fill buffers ([`AfXdpOptions::fill_share`]).
@@ -263,6 +268,7 @@ impl AfXdpPort {
             scratch: vec![FrameDesc::default(); (MAX_BATCH * MAX_CHAIN).max(FILL_TARGET)],
             filling: Vec::with_capacity(FILL_TARGET),
             in_fill: 0,
+            rx_chunk: if opts.multi_buffer { XSK_MAX_FRAME } else { 0 },
             pool_frames: pool.capacity(),
             fill_share: opts.fill_share,
             fill_target: shared_fill_target(pool.capacity(), FillDepth::Deep, opts.fill_share),
@@ -407,9 +413,6 @@ impl Port for AfXdpPort {
         }
         self.in_fill -= n.min(self.in_fill);
         self.refill(pool)?;
-        if let Some(t) = &self.ingress {
-            t.publish_fill(self.in_fill as u64, self.fill_target as u64);
-        }
         Ok(frames)
     }
 
@@ -513,14 +516,11 @@ impl Port for AfXdpPort {
         let Some(t) = &mut self.ingress else {
             return RxBacklog::default();
         };
-        let (bytes, frames, arrived) = t.backlog();
-        RxBacklog {
-            bytes,
-            frames,
-            fill_free: Some((self.in_fill as u64).saturating_sub(frames)),
-            fill_target: self.fill_target as u64,
-            arrived,
-        }
+        t.backlog(Some(FillRing {
+            in_fill: self.in_fill as u64,
+            target: self.fill_target as u64,
+            chunk: self.rx_chunk as u64,
+        }))
     }
 
     fn backlog_drops(&self) -> [u64; PRIORITIES] {

@@ -80,12 +80,15 @@ pub struct IngressQueue {
     /// The doorbell rings after this long without a turn while frames wait, ns; 0: never
     /// (written by the stall guard).
     bell_ns: AtomicU64,
-    /// Buffers the worker has handed the kernel on this queue and not taken back (its fill
-    /// ring and RX ring), and how many it keeps in the fill ring: 0 without a fill ring
-    /// (written by the worker after each receive turn's refill).
-    in_fill: AtomicU64,
+    /// The queue's fill ring at the worker's last accounting (written by the worker): the
+    /// buffers left in it for the kernel, `frames` and the sum of `bytes` then, how many it
+    /// keeps there (0: no fill ring), and the frame bytes one buffer takes (0: a frame takes
+    /// one buffer; else a multi-buffer socket's).
+    fill_free: AtomicU64,
+    fill_frames: AtomicU64,
+    fill_bytes: AtomicU64,
     fill_target: AtomicU64,
-    _reserved2: [u64; 3],
+    fill_chunk: AtomicU64,
     /// Frames over the port's maximum frame the program dropped, per priority.
     oversize: [AtomicU64; PRIORITIES],
 }
@@ -130,14 +133,19 @@ impl IngressQueue {
     }
 
     /// Whether the kernel has fewer than half the buffers the worker keeps in this queue's
-    /// fill ring left to receive into ([`fill_short`]), now: what the worker handed it as it
-    /// last published, less what the program steered and the worker has not taken (frames
-    /// the kernel dropped for want of a buffer count as taken from it, so an empty ring
-    /// stays short). `false` without a fill ring.
+    /// fill ring left to receive into ([`fill_short`]), now: what was left at the worker's
+    /// last accounting, less the buffers of what the program steered since (frames the kernel
+    /// dropped for want of a buffer count too, so an empty ring stays short). `false` without
+    /// a fill ring.
     pub fn fill_short_now(&self) -> bool {
         let target = self.fill_target.load(Relaxed);
-        let waiting = self.steered_frames().saturating_sub(self.taken_frames());
-        let free = self.in_fill.load(Relaxed).saturating_sub(waiting);
+        let frames = self
+            .steered_frames()
+            .saturating_sub(self.fill_frames.load(Relaxed));
+        let bytes = (self.bytes.iter().map(|b| b.load(Relaxed)).sum::<u64>())
+            .saturating_sub(self.fill_bytes.load(Relaxed));
+        let used = buffers(frames, bytes, self.fill_chunk.load(Relaxed));
+        let free = self.fill_free.load(Relaxed).saturating_sub(used);
         target > 0 && fill_short(free, target)
     }
 
@@ -298,6 +306,25 @@ pub struct RxBacklog {
     pub arrived: [u64; PRIORITIES],
 }
 
+/// A socket's receive buffers as its port holds them.
+#[derive(Debug, Clone, Copy)]
+pub struct FillRing {
+    /// Buffers handed to the kernel: in the fill ring, or holding a frame in the RX ring.
+    pub in_fill: u64,
+    /// Buffers kept in the fill ring.
+    pub target: u64,
+    /// Frame bytes one buffer takes (0: a frame takes one buffer; [`buffers`]).
+    pub chunk: u64,
+}
+
+/// The receive buffers at most that `frames` frames of `bytes` in all take, `chunk` frame
+/// bytes to a buffer (0: one buffer a frame, a socket without multi-buffer frames). A frame
+/// of `len` bytes takes `ceil(len / chunk)`, at most `len / chunk + 1`: exact where every
+/// frame fits one buffer, an upper bound where the frames' sizes are not known one by one.
+pub fn buffers(frames: u64, bytes: u64, chunk: u64) -> u64 {
+    frames + bytes.checked_div(chunk).unwrap_or(0)
+}
+
 /// Whether `free` buffers left for the kernel to receive into are short of a fill ring kept
 /// at `target`: fewer than half (the onset of [`FillWatch`]'s starvation, which the stall
 /// guard also applies to a stopped worker's queue).
@@ -412,29 +439,38 @@ impl IngressTracker {
         self.entry().seen_frames.store(self.seen_frames, Relaxed);
     }
 
-    /// Tells the stall guard how many buffers the kernel holds for this queue (`in_fill`:
-    /// fill ring and RX ring) and how many the worker keeps in the fill ring (`target`), after
-    /// each receive turn's refill: a stopped worker's fill ring may be short before any
-    /// threshold is reached.
-    #[inline]
-    pub fn publish_fill(&self, in_fill: u64, target: u64) {
-        let e = self.entry();
-        e.in_fill.store(in_fill, Relaxed);
-        e.fill_target.store(target, Relaxed);
-    }
-
-    /// Bytes per priority and frames still waiting in the ring (see the module doc), and the
-    /// bytes steered per priority, ever.
-    pub fn backlog(&mut self) -> ([u64; PRIORITIES], u64, [u64; PRIORITIES]) {
+    /// What waits in the ring (see the module doc) and, for a socket with a fill ring, what
+    /// is left in it ([`buffers`]). Tells the stall guard the fill ring's state as well: a
+    /// stopped worker's may run short before any threshold is reached.
+    pub fn backlog(&mut self, fill: Option<FillRing>) -> RxBacklog {
         let e = self.map.queue(self.queue).expect("checked at creation");
         let steered: [u64; PRIORITIES] = std::array::from_fn(|p| e.bytes[p].load(Relaxed));
-        let frames = e.frames.load(Relaxed).saturating_sub(self.seen_frames);
+        let steered_frames = e.frames.load(Relaxed);
+        let frames = steered_frames.saturating_sub(self.seen_frames);
         if frames == 0 {
             // Nothing waits: frames of a priority the kernel dropped are not backlog.
             self.seen_bytes = steered;
         }
-        let bytes = std::array::from_fn(|p| steered[p].saturating_sub(self.seen_bytes[p]));
-        (bytes, frames, steered)
+        let bytes: [u64; PRIORITIES] =
+            std::array::from_fn(|p| steered[p].saturating_sub(self.seen_bytes[p]));
+        let fill_free = fill.map(|f| {
+            let free = f
+                .in_fill
+                .saturating_sub(buffers(frames, bytes.iter().sum(), f.chunk));
+            e.fill_free.store(free, Relaxed);
+            e.fill_frames.store(steered_frames, Relaxed);
+            e.fill_bytes.store(steered.iter().sum(), Relaxed);
+            e.fill_target.store(f.target, Relaxed);
+            e.fill_chunk.store(f.chunk, Relaxed);
+            free
+        });
+        RxBacklog {
+            bytes,
+            frames,
+            fill_free,
+            fill_target: fill.map_or(0, |f| f.target),
+            arrived: steered,
+        }
     }
 
     /// Lossy frames the program dropped on this queue because the backlog was deep.
@@ -468,7 +504,12 @@ mod tests {
         let a = map.steer(3, 3, 1000);
         let b = map.steer(3, 5, 64);
         let c = map.steer(3, 3, 1000);
-        let (bytes, frames, arrived) = t.backlog();
+        let RxBacklog {
+            bytes,
+            frames,
+            arrived,
+            ..
+        } = t.backlog(None);
         assert_eq!((bytes[3], bytes[5], frames), (2000, 64, 3));
         assert_eq!(
             (arrived[0], arrived[3]),
@@ -477,10 +518,10 @@ mod tests {
         );
         t.on_taken(a);
         t.on_taken(b);
-        let (bytes, frames, _) = t.backlog();
+        let RxBacklog { bytes, frames, .. } = t.backlog(None);
         assert_eq!((bytes[3], bytes[5], frames), (1000, 0, 1));
         t.on_taken(c);
-        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        assert_eq!(t.backlog(None).bytes, [0; PRIORITIES]);
     }
 
     #[test]
@@ -491,14 +532,14 @@ mod tests {
         map.steer(3, 3, 1000);
         let c = map.steer(3, 3, 1000);
         t.on_taken(c);
-        assert_eq!(t.backlog().0, [0; PRIORITIES]);
+        assert_eq!(t.backlog(None).bytes, [0; PRIORITIES]);
         // A dropped frame of a priority that sends nothing after it: cleared once the ring is
         // seen empty of frames.
         map.steer(3, 6, 500);
         let d = map.steer(3, 1, 100);
         t.on_taken(d);
-        assert_eq!(t.backlog().0, [0; PRIORITIES]);
-        assert_eq!(t.backlog().1, 0);
+        assert_eq!(t.backlog(None).bytes, [0; PRIORITIES]);
+        assert_eq!(t.backlog(None).frames, 0);
     }
 
     #[test]
@@ -510,46 +551,54 @@ mod tests {
         map.steer(3, 3, 1000);
         map.steer(3, 3, 1000);
         t.on_ring_empty(0);
-        assert_eq!(t.backlog().1, 2, "not settled yet");
+        assert_eq!(t.backlog(None).frames, 2, "not settled yet");
         t.on_ring_empty(SETTLE_NS - 1);
-        assert_eq!(t.backlog().1, 2);
+        assert_eq!(t.backlog(None).frames, 2);
         // A frame steered after the note is not written off with it.
         map.steer(3, 5, 64);
         t.on_ring_empty(SETTLE_NS);
-        let (bytes, frames, _) = t.backlog();
+        let RxBacklog { bytes, frames, .. } = t.backlog(None);
         assert_eq!((bytes[3], bytes[5], frames), (0, 64, 1));
         t.on_ring_empty(2 * SETTLE_NS);
-        assert_eq!(t.backlog().0, [0; PRIORITIES]);
-        assert_eq!(t.backlog().1, 0);
+        assert_eq!(t.backlog(None).bytes, [0; PRIORITIES]);
+        assert_eq!(t.backlog(None).frames, 0);
     }
 
-    /// What the stall guard reads of a stopped worker's fill ring: the buffers it handed the
-    /// kernel at its last turn, less every frame steered since (a kernel drop included).
+    /// What the worker and the stall guard read of a fill ring: the buffers left at the
+    /// worker's last accounting, less those of what was steered since (a kernel drop
+    /// included), a multi-buffer socket's frames taking one per `chunk` bytes.
     #[test]
     fn the_guard_sees_a_stopped_workers_fill_ring_run_short() {
-        let (map, mut t) = tracker();
-        let q = map.queue(3).unwrap();
-        assert!(!q.fill_short_now(), "no fill ring published");
-        let a = map.steer(3, 2, 100);
-        t.on_taken(a);
-        t.publish();
-        t.publish_fill(100, 100);
-        assert!(!q.fill_short_now());
-        for _ in 0..50 {
-            map.steer(3, 2, 100);
+        // 100-byte frames take a buffer each; 9,000-byte frames six of 1,792 bytes.
+        for (chunk, len, per) in [(0, 100, 1), (1792, 9000, 6)] {
+            let (map, mut t) = tracker();
+            let q = map.queue(3).unwrap();
+            assert!(!q.fill_short_now(), "no fill ring published");
+            let ring = FillRing {
+                in_fill: 120,
+                target: 120,
+                chunk,
+            };
+            assert_eq!(t.backlog(Some(ring)).fill_free, Some(120));
+            assert!(!q.fill_short_now());
+            for _ in 0..60 / per {
+                map.steer(3, 2, len);
+            }
+            assert!(!q.fill_short_now(), "half the buffers left ({chunk})");
+            map.steer(3, 2, len);
+            assert!(q.fill_short_now(), "fewer than half left ({chunk})");
+            // The worker's own view, from the same rule.
+            let b = t.backlog(Some(ring));
+            assert_eq!(b.fill_free, Some(120 - (60 / per + 1) * per), "{chunk}");
+            assert!(q.fill_short_now());
+            // The worker back: it took them all and refilled.
+            for _ in 0..=60 / per {
+                t.on_taken(map.steer(3, 2, len));
+            }
+            t.publish();
+            assert_eq!(t.backlog(Some(ring)).fill_free, Some(120), "{chunk}");
+            assert!(!q.fill_short_now());
         }
-        assert!(!q.fill_short_now(), "half the buffers left");
-        map.steer(3, 2, 100);
-        assert!(q.fill_short_now(), "fewer than half left");
-        for _ in 0..100 {
-            map.steer(3, 2, 100);
-        }
-        assert!(q.fill_short_now(), "more steered than there were buffers");
-        // The worker back: it took them and refilled.
-        t.on_taken(map.steer(3, 2, 100));
-        t.publish();
-        t.publish_fill(100, 100);
-        assert!(!q.fill_short_now());
     }
 
     #[test]

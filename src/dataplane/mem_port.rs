@@ -139,13 +139,7 @@ impl Port for MemPort {
     }
 
     fn rx_backlog(&mut self) -> RxBacklog {
-        let (bytes, frames, arrived) = self.ingress.backlog();
-        RxBacklog {
-            bytes,
-            frames,
-            arrived,
-            ..RxBacklog::default()
-        }
+        self.ingress.backlog(None)
     }
 
     fn oversize_drops(&self) -> [u64; crate::fc::PRIORITIES] {

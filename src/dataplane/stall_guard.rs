@@ -57,9 +57,9 @@
 //! the port plus its RX backlog, as the workers last published them, plus what the program
 //! steered since they last accounted (its live totals less the port's shared `arrived`). The
 //! XOFF is the one in force (the leader's, measured headroom included), else the plan's. A
-//! stalled worker's fill ring short of buffers (fewer than half its target left: what the
-//! worker last handed the kernel, [`super::ingress::IngressQueue::fill_short_now`], less what
-//! arrived since) makes every PFC priority congested whatever its bytes, as fill-ring
+//! stalled worker's fill ring short of buffers (fewer than half its target left: what was
+//! left at the worker's last accounting less the buffers of what arrived since,
+//! [`super::ingress::IngressQueue::fill_short_now`]) makes every PFC priority congested whatever its bytes, as fill-ring
 //! starvation does for a running worker, and the guard then calls the stall after
 //! `stall_guard` without the headroom's slack, which is bytes the ring has no buffers for: a
 //! pool of small frames or a small `[daemon] frames` empties the ring before any XOFF in
