@@ -5,8 +5,8 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    capture, control_section, has_xdp, json_u64, logged_values, pcap_fields, run_scapy, unique,
-    veth, xdp_frames_per_queue, Netns, Proc, TempFile, BIN,
+    capture, control_section, has_xdp, json_u64, logged_values, pcap_fields, run_scapy, stdout_of,
+    unique, veth, xdp_frames_per_queue, Netns, Proc, TempFile, BIN,
 };
 
 #[test]
@@ -435,7 +435,7 @@ fn sfc_messages_from_strangers_or_floods_are_refused() {
     let (d0, d1, p0, p1) = (unique("d"), unique("d"), unique("p"), unique("p"));
     veth(&ns, &d0, &peer, &p0);
     veth(&ns, &d1, &peer, &p1);
-    let (control, _socket) = control_section();
+    let (control, socket) = control_section();
     let cfg = TempFile::new(
         "cfg",
         &format!(
@@ -458,6 +458,18 @@ sendp([stranger] * 5 + [ours] * 30, iface="{p0}", verbose=False)
     );
     run_scapy(&peer, &script);
     std::thread::sleep(Duration::from_millis(300));
+    // `status` says what SFC did at each priority that saw it, lossy ones included.
+    let text = String::from_utf8(stdout_of(
+        Command::new(BIN).args(["status", "--socket", &socket]),
+    ))
+    .unwrap();
+    assert!(
+        text.contains(
+            "SFC messages sent 0 (stall guard 0), received 10 (passed on to another host 10); \
+             egress paused by SFC 0.0 ms"
+        ),
+        "{text}"
+    );
     dut.interrupt();
     let report = dut.json(Duration::from_secs(10));
     let port0 = &report["ports"][0];

@@ -550,6 +550,19 @@ pub fn text(s: &Status) -> String {
                     );
                 }
             }
+            let prio = q.priority;
+            if q.mode.contains("sfc") || c.sfcm_tx[prio] + c.sfcm_rx[prio] > 0 {
+                let _ = writeln!(
+                    out,
+                    "       SFC messages sent {} (stall guard {}), received {} (passed on to \
+                     another host {}); egress paused by SFC {:.1} ms",
+                    c.sfcm_tx[prio],
+                    c.stall_sfcm_tx[prio],
+                    c.sfcm_rx[prio],
+                    c.sfcm_forwarded[prio],
+                    c.sfc_paused_ns[prio] as f64 / 1e6,
+                );
+            }
             if let Some(rate) = q.drain_rate_bytes_per_s {
                 let _ = writeln!(
                     out,
