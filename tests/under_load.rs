@@ -338,7 +338,7 @@ fn daemon_bound_pfc_and_sfc_is_lossless() {
 #[test]
 fn daemon_bound_lossy_loses_frames_in_the_kernel() {
     let _serial = traffic_lock();
-    let (w, r) = daemon_bound("mode = \"lossy\"\nlimit = \"1MiB\"");
+    let (w, r) = daemon_bound(LOSSY_1MIB);
     let sent = u(&r.gen, &["frames_sent"]);
     let lost = u(&r.sink, &["lost"]);
     // Any loss proves the daemon was the bottleneck, which is what the lossless runs above
@@ -420,7 +420,7 @@ fn a_starved_sink_pauses_upstream_with_sfc_and_loses_nothing() {
 #[test]
 fn a_starved_sfc_sink_behind_a_lossy_daemon_pauses_the_generator() {
     let _serial = traffic_lock();
-    let (w, r) = starved_sink("mode = \"lossy\"\nlimit = \"1MiB\"", &["--sfc"]);
+    let (w, r) = starved_sink(LOSSY_1MIB, &["--sfc"]);
     let (d0, d1) = (port(&r.dut, &w.d0), port(&r.dut, &w.d1));
     eprintln!(
         "d1: SFC messages passed on {}, paused {} ns; d0: drops {}, kernel {}; gen {}",
@@ -442,6 +442,28 @@ fn a_starved_sfc_sink_behind_a_lossy_daemon_pauses_the_generator() {
     assert_eq!(d0["drops"]["tail_drop"], 0, "{d0}");
     assert_eq!(u(&r.sink, &["lost_here"]), 0, "{}", r.sink);
 }
+
+/// The same starved sink sending its SFC messages over UDP (`--sfc-udp-port`, to the frame's
+/// source address from the address it was sent to), as a host whose sources sit beyond its
+/// L2 segment would. To the daemon they are data (it neither takes nor counts them as SFC
+/// messages) and it forwards them; the generator, listening on that port by default, pauses.
+#[test]
+fn a_starved_sink_pauses_its_source_with_sfc_over_udp() {
+    let _serial = traffic_lock();
+    let (w, r) = starved_sink(LOSSY_1MIB, &["--sfc", "--sfc-udp-port", "34997"]);
+    let (d0, d1) = (port(&r.dut, &w.d0), port(&r.dut, &w.d1));
+    let sent = u(&r.sink, &["sfcm_tx"]) + u(&r.sink, &["stall_sfcm_tx"]);
+    assert!(sent > 0, "the starved sink sent no SFC message: {}", r.sink);
+    assert_eq!(prio3(d1, "sfcm_rx"), 0, "UDP is data to the daemon: {d1}");
+    let heard = u(&r.gen, &["sfcm_rx"]);
+    assert!(heard > 0 && heard <= sent, "{}", r.gen);
+    assert_eq!(prio3(d1, "sfc_paused_ns"), 0, "{d1}");
+    assert_eq!(d0["drops"]["tail_drop"], 0, "{d0}");
+    assert_eq!(u(&r.sink, &["lost_here"]), 0, "{}", r.sink);
+}
+
+/// Priority 3 lossy, tail-dropping above 1 MiB.
+const LOSSY_1MIB: &str = "mode = \"lossy\"\nlimit = \"1MiB\"";
 
 /// gen → real-time daemon (its worker on CPU 1) → sink with `sink_args`, the daemon-bound
 /// flood: bench/forward's PFC row, in which the worker forwards the flood faster than a

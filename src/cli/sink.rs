@@ -76,11 +76,18 @@ pub struct SinkArgs {
     pub no_pfc: bool,
     /// Pause upstream with SFC messages instead of PFC: the source of each test frame that
     /// arrives while the RX ring is short of buffers (or the buffer is at --xoff as a
-    /// congestion point) is told, at layer 2 to the frame's source MAC, to pause its class
+    /// congestion point) is told, at layer 2 to the frame's source MAC (or over UDP:
+    /// --sfc-udp-port), to pause its class
     /// for the time what waits takes to drain (at the drain rate measured; until then
     /// --drain-rate, else --link-speed), at most 10 ms; the stall guard sends them too.
     #[arg(long, conflicts_with = "no_pfc")]
     pub sfc: bool,
+    /// With --sfc: send the SFC messages over UDP/IPv4 to this port, to the test frame's
+    /// source address from the address it was sent to, so that they reach a source beyond
+    /// this L2 segment (`gen` listens on --sfc-udp-port, 34997 by default); by default they
+    /// go at layer 2.
+    #[arg(long, requires = "sfc")]
+    pub sfc_udp_port: Option<u16>,
     /// No stall guard: by default (AF_XDP, PFC or SFC on) a thread woken by the XDP program
     /// pauses upstream while the sink is not running and its fill ring runs short.
     #[arg(long)]
@@ -158,6 +165,7 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
             (Some(sources), _) => Some(SinkPause::Sfc {
                 link_speed_bps: args.link_speed,
                 sources: sources.clone(),
+                udp_port: args.sfc_udp_port,
             }),
             (None, true) => None,
             (None, false) => Some(SinkPause::Pfc(SinkPfc {
@@ -207,6 +215,7 @@ fn start_guard(
             .saturating_sub(1)
             .max(1),
         sfc,
+        sfc_udp_port: args.sfc_udp_port,
     };
     SinkGuard::spawn(setup)
         .inspect_err(|e| tracing::warn!(error = %e, "no sink stall guard"))

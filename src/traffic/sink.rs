@@ -98,7 +98,16 @@ pub enum SinkPause {
         link_speed_bps: u64,
         /// The roster the sink publishes its sources on, for its stall guard.
         sources: Arc<SourceRoster>,
+        /// Over UDP to this port ([`sfcm_udp`]), else at layer 2.
+        udp_port: Option<u16>,
     },
+}
+
+/// How a receiving host sends an SFC message `msg` over UDP to `port`, if at all: to the
+/// offending frame's source address from the address that frame was sent to (the host's
+/// own); at layer 2 when `port` is `None` or the message names no flow.
+pub fn sfcm_udp(port: Option<u16>, msg: &Sfcm) -> Option<(u16, [u8; 4])> {
+    port.zip(msg.flow.map(|f| f.dst_ip))
 }
 
 /// When to stop and what to accept.
@@ -269,13 +278,20 @@ fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Option<TestFrameVie
         .filter(|v| v.dst_port == port)
 }
 
-/// Sends the SFC message `msg` to its source (at layer 2, to the offending frame's source
-/// MAC); returns whether it left.
-fn send_sfcm(port: &mut dyn Port, pool: &mut FramePool, tx: &mut Vec<Frame>, msg: &Sfcm) -> bool {
+/// Sends the SFC message `msg` to its source (to the offending frame's source MAC, over UDP
+/// to `udp_port` where set: [`sfcm_udp`]); returns whether it left.
+fn send_sfcm(
+    port: &mut dyn Port,
+    pool: &mut FramePool,
+    tx: &mut Vec<Frame>,
+    msg: &Sfcm,
+    udp_port: Option<u16>,
+) -> bool {
     let Some(mut f) = pool.alloc() else {
         return false;
     };
-    let len = sfcm::emit_to_source(msg, port.mac(), None, pool.buf_mut(&f))
+    let udp = sfcm_udp(udp_port, msg);
+    let len = sfcm::emit_to_source(msg, port.mac(), udp, pool.buf_mut(&f))
         .expect("a pool frame holds an SFCM");
     f.set_len(len);
     send_or_release(port, pool, tx, f).unwrap_or(false)
@@ -327,10 +343,15 @@ pub fn run(
         )),
         _ => None,
     };
+    let sfc_udp_port = match &setup.pause {
+        Some(SinkPause::Sfc { udp_port, .. }) => *udp_port,
+        _ => None,
+    };
     let mut sfc = match &setup.pause {
         Some(SinkPause::Sfc {
             link_speed_bps,
             sources,
+            ..
         }) => Some(SfcUpstream::new(
             setup
                 .congestion
@@ -447,7 +468,13 @@ pub fn run(
             if let Some(s) = sfc.as_mut() {
                 let congested = fill.starved() || waiting[p] >= thresholds.xoff;
                 if let Some(msg) = s.on_frame(p, data, now, waiting[p], congested) {
-                    sfcm_tx += u64::from(send_sfcm(&mut **port, &mut pool, &mut tx, &msg));
+                    sfcm_tx += u64::from(send_sfcm(
+                        &mut **port,
+                        &mut pool,
+                        &mut tx,
+                        &msg,
+                        sfc_udp_port,
+                    ));
                 }
             }
             match setup.congestion {

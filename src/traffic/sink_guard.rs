@@ -53,6 +53,8 @@ use crate::{
     wire::MacAddr,
 };
 
+use super::sink::sfcm_udp;
+
 /// How long the sink may make no receive turn, with frames waiting and arriving, before the
 /// doorbell rings: ten times the 200 us it lets wake-ups gather when it only counts
 /// ([`super::sink`]), so that neither its own naps nor the short waits for its CPU that a busy
@@ -85,6 +87,8 @@ pub struct SinkGuardSetup {
     pub priority: u8,
     /// With SFC instead of PFC: the roster of the sink's sources, whom it pauses.
     pub sfc: Option<Arc<SourceRoster>>,
+    /// With SFC: over UDP to this port ([`sfcm_udp`]), else at layer 2.
+    pub sfc_udp_port: Option<u16>,
 }
 
 /// What the guard did: the stalls it paused upstream for, and the PFC frames or SFC messages
@@ -240,7 +244,7 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                         // Its own pause (2 ms) is the longest; what waits it counts in
                         // frames, not bytes, so the message says 0.
                         let msg = sfc.message(&source, now, 0, u64::MAX);
-                        if send_sfcm(sender, mac, &msg, None) {
+                        if send_sfcm(sender, mac, &msg, sfcm_udp(s.sfc_udp_port, &msg)) {
                             c.sfcm_tx.fetch_add(1, Relaxed);
                             sent = true;
                         }
