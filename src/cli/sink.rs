@@ -11,8 +11,6 @@ use super::{
 use crate::{
     control::signals,
     dataplane::{
-        af_xdp::shared_fill_target,
-        port::FillDepth,
         sched,
         sfc_roster::SourceRoster,
         xdp_prog::{Steering, XdpProgram},
@@ -206,9 +204,6 @@ fn start_guard(
         ingress: prog.ingress().clone(),
         queues,
         bell: prog.bells().ok()?.into_iter().next()?,
-        // The sink keeps its sockets' default, deep rings (each its share of the pool over
-        // several queues): it is a lossless receiver.
-        fill_target: shared_fill_target(args.iface.frames, FillDepth::Deep, queues) as u64,
         link_speed_bps: args.link_speed,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)

@@ -291,6 +291,8 @@ impl AfXdpPort {
         // empty fill ring, a frame arriving in between was a kernel drop (fill_ring_empty),
         // seen once on a lossless priority in tests/under_load.rs's two-daemon chain.
         port.refill(pool)?;
+        // The stall guards know the fill ring from the start, before any frame arrives.
+        port.rx_backlog();
         prog.register_socket(queue, fd)
             .map_err(|e| err(e.to_string()))?;
         Ok(port)

@@ -138,6 +138,14 @@ impl IngressQueue {
     /// dropped for want of a buffer count too, so an empty ring stays short). `false` without
     /// a fill ring.
     pub fn fill_short_now(&self) -> bool {
+        self.fill_now()
+            .is_some_and(|(free, target)| fill_short(free, target))
+    }
+
+    /// The buffers left in this queue's fill ring now, as [`Self::fill_short_now`] counts
+    /// them, and how many the worker keeps there; `None` without a fill ring (or before the
+    /// worker first accounted it).
+    pub fn fill_now(&self) -> Option<(u64, u64)> {
         let target = self.fill_target.load(Relaxed);
         let frames = self
             .steered_frames()
@@ -146,7 +154,7 @@ impl IngressQueue {
             .saturating_sub(self.fill_bytes.load(Relaxed));
         let used = buffers(frames, bytes, self.fill_chunk.load(Relaxed));
         let free = self.fill_free.load(Relaxed).saturating_sub(used);
-        target > 0 && fill_short(free, target)
+        (target > 0).then_some((free, target))
     }
 
     /// Has the program ring the doorbell when frames arrive after `ns` without a receive turn

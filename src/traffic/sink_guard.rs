@@ -9,9 +9,11 @@
 //! ([`crate::dataplane::stall_guard`]): it sleeps on the XDP program's doorbell, which rings
 //! when frames keep arriving [`STALL_NS`] after the sink's last receive turn. While the sink
 //! stays stalled it looks again when half of what is left to half the fill ring could have
-//! arrived (at the rate of the stall so far, at most [`STALL_NS`] later), and once half the
-//! fill ring's buffers hold frames the sink has not taken (where the sink itself would pause,
-//! [`crate::dataplane::ingress::FillWatch`]) it pauses every priority upstream for 2 ms at the
+//! arrived (at the rate of the stall so far, at most [`STALL_NS`] later), and once fewer than
+//! half the fill ring's buffers are left (where the sink itself would pause,
+//! [`crate::dataplane::ingress::FillWatch`]: what was left at the sink's last turn less the
+//! buffers of what arrived since, [`crate::dataplane::ingress::IngressQueue::fill_now`]) it
+//! pauses every priority upstream for 2 ms at the
 //! link's speed through its own AF_PACKET socket, refreshed every millisecond while that
 //! lasts. It never sends XON: the pause runs out, and the sink, back,
 //! decides. The half of the fill ring still free is what arrives before the pause takes
@@ -42,7 +44,7 @@ use crate::{
         af_packet::RawSender,
         clock::{now_ns, sleep_until},
         doorbell::{doorbell, heard, to_pause},
-        ingress::IngressMap,
+        ingress::{fill_short, IngressMap},
         port::iface_mac,
         sched,
         sfc_roster::SourceRoster,
@@ -79,8 +81,6 @@ pub struct SinkGuardSetup {
     pub queues: u32,
     /// Its XDP program's first doorbell.
     pub bell: MapHandle,
-    /// Buffers the sink keeps in each queue's fill ring.
-    pub fill_target: u64,
     /// Link speed the pause quanta count at.
     pub link_speed_bps: u64,
     /// `SCHED_FIFO` priority of the guard thread.
@@ -204,9 +204,10 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                 quiet: q.quiet(),
             };
             if watch.look(now, look) != Verdict::Running {
-                // Short of buffers as the sink would judge it: half the fill ring holds frames.
-                let waiting = look.steered.saturating_sub(look.taken);
-                let short = waiting * 2 >= s.fill_target;
+                // Short of buffers as the sink judges it (its fill watch), from the ring as it
+                // last accounted it: fewer than half its buffers left.
+                let (free, target) = q.fill_now().unwrap_or((0, 0));
+                let short = fill_short(free, target);
                 // Short: look again in time to refresh the pause (every two PAUSE_UNIT_NS). Not
                 // yet: when half of what is left to half the ring could have arrived at the
                 // rate since the last look, so that a stall of a few milliseconds costs a few
@@ -216,7 +217,7 @@ fn guard(s: &SinkGuardSetup, sender: &RawSender, mac: MacAddr, stop: &AtomicBool
                 } else {
                     let rate_per_ms = look.steered.saturating_sub(last.1) * 1_000_000
                         / now.saturating_sub(last.0).max(1);
-                    let left = (s.fill_target / 2).saturating_sub(waiting);
+                    let left = free.saturating_sub(target / 2);
                     (left * 1_000_000 / rate_per_ms.max(1) / 2).clamp(PAUSE_UNIT_NS / 8, STALL_NS)
                 };
                 stalled = Some(stalled.map_or((short, wait), |(sh, w)| (sh || short, w.min(wait))));
