@@ -801,8 +801,15 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
 #[test]
 fn a_stopped_worker_with_a_short_fill_ring_is_covered_by_the_stall_guard() {
     let _serial = traffic_lock();
-    const PLAN: &str = "mode = \"pfc\"\nxoff = \"4MiB\"\nxon = \"2MiB\"";
-    let (w, r) = stop_the_worker(PLAN, "frames = 4096", Stops::DuringTraffic);
+    stops_with_a_short_fill_ring("4MiB", "2MiB", 1000);
+}
+
+/// The ptrace stops with 1,024 buffers in d0's fill ring (`[daemon] frames = 4096`), frames
+/// of `size` bytes and priority 3 PFC at `xoff` and `xon`: lossless, the guard paused
+/// upstream.
+fn stops_with_a_short_fill_ring(xoff: &str, xon: &str, size: usize) {
+    let plan = format!("mode = \"pfc\"\nxoff = \"{xoff}\"\nxon = \"{xon}\"");
+    let (w, r) = stop_the_worker_sending(&plan, "frames = 4096", Stops::DuringTraffic, size);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
@@ -820,14 +827,7 @@ fn a_stopped_worker_with_a_short_fill_ring_is_covered_by_the_stall_guard() {
 #[test]
 fn a_stopped_worker_with_a_short_fill_ring_of_jumbo_frames_is_covered() {
     let _serial = traffic_lock();
-    const PLAN: &str = "mode = \"pfc\"\nxoff = \"8MiB\"\nxon = \"4MiB\"";
-    let (w, r) = stop_the_worker_sending(PLAN, "frames = 4096", Stops::DuringTraffic, 9000);
-    assert_lossless(&r);
-    assert_no_drops(&r.dut, &w.d0);
-    let d0 = port(&r.dut, &w.d0);
-    assert_eq!(u(d0, &["fill_target"]), 1024, "{d0}");
-    assert!(u(d0, &["stalls"]) >= 3, "{d0}");
-    assert!(prio3(d0, "stall_pfc_tx") > 0, "{d0}");
+    stops_with_a_short_fill_ring("8MiB", "4MiB", 9000);
 }
 
 /// The same stops under SFC alone, with its defaults (a 32 KiB threshold, a 1 MiB limit, 4 ms
