@@ -551,7 +551,7 @@ pub fn text(s: &Status) -> String {
                 }
             }
             let prio = q.priority;
-            if q.mode.contains("sfc") || c.sfcm_tx[prio] + c.sfcm_rx[prio] > 0 {
+            if q.sfc_threshold_bytes.is_some() || c.sfcm_tx[prio] + c.sfcm_rx[prio] > 0 {
                 let _ = writeln!(
                     out,
                     "       SFC messages sent {} (stall guard {}), received {} (passed on to \

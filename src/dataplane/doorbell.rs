@@ -136,26 +136,14 @@ mod tests {
         b[12] = 3;
         b[13] = 1;
         // The head of a tagged IPv4/UDP test frame from 02:00:00:00:00:07, 10.0.0.7:40000.
+        let sample = crate::wire::TestFrame::sample(128);
         let frame = crate::wire::TestFrame {
             eth: crate::wire::EthernetRepr {
-                dst: MacAddr([2, 0, 0, 0, 0, 9]),
                 src: MacAddr([2, 0, 0, 0, 0, 7]),
-                vlan: Some(crate::wire::VlanTag {
-                    pcp: 3,
-                    dei: false,
-                    vid: 0,
-                }),
-                ethertype: crate::wire::EtherType::IPV4,
+                ..sample.eth
             },
             src_ip: [10, 0, 0, 7],
-            dst_ip: [10, 0, 0, 9],
-            dscp: 0,
-            src_port: 40000,
-            dst_port: 48879,
-            flow: 0,
-            seq: 0,
-            tx_ns: 0,
-            len: 128,
+            ..sample
         };
         let mut f = [0u8; 128];
         let n = frame.emit(&mut f).expect("a test frame");

@@ -59,11 +59,12 @@
 //! XOFF is the one in force (the leader's, measured headroom included), else the plan's. A
 //! stalled worker's fill ring short of buffers (fewer than half its target left: what was
 //! left at the worker's last accounting less the buffers of what arrived since,
-//! [`super::ingress::IngressQueue::fill_short_now`]) makes every PFC priority congested whatever its bytes, as fill-ring
-//! starvation does for a running worker, and the guard then calls the stall after
-//! `stall_guard` without the headroom's slack, which is bytes the ring has no buffers for: a
-//! pool of small frames or a small `[daemon] frames` empties the ring before any XOFF in
-//! bytes is reached (`tests/under_load.rs`: 232 and 236 frames lost before this rule). A
+//! [`super::ingress::IngressQueue::fill_short_now`]) makes every PFC priority congested
+//! whatever its bytes, as fill-ring starvation does for a running worker, and the guard then
+//! calls the stall after `stall_guard` without the headroom's slack, which is bytes the ring
+//! has no buffers for: a pool of small frames or a small `[daemon] frames` empties the ring
+//! before any XOFF in bytes is reached (`tests/under_load.rs`: 232 and 236 frames lost before
+//! this rule). A
 //! priority whose last PFC from the port (the worker's or the guard's) still pauses it beyond
 //! the next look is left alone: the worker's XOFF, refreshed at half its pause time, usually
 //! covers a stall by itself. Each PFC frame pauses for 4 × `stall` at the port's speed,
@@ -74,17 +75,16 @@
 //! **SFC-only priorities** (a `pfc+sfc` one is paused by the PFC above). An SFC pause goes to
 //! a source, and the worker is the congestion point that knows the sources, so each worker
 //! publishes per port a roster of those it took frames from ([`super::sfc_roster`]). On a
-//! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold
-//! (or any, on a short fill ring)
-//! earns every source of that priority on a stalled worker's roster an SFCM, and every source
-//! the doorbell's records named that no roster has ([`super::doorbell`]: the program copies
-//! the head of the frame that rings, so a source whose first frames arrive during the stall
-//! is paused too, though no worker has taken a frame of it): class scope (the worker serves
-//! none of the source's flows), a pause of 4 × `stall` (at most `[sfc] max_pause`), drain
-//! rate 0, over UDP where the workers' go over UDP, sent again every 2 × `stall` while the
-//! stall lasts. A port with such a priority is watched with the wait
-//! `stall_guard` itself: the headroom's slack that lengthens the wait is PFC's account, and
-//! none is kept of what an SFC priority's limit leaves.
+//! stalled port each SFC-only priority whose occupancy (as above) is at its SFC threshold (or
+//! any, on a short fill ring) earns every source of that priority on a stalled worker's
+//! roster an SFCM, and every source the doorbell's records named that no roster has
+//! ([`super::doorbell`]: the program copies the head of the frame that rings, so a source
+//! whose first frames arrive during the stall is paused too, though no worker has taken a
+//! frame of it): class scope (the worker serves none of the source's flows), a pause of 4 ×
+//! `stall` (at most `[sfc] max_pause`), drain rate 0, over UDP where the workers' go over
+//! UDP, sent again every 2 × `stall` while the stall lasts. A port with such a priority is
+//! watched with the wait `stall_guard` itself: the headroom's slack that lengthens the wait is
+//! PFC's account, and none is kept of what an SFC priority's limit leaves.
 
 use std::{
     io,

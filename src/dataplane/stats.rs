@@ -624,6 +624,8 @@ pub fn snapshot(
 ) -> PortSnapshot {
     let c: Vec<&PortCounters> = workers.iter().map(|w| &w.ports[port]).collect();
     let sum = |f: fn(&PortCounters) -> &Counter| c.iter().map(|pc| f(pc).get()).sum();
+    // A gauge's highest over the workers (peaks, and what each socket keeps).
+    let most = |f: fn(&PortCounters) -> &Counter| c.iter().map(|pc| f(pc).get()).max().unwrap_or(0);
     let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
         sum8(&c.iter().map(|pc| f(pc)).collect::<Vec<_>>())
     };
@@ -695,13 +697,9 @@ pub fn snapshot(
         credit_resyncs: arr(|p| &p.credit_resyncs),
         credit_reinits: arr(|p| &p.credit_reinits),
         rx_backlog_bytes: arr(|p| &p.rx_backlog_bytes),
-        rx_backlog_frames_peak: c
-            .iter()
-            .map(|pc| pc.rx_backlog_frames_peak.get())
-            .max()
-            .unwrap_or(0),
+        rx_backlog_frames_peak: most(|p| &p.rx_backlog_frames_peak),
         fill_starved_events: sum(|p| &p.fill_starved_events),
-        fill_target: c.iter().map(|pc| pc.fill_target.get()).max().unwrap_or(0),
+        fill_target: most(|p| &p.fill_target),
         zero_copy_sockets: sum(|p| &p.zero_copy_sockets),
         rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
         oversize: arr(|p| &p.oversize),
@@ -712,11 +710,7 @@ pub fn snapshot(
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.pfc_reaction_ns[p])))
             .collect(),
         rx_lag_ns: Log2Snapshot::of(c.iter().map(|pc| &pc.rx_lag_ns)),
-        rx_lag_peak_ns: c
-            .iter()
-            .map(|pc| pc.rx_lag_peak_ns.get())
-            .max()
-            .unwrap_or(0),
+        rx_lag_peak_ns: most(|p| &p.rx_lag_peak_ns),
         headroom_in_force: arr(|p| &p.headroom_in_force),
         headroom_source: arr(|p| &p.headroom_source),
         headroom_floor: arr(|p| &p.headroom_floor),

@@ -226,16 +226,18 @@ impl Counting {
     }
 }
 
-/// The sink's SFC: a congestion point per priority and the roster of its sources.
+/// The sink's SFC: a congestion point per priority, the roster of its sources, and how its
+/// messages go ([`sfcm_udp`]).
 struct SfcUpstream {
     cps: Vec<SfcCongestionPoint>,
     roster: RosterWriter,
     sources: Arc<SourceRoster>,
+    udp_port: Option<u16>,
 }
 
 impl SfcUpstream {
     /// Drains assumed at `nominal_bps` until measured.
-    fn new(nominal_bps: u64, sources: Arc<SourceRoster>) -> Self {
+    fn new(nominal_bps: u64, sources: Arc<SourceRoster>, udp_port: Option<u16>) -> Self {
         let cps = (0..PRIORITIES as u8)
             .map(|p| {
                 // The sink decides when it is congested; every frame it asks about earns an
@@ -248,6 +250,7 @@ impl SfcUpstream {
             cps,
             roster: RosterWriter::default(),
             sources,
+            udp_port,
         }
     }
 
@@ -343,20 +346,17 @@ pub fn run(
         )),
         _ => None,
     };
-    let sfc_udp_port = match &setup.pause {
-        Some(SinkPause::Sfc { udp_port, .. }) => *udp_port,
-        _ => None,
-    };
     let mut sfc = match &setup.pause {
         Some(SinkPause::Sfc {
             link_speed_bps,
             sources,
-            ..
+            udp_port,
         }) => Some(SfcUpstream::new(
             setup
                 .congestion
                 .map_or(*link_speed_bps, |k| k.drain_rate_bps),
             sources.clone(),
+            *udp_port,
         )),
         _ => None,
     };
@@ -468,13 +468,8 @@ pub fn run(
             if let Some(s) = sfc.as_mut() {
                 let congested = fill.starved() || waiting[p] >= thresholds.xoff;
                 if let Some(msg) = s.on_frame(p, data, now, waiting[p], congested) {
-                    sfcm_tx += u64::from(send_sfcm(
-                        &mut **port,
-                        &mut pool,
-                        &mut tx,
-                        &msg,
-                        sfc_udp_port,
-                    ));
+                    sfcm_tx +=
+                        u64::from(send_sfcm(&mut **port, &mut pool, &mut tx, &msg, s.udp_port));
                 }
             }
             match setup.congestion {

@@ -13,10 +13,9 @@
 //! half the fill ring's buffers are left (where the sink itself would pause,
 //! [`crate::dataplane::ingress::FillWatch`]: what was left at the sink's last turn less the
 //! buffers of what arrived since, [`crate::dataplane::ingress::IngressQueue::fill_now`]) it
-//! pauses every priority upstream for 2 ms at the
-//! link's speed through its own AF_PACKET socket, refreshed every millisecond while that
-//! lasts. It never sends XON: the pause runs out, and the sink, back,
-//! decides. The half of the fill ring still free is what arrives before the pause takes
+//! pauses every priority upstream for 2 ms at the link's speed through its own AF_PACKET
+//! socket, refreshed every millisecond while that lasts. It never sends XON: the pause runs
+//! out, and the sink, back, decides. The half of the fill ring still free is what arrives before the pause takes
 //! effect: 4,096 buffers are 13 ms of 128-byte frames at 300 kpps.
 //!
 //! With SFC instead of PFC (`sink --sfc`) it sends, in place of each PFC frame, an SFC message
