@@ -392,15 +392,17 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let (control, socket) = common::control_section();
     // No traffic: the buffer is sized to hold what the 1 ms cable's round trip needs (at
     // least 250 kB at 1 Gbit/s) with XOFF to spare, so that the split of it can be checked.
-    let cfg = common::TempFile::new(
-        "cfg",
-        &format!(
+    // Priority 5 has a buffer of its own, which a reload then changes.
+    let config = |headroom5: &str| {
+        format!(
             "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
              [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"2MiB\"\n\
+             [priority.5]\nmode = \"pfc\"\nxoff = \"128KiB\"\nxon = \"64KiB\"\nheadroom = \"{headroom5}\"\n\
              [linkup]\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\n\
              [metrics]\nlisten = \"127.0.0.1:9464\"\n{control}"
-        ),
-    );
+        )
+    };
+    let cfg = common::TempFile::new("cfg", &config("1MiB"));
     let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
     dut.wait_ready(T);
     let prio3 = |s: &Value, port: usize| s["ports"][port]["priorities"][3].clone();
@@ -426,6 +428,20 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         "the buffer is kept: {measured}"
     );
     assert!(f(&measured, &["xon_bytes"]) < f(&measured, &["xoff_bytes"]));
+    // Priority 5 divides its own buffer, not priority 3's: its limit, and XOFF + headroom
+    // in force (which the leader publishes at its next gauge period after a reload).
+    let buffer5 = |s: &Value| {
+        let p5 = &s["ports"][0]["priorities"][5];
+        assert_eq!(p5["source"], "measured", "{p5}");
+        assert!(f(p5, &["headroom_bytes"]) >= 250_000.0, "{p5}");
+        assert!(f(p5, &["xon_bytes"]) < f(p5, &["xoff_bytes"]), "{p5}");
+        (
+            f(p5, &["limit_bytes"]) as u64,
+            (f(p5, &["xoff_bytes"]) + f(p5, &["headroom_bytes"])) as u64,
+        )
+    };
+    let before = 128 * 1024 + 1024 * 1024;
+    assert_eq!(buffer5(&status_of(&socket)), (before, before));
     // status also shows the measured round trip (>= 2 x 1 ms of cable) and the LLDP peer.
     let s = status_of(&socket);
     assert!(f(&s["ports"][0], &["round_trip_ns"]) >= 2_000_000.0, "{s}");
@@ -472,9 +488,22 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let s = status_of(&socket);
     assert_eq!(prio3(&s, 1)["source"], "config", "{s}");
     assert_eq!(prio3(&s, 1)["headroom_bytes"], 2 * 1024 * 1024);
-    // Flap the measured link: a new measurement, the measured thresholds meanwhile.
+    // A reload that gives priority 5 a larger buffer: divided by the same measurement.
     let applied = |log: &str| log.matches("PFC thresholds applied").count();
-    assert_eq!(applied(&dut.stderr()), 1);
+    std::fs::write(cfg.path(), config("3MiB")).unwrap();
+    dut.hangup();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let after = 128 * 1024 + 3 * 1024 * 1024;
+    while buffer5(&status_of(&socket)) != (after, after) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reloaded: {}",
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(applied(&dut.stderr()), 1, "measured once: {}", dut.stderr());
+    // Flap the measured link: a new measurement, the measured thresholds meanwhile.
     nd.run(&["ip", "link", "set", &d0, "down"]);
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(prio3(&status_of(&socket), 0)["source"], "measured");

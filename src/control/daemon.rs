@@ -282,7 +282,8 @@ fn reload_config(
     }
     apply_ingress_policy(attached, &new, max_frames);
     let mut settings = new.live_settings();
-    // Thresholds and round trips measured at link-up stay until the next measurement.
+    // The headroom and round trips measured at link-up stay until the next measurement; each
+    // PFC priority divides its buffer as reloaded by the measured headroom.
     let running = live.get();
     settings.measured = running.measured;
     settings.rtt_ns = running.rtt_ns;

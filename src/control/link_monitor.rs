@@ -5,7 +5,9 @@
 //! PFCFrame + max(allowance, rate·(peer reaction))` ([`crate::linkup::model_for_round_trip`]),
 //! with X the wire round trip just measured and the software terms seen since the previous
 //! measurement ([`SoftwareWindow`]). It is published to the workers at every measurement, as
-//! the port's measured thresholds (XOFF = buffer − model); what the workers keep in force is
+//! the port's measured headroom: each PFC priority of the port takes it out of its own buffer
+//! (XOFF = buffer − model), the buffer as configured now, so a reload that changes a buffer
+//! needs no new measurement. What the workers keep in force is
 //! the largest of the floor, this model and the overshoot observed ([`crate::fc::adaptive`]),
 //! so a measurement can only pause sources earlier than the configuration says, never later
 //! (unless the operator lowered `min_headroom`).
@@ -26,13 +28,12 @@ use crate::{
     },
     fc::{
         credit::{CreditWindow, BLOCK_BYTES},
-        plan::PfcPlan,
+        plan::MeasuredHeadroom,
     },
-    headroom::HeadroomError,
     kernel::netlink::Netlink,
     linkup::{
-        model_for_round_trip, pdelay::MeasureError, plan_for_round_trip, shared::LinkShared,
-        LinkParams, LinkupSettings, Measurement,
+        model_for_round_trip, pdelay::MeasureError, shared::LinkShared, LinkParams, LinkupSettings,
+        Measurement,
     },
 };
 
@@ -162,16 +163,17 @@ impl<'a> LinkMonitor<'a> {
     }
 
     /// Measurement `m` of port `i` completed: the model (wire, the software terms seen since
-    /// the previous measurement, frames) becomes the port's measured headroom. A model larger
-    /// than the buffer leaves XOFF at its minimum (the source paused earliest) and says so.
+    /// the previous measurement, frames) becomes the port's measured headroom, which every PFC
+    /// priority of the port takes out of its own buffer as configured now
+    /// ([`MeasuredHeadroom::divide`]). A buffer too small for the model leaves that priority's
+    /// XOFF at its minimum (the source paused earliest) and says so.
     fn apply(&mut self, i: usize, m: &Measurement, live: &SettingsCell, snap: &PortSnapshot) {
-        let plan = self.plan;
-        let iface = &plan.ports[i].iface;
-        let Some(configured) = plan.prios.iter().find_map(|p| p.pfc) else {
+        let iface = &self.plan.ports[i].iface;
+        let prios = live.get().prios;
+        if prios.iter().all(|p| p.pfc.is_none()) {
             tracing::info!(iface = %iface, round_trip_ns = m.estimate_ns, spread_ns = m.spread_ns, "link measured (no PFC priority to size)");
             return;
-        };
-        let buffer = configured.buffer();
+        }
         let rtt = m.estimate_ns;
         let software = self.ports[i].software.take(snap, rtt.max(0) as u64);
         // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.
@@ -179,56 +181,44 @@ impl<'a> LinkMonitor<'a> {
             .settings
             .max_frame
             .max(self.max_frames.get(i).map_or(0, |&m| u64::from(m)));
-        let speed_bps = plan.ports[i].speed_bps;
-        let mut link = LinkParams::new(speed_bps, max_frame, buffer);
+        // The model needs no buffer: each priority fits it into its own below.
+        let mut link = LinkParams::new(self.plan.ports[i].speed_bps, max_frame, 0);
         if self.settings.peer_response_ns > 0 {
-            let bits = u128::from(self.settings.peer_response_ns) * u128::from(speed_bps);
+            let bits = u128::from(self.settings.peer_response_ns) * u128::from(link.speed_bps);
             link.peer_response_bit_times = (bits / 1_000_000_000) as u64;
         }
         link.own_lag_ns = software.own_lag_ns;
         link.peer_reaction_ns = software.peer_reaction_ns;
         link.software_rate_bps = software.peak_rx_bps;
-        let unusable = |e: HeadroomError| {
-            tracing::warn!(
-                iface = %iface, round_trip_ns = rtt, error = %e,
-                "headroom model unusable; keeping the thresholds in force"
-            )
-        };
-        let (thresholds, adaptive, fits) = match plan_for_round_trip(rtt, &link) {
-            Ok(h) => (
-                PfcPlan {
-                    xoff: h.xoff_bytes,
-                    xon: h.xon_bytes,
-                    headroom: h.headroom_bytes,
-                },
-                h.adaptive,
-                true,
-            ),
-            // Only the buffer is short: the model (rare path: computed again) still stands.
-            Err(HeadroomError::BufferTooSmall { .. }) => {
-                let adaptive = match model_for_round_trip(rtt, &link) {
-                    Ok(a) => a,
-                    Err(e) => return unusable(e),
-                };
-                let xoff = min_xoff(max_frame).min(buffer);
-                let thresholds = PfcPlan {
-                    xoff,
-                    xon: 0,
-                    headroom: buffer - xoff,
-                };
-                (thresholds, adaptive, false)
+        let adaptive = match model_for_round_trip(rtt, &link) {
+            Ok(a) => a,
+            Err(e) => {
+                return tracing::warn!(
+                    iface = %iface, round_trip_ns = rtt, error = %e,
+                    "headroom model unusable; keeping the thresholds in force"
+                )
             }
-            Err(e) => return unusable(e),
         };
-        if !fits {
-            tracing::warn!(
-                iface = %iface, model = adaptive.headroom_bytes, buffer, xoff = thresholds.xoff,
-                "the measured link needs more headroom than the buffer holds: XOFF at its minimum; raise xoff + headroom"
-            );
+        let measured = MeasuredHeadroom {
+            headroom: adaptive.headroom_bytes,
+            min_xoff: min_xoff(max_frame),
+        };
+        for (p, c) in prios
+            .iter()
+            .enumerate()
+            .filter_map(|(p, c)| Some((p, c.pfc?)))
+        {
+            if !measured.fits(c.buffer()) {
+                tracing::warn!(
+                    iface = %iface, priority = p, model = measured.headroom, buffer = c.buffer(),
+                    xoff = measured.divide(&c).xoff,
+                    "the measured link needs more headroom than the priority's buffer holds: XOFF at its minimum; raise xoff + headroom"
+                );
+            }
         }
         let model = model_terms(&adaptive, software);
         let mut s = live.get();
-        s.measured[i] = Some(thresholds);
+        s.measured[i] = Some(measured);
         s.model[i] = Some(model);
         live.publish(s);
         tracing::info!(
@@ -236,7 +226,7 @@ impl<'a> LinkMonitor<'a> {
             own_lag_ns = software.own_lag_ns, peer_reaction_ns = software.peer_reaction_ns,
             peak_rx_bps = software.peak_rx_bps,
             wire = model.split.wire, own_lag = model.split.own_lag, peer = model.split.peer, frames = model.split.frames,
-            headroom = thresholds.headroom, xoff = thresholds.xoff, xon = thresholds.xon,
+            headroom = measured.headroom,
             "link measured; PFC thresholds applied"
         );
     }

@@ -79,7 +79,7 @@ use crate::fc::{
     arrival::UnpausedRate,
     drain::DrainMeter,
     overshoot::{Overshoot, OvershootMeter},
-    plan::PrioPlan,
+    plan::{MeasuredHeadroom, PfcPlan, PrioPlan},
     PfcThresholds, PRIORITIES,
 };
 
@@ -140,10 +140,9 @@ pub struct HeadroomReport {
 struct Prio {
     meter: OvershootMeter,
     adaptive: AdaptiveHeadroom,
-    /// XOFF + headroom.
-    buffer: u64,
-    /// XOFF − XON as configured.
-    gap: u64,
+    /// The thresholds as configured: their buffer (XOFF + headroom) is what the headroom in
+    /// force comes out of, and XON stays as far below XOFF.
+    configured: PfcPlan,
     /// The port's [`min_xoff`].
     min_xoff: u64,
     /// Highest occupancy seen while the running episode lasted.
@@ -211,12 +210,10 @@ impl TimeCap {
 
 impl Prio {
     fn thresholds(&self) -> PfcThresholds {
-        let floor = self.min_xoff.min(self.buffer);
-        let xoff = self
-            .buffer
-            .saturating_sub(self.adaptive.in_force())
-            .max(floor);
-        let xon = xoff.saturating_sub(self.gap);
+        let floor = self.min_xoff.min(self.configured.buffer());
+        let PfcPlan { xoff, xon, .. } = self
+            .configured
+            .with_headroom(self.adaptive.in_force(), self.min_xoff);
         match self.time.cap {
             Some(cap) if cap.max(floor) < xoff => {
                 let capped = cap.max(floor);
@@ -253,13 +250,13 @@ pub struct PortHeadroom {
 }
 
 impl PortHeadroom {
-    /// For the `configured` plans, with `in_force(p)` the plan in force (link-up's measured
-    /// thresholds where there are some), at `now`.
+    /// For the `configured` plans and the headroom link-up `measured` on the port (if it
+    /// did), at `now`.
     pub fn new(
         settings: HeadroomSettings,
         max_frame: u64,
         configured: &[PrioPlan; PRIORITIES],
-        in_force: impl Fn(usize) -> (PrioPlan, bool),
+        measured: Option<MeasuredHeadroom>,
         now: u64,
     ) -> Self {
         let mut h = PortHeadroom {
@@ -272,18 +269,18 @@ impl PortHeadroom {
             turn_arrived: None,
             blind: [0; PRIORITIES],
         };
-        h.reconfigure(settings, configured, in_force, now);
+        h.reconfigure(settings, configured, measured, now);
         h
     }
 
     /// New plans or settings (reload, link-up measurement); meters and evidence of priorities
-    /// that stay PFC are kept. `in_force(p)` is the plan in force and whether link-up
-    /// measured it.
+    /// that stay PFC are kept. `measured` is the headroom link-up measured on the port, the
+    /// model term of every PFC priority there.
     pub fn reconfigure(
         &mut self,
         settings: HeadroomSettings,
         configured: &[PrioPlan; PRIORITIES],
-        in_force: impl Fn(usize) -> (PrioPlan, bool),
+        measured: Option<MeasuredHeadroom>,
         now: u64,
     ) {
         self.settings = settings;
@@ -294,14 +291,13 @@ impl PortHeadroom {
                 *slot = None;
                 continue;
             };
-            let (plan, measured) = in_force(p);
             let cfg = AdaptiveConfig {
                 floor: settings.min_headroom.unwrap_or(c.headroom),
                 margin: settings.margin,
                 half_life_ns: settings.half_life_ns,
                 cell: 1,
                 // Until an overshoot is seen, assume up to half the buffer may be needed.
-                prior: if settings.adaptive { plan.limit / 2 } else { 0 },
+                prior: if settings.adaptive { c.buffer() / 2 } else { 0 },
             };
             // The evidence, the drain meter and its cap outlive a reload; without xoff_time
             // there is no cap.
@@ -319,17 +315,11 @@ impl PortHeadroom {
                     TimeCap::new(self.max_frame),
                 ),
             };
-            let model = if measured {
-                plan.pfc.map_or(0, |m| m.headroom)
-            } else {
-                0
-            };
-            adaptive.set_model(now, model);
+            adaptive.set_model(now, measured.map_or(0, |m| m.headroom));
             *slot = Some(Prio {
                 meter: OvershootMeter::new(settings.quiet_ns),
                 adaptive,
-                buffer: plan.limit,
-                gap: c.xoff - c.xon,
+                configured: c,
                 min_xoff: min_xoff(self.max_frame),
                 peak: 0,
                 time,
@@ -524,8 +514,8 @@ impl PortHeadroom {
             notice: s.adaptive.notice(now),
             xoff: t.xoff,
             xon: t.xon,
-            buffer: s.buffer,
-            squeezed: t.xoff + s.adaptive.in_force() > s.buffer,
+            buffer: s.configured.buffer(),
+            squeezed: t.xoff + s.adaptive.in_force() > s.configured.buffer(),
             drain_rate: self.settings.xoff_time_ns.and(s.time.drain.rate()),
             peak_excess: self.settings.xoff_time_ns.map(|_| s.time.beyond),
             changes: s.adaptive.changes(),
@@ -536,7 +526,6 @@ impl PortHeadroom {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fc::plan::PfcPlan;
 
     const MS: u64 = 1_000_000;
 
@@ -549,7 +538,7 @@ mod tests {
     #[test]
     fn configured_thresholds_until_evidence_says_otherwise() {
         let c = plans();
-        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, None, 0);
         let t = h.thresholds()[3].unwrap();
         assert_eq!((t.xoff, t.xon), (65_536, 32_768), "as configured");
         assert!(!h.report(3, 0).unwrap().squeezed);
@@ -588,7 +577,7 @@ mod tests {
         );
         assert_eq!(r.changes, (1, Some(2 * MS)), "one change, when it was seen");
         // On a jumbo port the minimum is two of its frames.
-        let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, |p| (c[p], false), 0);
+        let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, None, 0);
         assert_eq!(min_xoff(9018), 18_036);
         assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
     }
@@ -619,7 +608,7 @@ mod tests {
     #[test]
     fn the_notice_term_is_what_arrives_at_the_unpaused_rate_within_the_guard_bound() {
         let c = plans();
-        let mut h = PortHeadroom::new(guarded(), 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(guarded(), 1518, &c, None, 0);
         // 4 Gbit/s while free to send: 375 us of it is 187.5 kB, held 1/8 above: 210,937 B on
         // top of the prior. (The configured 1 MiB floor still holds more: the thresholds stay.)
         let (now, changed) = four_gbit(&mut h);
@@ -631,7 +620,7 @@ mod tests {
         assert!(r.evidence.abs_diff(210_937 + prior) < 100, "{}", r.evidence);
         // Without the stall guard there is no bound and no notice term.
         let off = HeadroomSettings::default();
-        let mut h = PortHeadroom::new(off, 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(off, 1518, &c, None, 0);
         let (now, _) = four_gbit(&mut h);
         assert_eq!(h.report(3, now).unwrap().notice, 0);
     }
@@ -639,7 +628,7 @@ mod tests {
     #[test]
     fn the_notice_term_rises_to_the_most_that_arrived_unpaused_between_two_turns() {
         let c = plans();
-        let mut h = PortHeadroom::new(guarded(), 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(guarded(), 1518, &c, None, 0);
         let (mut arrived, held) = ([0u64; PRIORITIES], [0u64; PRIORITIES]);
         // A turn of the worker at `now` that finds `bytes` more arrived, with XOFF `paused`.
         fn turn(
@@ -668,7 +657,7 @@ mod tests {
         assert_eq!(h.blind, [0; PRIORITIES]);
         // Without the stall guard there is no notice term, measured or bounded.
         let off = HeadroomSettings::default();
-        let mut h = PortHeadroom::new(off, 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(off, 1518, &c, None, 0);
         turn(&mut h, &mut arrived, 0, 0, 0);
         turn(&mut h, &mut arrived, 10_000, 0, 300_000);
         h.advance(MS, &arrived, &held);
@@ -679,7 +668,7 @@ mod tests {
     fn the_guard_waits_longer_only_by_what_the_floor_holds_beyond_every_term() {
         let c = plans();
         let settings = guarded();
-        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(settings, 1518, &c, None, 0);
         h.advance(0, &[0; PRIORITIES], &[0; PRIORITIES]);
         // No rate seen yet: nothing bounds a longer wait.
         assert_eq!(h.guard_stall_ns(0), None);
@@ -706,7 +695,7 @@ mod tests {
             },
             1518,
             &c,
-            |p| (c[p], false),
+            None,
             0,
         );
         let (now, _) = four_gbit(&mut h);
@@ -715,7 +704,7 @@ mod tests {
         // A floor far above every term: at most GUARD_STALL_MAX_NS.
         let mut big = plans();
         big[3] = PrioPlan::pfc(64 * 1024, 32 * 1024, 64 * 1024 * 1024);
-        let mut h = PortHeadroom::new(settings, 1518, &big, |p| (big[p], false), 0);
+        let mut h = PortHeadroom::new(settings, 1518, &big, None, 0);
         let (now, _) = four_gbit(&mut h);
         assert_eq!(h.guard_stall_ns(now), Some(GUARD_STALL_MAX_NS));
         // With `xoff_time` the guard never waits longer than that: frames a stall holds up
@@ -724,11 +713,11 @@ mod tests {
             xoff_time_ns: Some(MS / 2),
             ..settings
         };
-        let mut h = PortHeadroom::new(timed, 1518, &big, |p| (big[p], false), 0);
+        let mut h = PortHeadroom::new(timed, 1518, &big, None, 0);
         let (now, _) = four_gbit(&mut h);
         assert_eq!(h.guard_stall_ns(now), Some(MS / 2));
         // Without the stall guard nothing is afforded.
-        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, None, 0);
         let (now, _) = four_gbit(&mut h);
         assert_eq!(h.guard_stall_ns(now), None);
     }
@@ -740,7 +729,7 @@ mod tests {
             xoff_time_ns: Some(MS / 2),
             ..HeadroomSettings::default()
         };
-        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(settings, 1518, &c, None, 0);
         let t = |h: &PortHeadroom| h.thresholds()[3].map(|t| (t.xoff, t.xon)).unwrap();
         let mut arrived = [0u64; PRIORITIES];
         let mut occ = [0u64; PRIORITIES];
@@ -779,11 +768,11 @@ mod tests {
         }
         assert_eq!(t(&h).0, min_xoff(1518));
         // A reload that keeps xoff_time keeps the measured drain and its cap.
-        h.reconfigure(settings, &c, |p| (c[p], false), 9 * MS);
+        h.reconfigure(settings, &c, None, 9 * MS);
         assert_eq!(t(&h).0, min_xoff(1518));
         assert!(h.report(3, 9 * MS).unwrap().drain_rate.is_some());
         // Without xoff_time, nothing is measured and the configured thresholds hold.
-        h.reconfigure(HeadroomSettings::default(), &c, |p| (c[p], false), 10 * MS);
+        h.reconfigure(HeadroomSettings::default(), &c, None, 10 * MS);
         assert_eq!(t(&h), (65_536, 32_768));
         assert!(!h.drain(11 * MS, &arrived, &occ));
         assert_eq!(h.report(3, 11 * MS).unwrap().drain_rate, None);
@@ -797,7 +786,7 @@ mod tests {
             adaptive: false,
             ..HeadroomSettings::default()
         };
-        let mut h = PortHeadroom::new(settings, 1518, &c, |p| (c[p], false), 0);
+        let mut h = PortHeadroom::new(settings, 1518, &c, None, 0);
         let xoff = |h: &PortHeadroom| h.thresholds()[3].unwrap().xoff;
         let mut arrived = [0u64; PRIORITIES];
         let mut occ = [0u64; PRIORITIES];
@@ -846,24 +835,44 @@ mod tests {
     #[test]
     fn a_measured_short_link_never_shrinks_the_configured_headroom() {
         let c = plans();
-        let measured = |p: usize| {
-            let mut m = c[p];
-            if p == 3 {
-                // Link-up's model for a short wire: 22 KB of headroom, XOFF moved up.
-                m.pfc = Some(PfcPlan {
-                    xoff: 1_091_646,
-                    xon: 1_000_000,
-                    headroom: 22_466,
-                });
-            }
-            (m, p == 3)
+        // Link-up's model for a short wire: 22 KB of headroom.
+        let measured = MeasuredHeadroom {
+            headroom: 22_466,
+            min_xoff: min_xoff(1518),
         };
-        let h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, measured, 0);
+        let h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, Some(measured), 0);
         let r = h.report(3, 0).unwrap();
         assert_eq!(
             (r.in_force, r.source, r.model),
             (1024 * 1024, HeadroomSource::Configured, 22_466)
         );
         assert_eq!(h.thresholds()[3].unwrap().xoff, 65_536);
+    }
+
+    /// The measured headroom is every PFC priority's model term, and each takes it out of its
+    /// own buffer: a larger one moves XOFF down there only.
+    #[test]
+    fn a_measured_headroom_moves_xoff_within_each_priority_buffer() {
+        let mut c = plans();
+        c[5] = PrioPlan::pfc(256 * 1024, 128 * 1024, 256 * 1024);
+        let measured = MeasuredHeadroom {
+            headroom: 300_000,
+            min_xoff: min_xoff(1518),
+        };
+        let h = PortHeadroom::new(HeadroomSettings::default(), 1518, &c, Some(measured), 0);
+        // Priority 3's configured 1 MiB is more than the model: as configured.
+        let t3 = h.thresholds()[3].unwrap();
+        assert_eq!((t3.xoff, t3.xon), (65_536, 32_768));
+        // Priority 5's 256 KiB is less: XOFF moves down by the difference, XON with it.
+        let r5 = h.report(5, 0).unwrap();
+        assert_eq!(
+            (r5.in_force, r5.source),
+            (300_000, HeadroomSource::Measured)
+        );
+        assert_eq!(
+            (r5.xoff, r5.xon),
+            (524_288 - 300_000, 524_288 - 300_000 - 131_072)
+        );
+        assert_eq!(r5.buffer, 524_288);
     }
 }

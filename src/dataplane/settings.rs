@@ -9,7 +9,7 @@ use std::sync::{
 
 use crate::fc::adaptive::HeadroomSettings;
 use crate::fc::{
-    plan::{PfcPlan, PrioPlan, SfcSettings},
+    plan::{MeasuredHeadroom, PrioPlan, SfcSettings},
     watchdog::WatchdogConfig,
     PRIORITIES,
 };
@@ -26,9 +26,10 @@ pub struct LiveSettings {
     pub pause_quanta: Vec<u16>,
     /// SFC transport and corrections.
     pub sfc: SfcSettings,
-    /// PFC thresholds measured at link-up, per (ingress) port; they replace the configured
-    /// thresholds of every PFC priority on that port. `None`: the configured ones apply.
-    pub measured: Vec<Option<PfcPlan>>,
+    /// The headroom link-up measured, per (ingress) port: every PFC priority of the port
+    /// divides its own buffer by it ([`LiveSettings::plan_for`]). `None`: the configured
+    /// thresholds apply.
+    pub measured: Vec<Option<MeasuredHeadroom>>,
     /// Round trip measured at link-up per port, ns (TTS + TFS of SFC for sources behind it).
     pub rtt_ns: Vec<Option<u64>>,
     /// The terms of link-up's headroom model per port (what status and metrics show).
@@ -56,14 +57,14 @@ pub struct ModelTerms {
 
 impl LiveSettings {
     /// The plan of `prio` on ingress port `port`, and where its PFC thresholds come from
-    /// (`measured` or `config`).
+    /// (`measured` or `config`). A measured port keeps each priority's buffer (its limit) as
+    /// configured now and moves XOFF by the measured headroom.
     pub fn plan_for(&self, port: usize, prio: usize) -> (PrioPlan, &'static str) {
         let plan = self.prios[prio];
         match (plan.pfc, self.measured.get(port).copied().flatten()) {
-            (Some(_), Some(m)) => (
+            (Some(c), Some(m)) => (
                 PrioPlan {
-                    pfc: Some(m),
-                    limit: m.buffer(),
+                    pfc: Some(m.divide(&c)),
                     ..plan
                 },
                 "measured",
@@ -104,5 +105,73 @@ impl SettingsCell {
     pub fn publish(&self, s: LiveSettings) {
         *self.current.lock().expect("settings lock") = s;
         self.generation.fetch_add(1, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fc::plan::PfcPlan;
+
+    /// Two PFC priorities with buffers of their own on a port link-up measured: each takes the
+    /// measured headroom out of its own buffer (one too small for it keeps XOFF at the
+    /// minimum), keeps its own limit and XOFF − XON; a lossy priority and the port link-up
+    /// did not measure keep what is configured.
+    #[test]
+    fn a_measured_port_divides_each_priority_buffer_by_the_measured_headroom() {
+        let mut prios = [PrioPlan::lossy(512 * 1024); PRIORITIES];
+        prios[3] = PrioPlan::pfc(64 * 1024, 32 * 1024, 2 * 1024 * 1024);
+        prios[5] = PrioPlan::pfc(256 * 1024, 128 * 1024, 256 * 1024);
+        let measured = MeasuredHeadroom {
+            headroom: 300_000,
+            min_xoff: 3036,
+        };
+        let s = LiveSettings {
+            prios,
+            watchdog: None,
+            pause_quanta: vec![u16::MAX; 2],
+            sfc: SfcSettings::default(),
+            measured: vec![Some(measured), None],
+            rtt_ns: vec![None; 2],
+            model: vec![None; 2],
+            headroom: HeadroomSettings::default(),
+        };
+        let buffer3 = 64 * 1024 + 2 * 1024 * 1024;
+        let (p3, source) = s.plan_for(0, 3);
+        assert_eq!(source, "measured");
+        assert_eq!(
+            p3.pfc,
+            Some(PfcPlan {
+                xoff: buffer3 - 300_000,
+                xon: buffer3 - 300_000 - 32 * 1024,
+                headroom: 300_000,
+            })
+        );
+        assert_eq!(p3.limit, buffer3);
+        // 512 KiB cannot hold 300,000 bytes of headroom above an XOFF of 256 KiB, but it
+        // holds them above the smallest XOFF.
+        let buffer5 = 512 * 1024;
+        let (p5, _) = s.plan_for(0, 5);
+        assert!(measured.fits(buffer5));
+        assert_eq!(p5.pfc.unwrap().xoff, buffer5 - 300_000);
+        assert_eq!(p5.pfc.unwrap().xon, buffer5 - 300_000 - 128 * 1024);
+        assert_eq!(p5.limit, buffer5);
+        // A buffer too small for it: XOFF at its minimum, the rest headroom.
+        let small = PfcPlan {
+            xoff: 100_000,
+            xon: 50_000,
+            headroom: 100_000,
+        };
+        assert!(!measured.fits(small.buffer()));
+        assert_eq!(
+            measured.divide(&small),
+            PfcPlan {
+                xoff: 3036,
+                xon: 0,
+                headroom: 200_000 - 3036,
+            }
+        );
+        assert_eq!(s.plan_for(0, 0), (prios[0], "config"));
+        assert_eq!(s.plan_for(1, 3), (prios[3], "config"));
     }
 }

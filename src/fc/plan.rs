@@ -29,6 +29,44 @@ impl PfcPlan {
     pub const fn buffer(&self) -> u64 {
         self.xoff + self.headroom
     }
+
+    /// The same buffer split for a headroom of `headroom` bytes: XOFF = buffer − headroom, but
+    /// never below `min_xoff` (nor above the buffer), and XON as far below XOFF as these
+    /// thresholds put it. The one rule by which a measured or adapted headroom moves XOFF.
+    pub fn with_headroom(&self, headroom: u64, min_xoff: u64) -> PfcPlan {
+        let buffer = self.buffer();
+        let xoff = buffer.saturating_sub(headroom).max(min_xoff.min(buffer));
+        PfcPlan {
+            xoff,
+            xon: xoff.saturating_sub(self.xoff - self.xon),
+            headroom: buffer - xoff,
+        }
+    }
+}
+
+/// What link-up measured on one port, whatever a priority's buffer: the headroom its model
+/// asks for, and the smallest XOFF the port keeps (two of its longest frames). Each PFC
+/// priority of the port divides its own buffer by it ([`PfcPlan::with_headroom`]), so a
+/// reload that changes a buffer is divided anew without measuring again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct MeasuredHeadroom {
+    /// The model's headroom, bytes (wire, software terms and frames).
+    pub headroom: u64,
+    /// The port's smallest XOFF, bytes.
+    pub min_xoff: u64,
+}
+
+impl MeasuredHeadroom {
+    /// The thresholds of a priority configured as `configured` on the measured port.
+    pub fn divide(&self, configured: &PfcPlan) -> PfcPlan {
+        configured.with_headroom(self.headroom, self.min_xoff)
+    }
+
+    /// True if a buffer of `buffer` bytes holds the measured headroom above the smallest
+    /// XOFF; else the headroom in force is what the buffer leaves it.
+    pub fn fits(&self, buffer: u64) -> bool {
+        buffer >= self.headroom.saturating_add(self.min_xoff)
+    }
 }
 
 /// SFC settings of a priority.

@@ -322,7 +322,7 @@ impl ForwardWorker {
                         setup.headroom,
                         u64::from(port.max_frame),
                         &setup.prios,
-                        |p| (setup.prios[p], false),
+                        None,
                         now,
                     )
                 });

@@ -105,13 +105,10 @@ impl ForwardWorker {
             if guards_changed {
                 state.sfc_guard = SfcGuard::new(s.sfc.sources);
             }
-            let in_force = |p| {
-                let (plan, source) = s.plan_for(i, p);
-                (plan, source == "measured")
-            };
+            let measured = s.measured.get(i).copied().flatten();
             let thresholds = match state.headroom.as_mut() {
                 Some(h) => {
-                    h.reconfigure(s.headroom, &s.prios, in_force, now);
+                    h.reconfigure(s.headroom, &s.prios, measured, now);
                     h.thresholds()
                 }
                 None => std::array::from_fn(|p| s.plan_for(i, p).0.thresholds()),
