@@ -253,6 +253,37 @@ fn runs_in_the_units_sandbox_as_an_unprivileged_user() {
     assert_eq!(report["memory_locked"], true);
 }
 
+/// A bad configuration fails the unit once: `run` itself exits 78, which the unit's
+/// `RestartPreventExitStatus=78` excludes from `Restart=on-failure`. No `ExecStartPre` check
+/// may exit first: systemd applies that exclusion to the main process only, and would retry a
+/// failing pre-check until the start limit.
+#[test]
+fn a_bad_configuration_is_not_restarted() {
+    assert!(UNIT.lines().any(|l| l == "Restart=on-failure"));
+    assert!(UNIT.lines().any(|l| l == "RestartPreventExitStatus=78"));
+    assert!(
+        !UNIT.lines().any(|l| l.starts_with("ExecStartPre=")),
+        "a pre-check's exit status is not the main process's"
+    );
+    let dir = std::env::temp_dir().join(unique("badcfg"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("lossless.toml");
+    std::fs::write(
+        &cfg,
+        "[[port]]\niface = \"x0\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"x1\"\nspeed = \"1Gbit\"\n[priority.3]\nmode = \"pfc\"\nxon = \"1MiB\"\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(err.contains("priority.3.xon"), "names the field: {err}");
+}
+
 #[test]
 fn example_config_is_valid() {
     let out = Command::new(BIN)

@@ -114,7 +114,7 @@ impl Plan {
         let mut out = Vec::new();
         let (a, b) = (&self.daemon, &new.daemon);
         let credit_prios = |plan: &Plan| plan.prios.map(|p| p.credit.then_some(p.limit));
-        let checks: [(&'static str, bool); 16] = [
+        let checks: [(&'static str, bool); 17] = [
             ("daemon.workers", a.workers != b.workers),
             ("daemon.cores", a.cores != b.cores),
             ("daemon.xdp_mode", a.xdp_mode != b.xdp_mode),
@@ -158,6 +158,8 @@ impl Plan {
                     .ne(new.ports.iter().map(|p| p.credit)),
             ),
             ("credit", self.credit != new.credit),
+            // Link-up's agents and the link monitor are built with them at start.
+            ("linkup", self.linkup != new.linkup),
         ];
         for (name, changed) in checks {
             if changed {

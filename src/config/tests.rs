@@ -210,6 +210,10 @@ fn credit_mode() {
     assert!(p
         .restart_only_changes(&other)
         .contains(&"priority.N (credit mode and buffer)"));
+    // Link-up is built at start: a changed [linkup] is named, not silently ignored.
+    let mut other = p.clone();
+    other.linkup = None;
+    assert_eq!(p.restart_only_changes(&other), ["linkup"]);
 }
 
 #[test]
