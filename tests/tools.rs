@@ -150,15 +150,13 @@ fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
     // their 32 KiB threshold: 813 us. The lossy priority is not named.
     assert_eq!(lines.len(), 2, "{err}");
     assert!(
-        lines[0].contains("WARN")
-            && lines[0].contains("priority.3's headroom of 262144 bytes, 210 us at 10.000 Gbit/s"),
+        lines[0].contains("priority.3's headroom of 262144 bytes, 210 us at 10.000 Gbit/s"),
         "{err}"
     );
     assert!(
-        lines[1].contains("WARN")
-            && lines[1].contains(
-                "priority.4's limit above its sfc_threshold, 1015808 bytes, 813 us at 10.000 Gbit/s"
-            ),
+        lines[1].contains(
+            "priority.4's limit above its sfc_threshold, 1015808 bytes, 813 us at 10.000 Gbit/s"
+        ),
         "{err}"
     );
     // With the guard on (the default), no such line.
@@ -173,21 +171,42 @@ fn an_unguarded_pfc_headroom_and_sfc_limit_are_told_in_time() {
         .is_empty());
 }
 
-/// Runs `check-config` on `cfg`, asserts that it accepted it, and returns its stderr and the
-/// lines of it that contain `what`.
+/// Runs `check-config` on `cfg`, asserts that it accepted it, and returns its output and the
+/// warnings in it that contain `what`, after checking that `--json` lists the same.
 fn check_config_lines(cfg: &TempFile, what: &str) -> (String, Vec<String>) {
+    use serde_json::Value;
     let out = Command::new(BIN)
         .args(["check-config", cfg.path()])
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{err}");
-    let lines = err
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<String> = text
         .lines()
+        .filter_map(|l| l.strip_prefix("warning: "))
         .filter(|l| l.contains(what))
         .map(str::to_string)
         .collect();
-    (err, lines)
+    let json: Value = serde_json::from_slice(&stdout_of(Command::new(BIN).args([
+        "check-config",
+        "--json",
+        cfg.path(),
+    ])))
+    .unwrap();
+    let listed: Vec<String> = json["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|w| w.contains(what))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(listed, lines, "--json lists what the text says: {json}");
+    (text, lines)
 }
 
 /// With the guard on, a stall still goes unnoticed for up to `stall_guard` x 1.5: an SFC-only
@@ -206,12 +225,10 @@ fn an_sfc_limit_a_stall_outruns_is_told() {
     // 32 KiB threshold (325 us), less than 2 MiB's. PFC's headroom adapts to it by itself.
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0].contains("WARN")
-            && lines[0].contains(
-                "priority.3's limit above its sfc_threshold, 1015808 bytes, lasts 325 us at \
+        lines[0].contains(
+            "priority.3's limit above its sfc_threshold, 1015808 bytes, lasts 325 us at \
                  25.000 Gbit/s, less than the 375 us"
-            )
-            && lines[0].contains("a limit of 1204643 bytes covers it"),
+        ) && lines[0].contains("a limit of 1204643 bytes covers it"),
         "{err}"
     );
 }

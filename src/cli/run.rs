@@ -60,6 +60,9 @@ impl RunError {
 /// Runs the daemon.
 pub fn run(args: &RunArgs) -> Result<(), RunError> {
     let plan = Plan::load(&args.config)?;
+    for w in &plan.warnings {
+        tracing::warn!("{w}");
+    }
     // A missing interface is one clear error, not a warning followed by failures.
     daemon::check_interfaces(&plan)?;
     // The same probe as `lossless doctor`: say now, naming the fix, when a port cannot send or
@@ -84,7 +87,8 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     Ok(())
 }
 
-/// What `check-config` found: the plan explained, and the warnings of the start-up probe.
+/// What `check-config` found: the plan explained, and the warnings of the configuration's
+/// own checks and of the start-up probe.
 #[derive(Debug, Serialize)]
 struct CheckReport {
     file: String,
@@ -149,7 +153,12 @@ impl CheckReport {
                     sfc_threshold_bytes: p.sfc.map(|f| f.threshold),
                 })
                 .collect(),
-            warnings: startup_warnings(plan),
+            warnings: plan
+                .warnings
+                .iter()
+                .cloned()
+                .chain(startup_warnings(plan))
+                .collect(),
         }
     }
 

@@ -105,6 +105,10 @@ pub struct Plan {
     pub headroom: HeadroomSettings,
     /// How long a worker may stall before the stall guard pauses for it (`None`: off).
     pub stall_guard_ns: Option<u64>,
+    /// What is valid but worth a look (sizing against the pool, the stall guard, credit
+    /// windows), one sentence each naming the fields; `run` and a reload log them,
+    /// `check-config` prints them.
+    pub warnings: Vec<String>,
 }
 
 impl Plan {

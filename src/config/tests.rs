@@ -414,3 +414,33 @@ fn invalid_configs_name_their_field() {
         assert!(e.contains(field), "should name {field}: {e}");
     }
 }
+
+/// Valid but worth a look: the plan carries one sentence per finding, naming the fields
+/// (what `check-config` prints and `--json` lists, and `run` and a reload log).
+#[test]
+fn warnings_name_the_fields() {
+    assert!(Plan::parse(GOOD, "x").unwrap().warnings.is_empty());
+    let p = Plan::parse(
+        &GOOD
+            .replace("workers = 1", "workers = 1\nframes = 4096")
+            .replace(
+                "[priority.3]",
+                "[priority.5]\nmode = \"credit\"\nlimit = \"4MiB\"\n[priority.3]",
+            ),
+        "x",
+    )
+    .unwrap();
+    assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].starts_with("daemon.frames = 4096 cannot hold the buffers")
+            && p.warnings[0].contains("priority.3, priority.5"),
+        "{}",
+        p.warnings[0]
+    );
+    assert!(
+        p.warnings[1].starts_with("priority.5.limit is 4194304 bytes")
+            && p.warnings[1].contains("131072 bytes"),
+        "{}",
+        p.warnings[1]
+    );
+}

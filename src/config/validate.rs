@@ -107,13 +107,13 @@ fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame:
 /// a fill ring of 1,024 buffers lasted less than a normal-priority worker's stalls beside the
 /// daemon-bound flood of `tests/under_load.rs` and lost frames by hand); the warning
 /// names the fields and what `daemon.frames` would hold it all.
-fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
+fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) -> Option<String> {
     let names = (0..PRIORITIES)
         .filter(|&p| prios[p].lossless())
         .map(|p| format!("priority.{p}"))
         .collect::<Vec<_>>();
     if names.is_empty() {
-        return;
+        return None;
     }
     let (large, small) = (
         pool_needed(prios, ports, frames, MAX_STD_FRAME),
@@ -121,29 +121,25 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) {
     );
     let frames = u64::from(frames);
     if large > frames {
-        tracing::warn!(
-            frames,
-            needed = large,
-            priorities = %names.join(", "),
-            "daemon.frames cannot hold the buffers (XOFF + headroom with PFC, else limit) of {} \
+        Some(format!(
+            "daemon.frames = {frames} cannot hold the buffers (XOFF + headroom with PFC, else limit) of {} \
              even in {MAX_STD_FRAME}-byte frames: the fill ring will pause upstream before the \
              configured bytes are reached (still lossless where the workers and the stall \
              guard run real-time); daemon.frames = {large} would hold them",
             names.join(", ")
-        );
+        ))
     } else if small > frames {
-        tracing::warn!(
-            frames,
-            needed = small,
-            priorities = %names.join(", "),
-            "daemon.frames holds the buffers (XOFF + headroom with PFC, else limit) of {} only \
+        Some(format!(
+            "daemon.frames = {frames} holds the buffers (XOFF + headroom with PFC, else limit) of {} only \
              in frames above {} bytes: smaller frames are paused by fill-ring starvation first \
              (still lossless where the workers and the stall guard run real-time); \
              daemon.frames = {small} would hold {MIN_FRAME_LEN}-byte frames",
             names.join(", "),
             prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
                 / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
-        );
+        ))
+    } else {
+        None
     }
 }
 
@@ -156,33 +152,29 @@ const MIN_PORT_SPEED_BPS: u64 = 1_000_000;
 /// observed after XOFFs); for an SFC-only priority, its limit above the threshold. Said in
 /// time at the fastest port's speed, which is what an operator can hold against the stalls
 /// of the host (milliseconds on a busy one: README, known limitations).
-fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
+fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], out: &mut Vec<String>) {
     let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
     let lasts = |bytes: u64| bytes as f64 * 8.0 * 1e6 / fastest as f64;
     let rate = crate::units::format_rate(fastest as f64);
     for (p, plan) in prios.iter().enumerate() {
         match (plan.pfc, plan.sfc) {
-            (Some(pfc), _) => tracing::warn!(
-                priority = p,
-                headroom = pfc.headroom,
+            (Some(pfc), _) => out.push(format!(
                 "daemon.stall_guard is off: nothing pauses the sources of a worker kept off its \
                  CPU, and what arrives meanwhile must fit priority.{p}'s headroom of {} bytes, \
                  {:.0} us at {rate}",
                 pfc.headroom,
                 lasts(pfc.headroom),
-            ),
+            )),
             // The worker keeps the queue about at the threshold; the rest of the limit is
             // what a stall may fill.
             (None, Some(sfc)) => {
                 let room = plan.limit.saturating_sub(sfc.threshold);
-                tracing::warn!(
-                    priority = p,
-                    room,
+                out.push(format!(
                     "daemon.stall_guard is off: nothing sends SFC messages for a worker kept \
                      off its CPU, and what arrives meanwhile must fit priority.{p}'s limit \
                      above its sfc_threshold, {room} bytes, {:.0} us at {rate}",
                     lasts(room),
-                )
+                ))
             }
             (None, None) => {}
         }
@@ -195,7 +187,12 @@ fn warn_unguarded(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan]) {
 /// arriving at line rate overflow it before the guard's SFC messages go out. A PFC priority
 /// needs no such check here: its headroom in force grows by what arrives in that time at the
 /// rates seen, and `run` says when its buffer cannot hold that.
-fn warn_sfc_outrun(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], stall_guard_ns: u64) {
+fn warn_sfc_outrun(
+    prios: &[PrioPlan; PRIORITIES],
+    ports: &[PortPlan],
+    stall_guard_ns: u64,
+    out: &mut Vec<String>,
+) {
     let fastest = ports.iter().map(|p| p.speed_bps).max().unwrap_or(0).max(1);
     let notice_ns = notice_bound_ns(stall_guard_ns);
     let arrives = (u128::from(notice_ns) * u128::from(fastest) / 8_000_000_000) as u64;
@@ -207,10 +204,7 @@ fn warn_sfc_outrun(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], stall_gua
         if room >= arrives {
             continue;
         }
-        tracing::warn!(
-            priority = p,
-            room,
-            arrives,
+        out.push(format!(
             "priority.{p}'s limit above its sfc_threshold, {room} bytes, lasts {:.0} us at {}, \
              less than the {:.0} us a stalled worker may go unnoticed (daemon.stall_guard \
              x 1.5): what arrives at that rate meanwhile overflows it before the stall guard's \
@@ -219,7 +213,7 @@ fn warn_sfc_outrun(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], stall_gua
             crate::units::format_rate(fastest as f64),
             notice_ns as f64 / 1e3,
             sfc.threshold + arrives,
-        );
+        ));
     }
 }
 
@@ -228,11 +222,14 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let stall_guard_ns = daemon(&c, &raw.daemon)?;
     let ports = ports(&c, &raw.port, raw.daemon.backend)?;
     let prios = priorities(&c, &raw.priority)?;
-    check_pool(&prios, ports.len(), raw.daemon.frames);
+    let mut warnings: Vec<String> = check_pool(&prios, ports.len(), raw.daemon.frames)
+        .into_iter()
+        .collect();
     match stall_guard_ns {
-        None => warn_unguarded(&prios, &ports),
-        Some(ns) => warn_sfc_outrun(&prios, &ports, ns),
+        None => warn_unguarded(&prios, &ports, &mut warnings),
+        Some(ns) => warn_sfc_outrun(&prios, &ports, ns, &mut warnings),
     }
+    warn_credit_windows(&prios, &mut warnings);
     let metrics_listen = metrics_listen(&c, &raw.metrics)?;
     let control_socket = control_socket(&c, &raw.control)?;
     let watchdog = watchdog(&c, &raw.watchdog)?;
@@ -254,7 +251,21 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         credit,
         headroom,
         stall_guard_ns,
+        warnings,
     })
+}
+
+/// Warns where a credit priority's buffer is larger than a credit window can advertise.
+fn warn_credit_windows(prios: &[PrioPlan; PRIORITIES], out: &mut Vec<String>) {
+    for (p, plan) in prios.iter().enumerate() {
+        if plan.credit && plan.limit > MAX_CREDIT_BUFFER {
+            out.push(format!(
+                "priority.{p}.limit is {} bytes, but a credit window is at most 2048 blocks of \
+                 64 bytes ({MAX_CREDIT_BUFFER} bytes): the rest of the buffer is never advertised",
+                plan.limit
+            ));
+        }
+    }
 }
 
 /// What every section's check needs: the file's name, for the errors.
@@ -421,13 +432,13 @@ fn priorities(
             .ok()
             .filter(|p| *p < PRIORITIES)
             .ok_or_else(|| c.invalid(format!("priority.{key}"), "priority must be 0..=7".into()))?;
-        prios[p] = priority(c, key, p, s)?;
+        prios[p] = priority(c, key, s)?;
     }
     Ok(prios)
 }
 
-/// One `[priority.N]` (`key` as written, `p` its number).
-fn priority(c: &Check, key: &str, p: usize, s: &PrioritySection) -> Result<PrioPlan, ConfigError> {
+/// One `[priority.N]` (`key` as written).
+fn priority(c: &Check, key: &str, s: &PrioritySection) -> Result<PrioPlan, ConfigError> {
     let size = |name: &str, v: &Option<SizeValue>, default: u64| -> Result<u64, ConfigError> {
         match v {
             None => Ok(default),
@@ -522,14 +533,6 @@ fn priority(c: &Check, key: &str, p: usize, s: &PrioritySection) -> Result<PrioP
                     format!("priority.{key}.limit"),
                     format!("{l} bytes of credit cannot hold two full-size frames"),
                 ));
-            }
-            if l > MAX_CREDIT_BUFFER {
-                tracing::warn!(
-                    priority = p,
-                    limit = l,
-                    usable = MAX_CREDIT_BUFFER,
-                    "a credit window is at most 2048 blocks of 64 bytes; the rest of the buffer is never advertised"
-                );
             }
             l
         }

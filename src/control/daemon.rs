@@ -271,6 +271,9 @@ fn reload_config(
             return Err(e.to_string());
         }
     };
+    for w in &new.warnings {
+        tracing::warn!("{w}");
+    }
     for field in running.restart_only_changes(&new) {
         tracing::warn!(
             field,
