@@ -179,7 +179,7 @@ pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
         let (unit, tail) = after.split_at(unit_len);
         let factor = U
             .iter()
-            .find(|(u, _)| *u == unit)
+            .find(|(u, _)| u.eq_ignore_ascii_case(unit))
             .map(|(_, f)| *f)
             .ok_or_else(|| err(units_hint("duration")))?;
         total += n * factor;
@@ -258,6 +258,11 @@ mod tests {
         assert_eq!(parse_duration("1.5µs").unwrap(), Duration::from_nanos(1500));
         assert_eq!(parse_duration("200ms").unwrap(), Duration::from_millis(200));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        // Case does not matter, as in rates and sizes.
+        assert_eq!(parse_duration("200MS").unwrap(), Duration::from_millis(200));
+        assert_eq!(parse_duration("1US").unwrap(), Duration::from_micros(1));
+        assert_eq!(parse_duration("10Min").unwrap(), Duration::from_secs(600));
+        assert_eq!(parse_duration("1H").unwrap(), Duration::from_secs(3600));
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("1h 2m").unwrap(), Duration::from_secs(3720));
         assert_eq!(

@@ -801,6 +801,21 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "priority_mode_info",
+            "1 with what each priority of the ingress port does with its buffer: mode=\"lossy\", \
+             \"pfc\", \"sfc\", \"pfc+sfc\" or \"credit\" (every mode but lossy is lossless).",
+            None,
+            Gauge,
+            s.iter().enumerate().flat_map(move |(i, port)| {
+                (0..PRIORITIES).map(move |p| {
+                    let mut l = device_prio(port, p);
+                    l.push(("mode", live.plan_for(i, p).0.mode().to_string()));
+                    (l, ConstGauge::new(1i64))
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
             "threshold_source",
             "1 for where the PFC thresholds of this ingress port and lossless priority come \
              from: source=\"config\", or \"measured\" at link-up.",
@@ -1083,6 +1098,8 @@ mod tests {
             "lossless_reload_success 1",
             "lossless_time_stamping_info{device=\"b0\",rx=\"xdp\",tx=\"user\"} 1",
             "lossless_threshold_source{device=\"a0\",priority=\"3\",source=\"config\"} 1",
+            "lossless_priority_mode_info{device=\"a0\",priority=\"3\",mode=\"pfc\"} 1",
+            "lossless_priority_mode_info{device=\"a0\",priority=\"0\",mode=\"lossy\"} 1",
             "lossless_ingress_bytes{device=\"a0\",priority=\"3\"} 1500",
             "lossless_ingress_bytes{device=\"b0\",priority=\"3\"} 0",
             "lossless_paused{device=\"b0\",priority=\"3\"} 1",
