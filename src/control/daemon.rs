@@ -748,7 +748,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
                 Err(e) => tracing::error!(error = %e, "control socket unavailable"),
             }
         }
-        // With link-up on, the link monitor looks at what wakes nobody: the carrier in sysfs,
+        // With link-up on, the link monitor looks at what wakes nobody: the carrier (netlink),
         // the measurements worker 0 publishes and the counters its software terms fold. It
         // keeps a 50 ms look; the stop, reloads and the other duties below are events and
         // timers of their own.
