@@ -173,6 +173,46 @@ impl Plan {
         out
     }
 
+    /// `new` as a reload applies it: every setting [`Plan::restart_only_changes`] names keeps
+    /// the value `self` runs with, so that nothing of a change the reload does not apply
+    /// reaches the workers, the stall guard or the XDP programs in part (a changed `trust`
+    /// reaching the programs alone would file frames under other priorities than the workers
+    /// do; a credit priority's new buffer reaching admission alone would drop what the peer
+    /// was granted; a new `stall_guard` reaching the headroom alone would size it for a guard
+    /// that does not run). What is live comes from `new`: a port's pause time, the other
+    /// priorities, the watchdog, `[sfc]`, `[headroom]` and the log filter.
+    pub fn reloadable(&self, new: &Plan) -> Plan {
+        let mut r = new.clone();
+        r.daemon = DaemonSection {
+            log: new.daemon.log.clone(),
+            ..self.daemon.clone()
+        };
+        r.ports = if self.ports.len() == new.ports.len() {
+            self.ports
+                .iter()
+                .zip(&new.ports)
+                .map(|(running, n)| PortPlan {
+                    pause_quanta: n.pause_quanta,
+                    ..running.clone()
+                })
+                .collect()
+        } else {
+            self.ports.clone()
+        };
+        for (p, prio) in r.prios.iter_mut().enumerate() {
+            if self.prios[p].credit || new.prios[p].credit {
+                *prio = self.prios[p];
+            }
+        }
+        r.metrics_listen = self.metrics_listen;
+        r.control_socket.clone_from(&self.control_socket);
+        r.credit = self.credit;
+        r.linkup = self.linkup;
+        r.stall_guard_ns = self.stall_guard_ns;
+        r.headroom.stall_guard_ns = self.stall_guard_ns;
+        r
+    }
+
     /// The reloadable part of the plan (nothing measured yet).
     pub fn live_settings(&self) -> LiveSettings {
         LiveSettings {

@@ -444,3 +444,52 @@ fn warnings_name_the_fields() {
         p.warnings[1]
     );
 }
+
+/// A reload applies the live settings of the new file and none of what needs a restart:
+/// after [`Plan::reloadable`] nothing is left for [`Plan::restart_only_changes`] to name, and
+/// every live change is there.
+#[test]
+fn a_reload_takes_the_live_settings_only() {
+    let p = Plan::parse(
+        &format!("{GOOD}\n[priority.5]\nmode = \"credit\"\nlimit = \"64KiB\"\n"),
+        "x",
+    )
+    .unwrap();
+    let text = format!("{GOOD}\n[priority.5]\nmode = \"credit\"\nlimit = \"32KiB\"\n")
+        .replace(
+            "workers = 1",
+            "workers = 1\nframes = 8192\nstall_guard = \"1ms\"\nlog = \"debug\"",
+        )
+        .replace("trust = \"dscp\"", "trust = \"pcp\"\npause_quanta = 1000")
+        .replace("xon = 32768", "xon = 16384")
+        + "[linkup]\nenabled = false\n[watchdog]\ndetection = \"50ms\"\n";
+    let q = Plan::parse(&text, "x").unwrap();
+    let changed = p.restart_only_changes(&q);
+    for field in [
+        "daemon.frames",
+        "daemon.stall_guard",
+        "port (iface, speed, trust, mtu)",
+        "priority.N (credit mode and buffer)",
+        "linkup",
+    ] {
+        assert!(changed.contains(&field), "{field} in {changed:?}");
+    }
+    let r = p.reloadable(&q);
+    assert!(
+        p.restart_only_changes(&r).is_empty(),
+        "{:?}",
+        p.restart_only_changes(&r)
+    );
+    assert_eq!(r.headroom.stall_guard_ns, p.stall_guard_ns);
+    assert_eq!(r.ports[1].trust, p.ports[1].trust);
+    // The live ones are the new file's.
+    assert_eq!(r.daemon.log.as_deref(), Some("debug"));
+    assert_eq!(r.ports[1].pause_quanta, 1000);
+    assert_eq!(r.prios[3], q.prios[3]);
+    assert_eq!(r.watchdog, q.watchdog);
+    assert_ne!(r.watchdog, p.watchdog);
+    assert_eq!(
+        r.prios[5], p.prios[5],
+        "a credit priority keeps its running buffer"
+    );
+}

@@ -280,6 +280,7 @@ fn reload_config(
             "changed in the file but only takes effect after a restart"
         );
     }
+    let new = running.reloadable(&new);
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }

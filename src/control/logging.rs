@@ -29,9 +29,10 @@ pub fn init() {
     let _ = FILTER.set(handle);
 }
 
-/// Applies the configuration's filter directive, unless `LOSSLESS_LOG` overrides it.
+/// Applies the configuration's filter directive (none: `info`, so that a reload which
+/// removes `[daemon] log` goes back to the default), unless `LOSSLESS_LOG` overrides it.
 pub fn apply_config_filter(directive: Option<&str>) -> Result<(), String> {
-    let Some(d) = directive else { return Ok(()) };
+    let d = directive.unwrap_or("info");
     if std::env::var_os(LOG_ENV).is_some() {
         return Ok(());
     }

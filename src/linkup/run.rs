@@ -202,14 +202,19 @@ impl LinkAgent {
     }
 
     /// Takes in a received frame of kind `kind` ([`crate::wire::classify`]) that arrived at
-    /// `rx_ns`: PTP and LLDP frames are the agent's (handled, or counted malformed); any other
-    /// kind is not, and is left alone. The frame's buffer stays the caller's either way.
+    /// `rx_ns`: LLDP and peer-delay frames are the agent's (handled, or counted malformed);
+    /// any other kind, and PTP other than peer delay, is not, and is left alone. The frame's
+    /// buffer stays the caller's either way.
     pub fn on_frame(&mut self, kind: FrameKind, data: &[u8], rx_ns: u64, now: u64) -> Taken {
         match kind {
             FrameKind::Ptp => {
                 self.counters.rx_ptp += 1;
                 match Ptp::parse_frame(data) {
                     Ok((src, Ptp::Pdelay(m))) if src != self.mac => self.on_pdelay(rx_ns, &m),
+                    // Sync, Announce, ...: end-to-end PTP is the hosts', not link-up's; the
+                    // caller forwards it (or drops it as link-local), counted either way.
+                    Ok((_, Ptp::NotOurs { .. })) => return Taken::NotMine,
+                    // Our own request reflected back.
                     Ok(_) => {}
                     Err(_) => return self.malformed(),
                 }
@@ -524,5 +529,9 @@ mod tests {
         assert_eq!(b.on_frame(FrameKind::Data, &[0; 60], 1, 1), Taken::NotMine);
         assert_eq!(b.on_frame(FrameKind::Ptp, &[0; 60], 1, 1), Taken::Malformed);
         assert_eq!(b.counters().rx_malformed, 1);
+        // PTP that is not peer delay (a Sync) is the hosts': given back, to be forwarded.
+        let mut sync = crate::wire::ptp::tests::PTP4L_REQ;
+        sync[14] = 0x00;
+        assert_eq!(b.on_frame(FrameKind::Ptp, &sync, 1, 1), Taken::NotMine);
     }
 }
