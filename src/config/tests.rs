@@ -493,3 +493,27 @@ fn a_reload_takes_the_live_settings_only() {
         "a credit priority keeps its running buffer"
     );
 }
+
+/// Sizes and periods a daemon would overflow on are refused, naming the field.
+#[test]
+fn absurd_sizes_and_periods_are_refused() {
+    let e = err(&format!(
+        "{GOOD}\n[headroom]\nmin_headroom = 9223372036854775807\n"
+    ));
+    assert!(
+        e.contains("headroom.min_headroom") && e.contains("256 TiB"),
+        "{e}"
+    );
+    let e = err(&format!("{GOOD}\n[headroom]\nmin_headroom = \"1PiB\"\n"));
+    assert!(e.contains("headroom.min_headroom"), "{e}");
+    let e = err(&GOOD.replace(
+        "workers = 1",
+        "workers = 1\nstats_interval_s = 9223372036854775807",
+    ));
+    assert!(e.contains("daemon.stats_interval_s"), "{e}");
+    Plan::parse(
+        &GOOD.replace("workers = 1", "workers = 1\nstats_interval_s = 86400"),
+        "x",
+    )
+    .unwrap();
+}

@@ -78,6 +78,9 @@ impl Plan {
     }
 }
 
+/// Longest period between the daemon's progress lines, s.
+const MAX_STATS_INTERVAL_S: u64 = 86_400;
+
 /// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
 const MAX_STD_FRAME: u64 = 1518;
 
@@ -283,6 +286,23 @@ impl Check<'_> {
         }
     }
 
+    /// A size in bytes, at most [`MAX_BUFFER_BYTES`], so that sums of buffers cannot overflow.
+    fn buffer_size(&self, field: String, v: &SizeValue) -> Result<u64, ConfigError> {
+        let b = match v {
+            SizeValue::Bytes(b) => *b,
+            SizeValue::Text(t) => {
+                units::parse_size(t).map_err(|e| self.invalid(field.clone(), e.to_string()))?
+            }
+        };
+        if b > MAX_BUFFER_BYTES {
+            return Err(self.invalid(
+                field,
+                format!("{b} bytes is above the largest buffer, {MAX_BUFFER_BYTES} (256 TiB)"),
+            ));
+        }
+        Ok(b)
+    }
+
     /// A duration in ns, bounded so that the daemon can add it to a clock reading.
     fn duration_ns(&self, field: String, v: &str) -> Result<u64, ConfigError> {
         let d = units::parse_duration(v).map_err(|e| self.invalid(field.clone(), e.to_string()))?;
@@ -333,6 +353,15 @@ fn daemon(c: &Check, d: &DaemonSection) -> Result<Option<u64>, ConfigError> {
             format!(
                 "{} is not a SCHED_FIFO priority (1..={MAX_PRIORITY})",
                 d.realtime_priority
+            ),
+        ));
+    }
+    if d.stats_interval_s > MAX_STATS_INTERVAL_S {
+        return Err(c.invalid(
+            "daemon.stats_interval_s".into(),
+            format!(
+                "{} is above {MAX_STATS_INTERVAL_S} (a day; 0 turns the progress lines off)",
+                d.stats_interval_s
             ),
         ));
     }
@@ -440,21 +469,8 @@ fn priorities(
 /// One `[priority.N]` (`key` as written).
 fn priority(c: &Check, key: &str, s: &PrioritySection) -> Result<PrioPlan, ConfigError> {
     let size = |name: &str, v: &Option<SizeValue>, default: u64| -> Result<u64, ConfigError> {
-        match v {
-            None => Ok(default),
-            Some(SizeValue::Bytes(b)) => Ok(*b),
-            Some(SizeValue::Text(t)) => units::parse_size(t)
-                .map_err(|e| c.invalid(format!("priority.{key}.{name}"), e.to_string())),
-        }
-        .and_then(|b| {
-            if b > MAX_BUFFER_BYTES {
-                Err(c.invalid(
-                    format!("priority.{key}.{name}"),
-                    format!("{b} bytes is above the largest buffer, {MAX_BUFFER_BYTES} (256 TiB)"),
-                ))
-            } else {
-                Ok(b)
-            }
+        v.as_ref().map_or(Ok(default), |v| {
+            c.buffer_size(format!("priority.{key}.{name}"), v)
         })
     };
     let uses_pfc = matches!(s.mode, PrioMode::Pfc | PrioMode::PfcSfc);
@@ -739,14 +755,11 @@ fn headroom(c: &Check, h: &HeadroomSection) -> Result<HeadroomSettings, ConfigEr
     }
     Ok(HeadroomSettings {
         adaptive: h.adaptive,
-        min_headroom: match &h.min_headroom {
-            None => None,
-            Some(SizeValue::Bytes(b)) => Some(*b),
-            Some(SizeValue::Text(t)) => Some(
-                units::parse_size(t)
-                    .map_err(|e| c.invalid("headroom.min_headroom".into(), e.to_string()))?,
-            ),
-        },
+        min_headroom: h
+            .min_headroom
+            .as_ref()
+            .map(|v| c.buffer_size("headroom.min_headroom".into(), v))
+            .transpose()?,
         margin: h.margin,
         half_life_ns: c
             .duration_ns("headroom.half_life".into(), &h.half_life)?

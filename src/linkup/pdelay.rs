@@ -387,13 +387,17 @@ fn complete(o: &Outstanding) -> Option<Sample> {
     } else {
         (r.t2, 0)
     };
+    // In i128, then held to i64: the wire's 48-bit seconds allow a T3 − T2 beyond i64, which
+    // truncated would wrap to a plausible figure; held, it is as implausible as it is.
     let turnaround = if r.two_step {
-        (t3.as_ns() - r.t2.as_ns()) as i64
+        t3.as_ns() - r.t2.as_ns()
     } else {
         0
-    } + r.correction_ns
-        + fup_corr;
-    let outer = r.t4_ns as i64 - t1 as i64;
+    } + i128::from(r.correction_ns)
+        + i128::from(fup_corr);
+    let outer = i128::from(r.t4_ns) - i128::from(t1);
+    let held = |ns: i128| ns.clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    let (turnaround, round_trip) = (held(turnaround), held(outer - turnaround));
     Some(Sample {
         sequence_id: o.seq,
         responder: r.source,
@@ -401,9 +405,9 @@ fn complete(o: &Outstanding) -> Option<Sample> {
         t2: r.t2,
         t3,
         t4_ns: r.t4_ns,
-        correction_ns: r.correction_ns + fup_corr,
+        correction_ns: r.correction_ns.saturating_add(fup_corr),
         turnaround_ns: turnaround,
-        round_trip_ns: outer - turnaround,
+        round_trip_ns: round_trip,
     })
 }
 
@@ -564,13 +568,26 @@ mod tests {
                     2 => t2 + 200 * MS,         // held longer than the timeout
                     _ => t2 + turn,
                 };
+                let mut fup = r.follow_up(t3);
+                if req.sequence_id == 3 {
+                    // 2^64 ns + turn after T2, which the wire's 48-bit seconds can say and
+                    // an i64 cannot: it must not wrap to the plausible `turn`.
+                    let far = PtpTimestamp::from_ns(t2 + turn).as_ns() + (1i128 << 64);
+                    fup.body = PdelayBody::RespFollowUp {
+                        response_origin: PtpTimestamp {
+                            seconds: (far / 1_000_000_000) as u64,
+                            nanoseconds: (far % 1_000_000_000) as u32,
+                        },
+                        requesting: req.source,
+                    };
+                }
                 ini.handle(t4, &r.resp);
-                ini.handle(t4 + 50, &r.follow_up(t3));
+                ini.handle(t4 + 50, &fup);
             }
             if let Some(res) = ini.take_result() {
                 let m = res.unwrap();
-                assert_eq!(m.rejected, 3, "{m:?}");
-                assert_eq!((m.samples.len(), m.requests, m.lost), (6, 9, 0));
+                assert_eq!(m.rejected, 4, "{m:?}");
+                assert_eq!((m.samples.len(), m.requests, m.lost), (6, 10, 0));
                 assert!(m.samples.iter().all(|s| s.round_trip_ns == 2 * d as i64));
                 return;
             }
