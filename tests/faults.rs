@@ -393,6 +393,22 @@ fn a_generator_whose_link_loses_its_carrier_holds_its_frames() {
     assert_flap_lost_only_the_dying_links_frames("source-side", &f);
 }
 
+/// On the AF_PACKET backend the daemon's own ports set down mid-traffic, one run each: the
+/// kernel says ENETDOWN to the socket's receive and send, which the daemon waits out (it
+/// stopped on it, killing every flow) and traffic resumes once the port is up.
+#[test]
+fn the_daemons_own_port_set_down_on_af_packet_is_waited_out() {
+    let _l = traffic_lock();
+    for (which, held) in [("ingress", [true, false]), ("egress", [false, true])] {
+        let l = line();
+        let iface = if which == "ingress" { &l.d0 } else { &l.d1 };
+        let f = flaps_during_pfc_run(&l, &l.nd, iface, 1, "af-packet");
+        assert_eq!(f.report["backend"], "af_packet", "{}", f.report);
+        assert_eq!(f.held, held, "{which}: status halfway through the flap");
+        assert_flap_lost_only_the_dying_links_frames(&format!("af-packet {which} set down"), &f);
+    }
+}
+
 /// A credit peer (the generator) is killed mid-traffic and a new one starts: the daemon's
 /// lane re-initialises on the newcomer's Init, the new source gets credit, and every frame
 /// either generator handed to the link arrives exactly once.

@@ -236,8 +236,11 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     };
     if n < 0 {
         let e = io::Error::last_os_error();
+        // ENETDOWN: the interface was set down (the kernel reports it once on the socket);
+        // nothing arrives until it is up again, when the socket receives again by itself.
         return match e.kind() {
             io::ErrorKind::WouldBlock => Ok(None),
+            _ if e.raw_os_error() == Some(libc::ENETDOWN) => Ok(None),
             _ => Err(e),
         };
     }
@@ -319,7 +322,9 @@ impl AfPacketPort {
     fn flush(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
         while let Some(f) = self.pending.front() {
             let sent = send_frame(self.fd, self.ifindex, pool.data(f));
-            if matches!(&sent, Err(e) if e.raw_os_error() == Some(libc::ENOBUFS)
+            // ENOBUFS: no carrier or a full device queue; ENETDOWN: the interface is set down.
+            // Either is waited out with the frame kept.
+            if matches!(&sent, Err(e) if matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENETDOWN))
                 || e.kind() == io::ErrorKind::WouldBlock)
             {
                 self.refusals += 1;
