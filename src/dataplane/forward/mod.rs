@@ -637,8 +637,12 @@ impl ForwardWorker {
                 self.ports[p].shared.set_fill_starved(false);
             }
         }
-        for port in &mut self.ports {
+        // Control frames still waiting (a held egress: no carrier at the stop) are counted on
+        // the port they were to leave by: the daemon's own PFC and SFC messages, and SFC
+        // messages in transit to another host.
+        for (port, c) in self.ports.iter_mut().zip(&self.stats.ports) {
             while let Some(q) = port.ctrl.pop() {
+                c.drop(DropReason::Shutdown);
                 self.pool.release(q.frame);
             }
         }
@@ -947,6 +951,34 @@ mod tests {
         assert_eq!(c.drops[DropReason::Malformed as usize].get(), 2);
     }
 
+    /// An SFC message from a congestion point at 02:00:00:00:00:02 to `to`, pausing the class
+    /// of priority 3 at source 02:00:00:00:00:01 for 400 us.
+    fn sfcm_for_priority_3(to: MacAddr) -> Vec<u8> {
+        let mut b = vec![0; 128];
+        let f = SfcmFrame {
+            eth: EthernetRepr {
+                dst: to,
+                src: MacAddr([2, 0, 0, 0, 0, 2]),
+                vlan: None,
+                ethertype: EtherType::LOSSLESS,
+            },
+            msg: Sfcm {
+                priority: 3,
+                scope: SfcScope::Class,
+                seq: 1,
+                pause_ns: 400_000,
+                sent_ns: 0,
+                queue_bytes: 1 << 20,
+                drain_bps: 0,
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                flow: None,
+            },
+        };
+        let n = f.emit(&mut b).unwrap();
+        b.truncate(n);
+        b
+    }
+
     /// An SFCM addressed to the daemon's port pauses that egress class and goes no further;
     /// one addressed to another host (the source in front of the daemon) goes on to it out
     /// of the other port unchanged, and pauses the class here too only where the priority is
@@ -955,31 +987,7 @@ mod tests {
     fn sfc_messages_in_transit_go_on_to_their_source() {
         let source = MacAddr([2, 0, 0, 0, 0, 1]);
         let daemon = MacAddr([2, 0, 0, 0, 0, 11]);
-        let sfcm = |to: MacAddr| {
-            let mut b = vec![0; 128];
-            let f = SfcmFrame {
-                eth: EthernetRepr {
-                    dst: to,
-                    src: MacAddr([2, 0, 0, 0, 0, 2]),
-                    vlan: None,
-                    ethertype: EtherType::LOSSLESS,
-                },
-                msg: Sfcm {
-                    priority: 3,
-                    scope: SfcScope::Class,
-                    seq: 1,
-                    pause_ns: 400_000,
-                    sent_ns: 0,
-                    queue_bytes: 1 << 20,
-                    drain_bps: 0,
-                    src_mac: source,
-                    flow: None,
-                },
-            };
-            let n = f.emit(&mut b).unwrap();
-            b.truncate(n);
-            b
-        };
+        let sfcm = sfcm_for_priority_3;
         let pfc = PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024);
         for (plan, to, forwarded, paused) in [
             (PrioPlan::lossy(1 << 20), source, true, false),
@@ -1003,6 +1011,29 @@ mod tests {
             assert_eq!(c.sfcm_rx[3].get(), 1);
             assert_eq!(c.sfcm_forwarded[3].get(), u64::from(forwarded));
         }
+    }
+
+    /// What the worker still holds when it stops, its egress held for a link without carrier,
+    /// is counted as `shutdown`: a data frame on the port it arrived by, a control frame (an
+    /// SFC message in transit) on the port it was to leave by. Every buffer goes back.
+    #[test]
+    fn what_a_held_egress_keeps_at_the_stop_is_counted() {
+        let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
+        let free = w.pool.available();
+        w.ports[1].shared.set_link_up(false);
+        src.inject(&frame(0), 0);
+        src.inject(&sfcm_for_priority_3(MacAddr([2, 0, 0, 0, 0, 1])), 0);
+        w.step(1_000).unwrap();
+        assert!(dst.take().is_empty(), "held");
+        w.shutdown();
+        let shutdown = |p: usize| stats.ports[p].drops[DropReason::Shutdown as usize].get();
+        assert_eq!((shutdown(0), shutdown(1)), (1, 1));
+        assert_eq!(
+            stats.ports[0].sfcm_forwarded[3].get(),
+            1,
+            "received on port 0"
+        );
+        assert_eq!(w.pool.available(), free);
     }
 
     /// A frame longer than the port takes is dropped whole and counted as `oversize` for
