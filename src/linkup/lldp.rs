@@ -98,6 +98,8 @@ pub enum NeighbourChange {
     Removed,
     /// TTL 0 from a neighbour we did not know: nothing to do.
     Ignored,
+    /// A new neighbour while [`MAX_NEIGHBOURS`] are known: not taken in, until one expires.
+    TableFull,
 }
 
 /// Counters of the agent.
@@ -109,7 +111,15 @@ pub struct LldpCounters {
     pub rx: u64,
     /// Neighbours removed because their TTL ran out.
     pub expired: u64,
+    /// LLDPDUs from a neighbour not in a full table, not taken in (802.1AB's
+    /// `tooManyNeighbors`, counted as its `lldpStatsRemTablesDrops`).
+    pub table_drops: u64,
 }
+
+/// Neighbours one port keeps. A link has one partner (a hub or a bridge that forwards LLDP
+/// may show a few); the bound keeps a flood of invented neighbours from growing the table,
+/// which the leader worker searches for every LLDPDU and filters every turn, without end.
+pub const MAX_NEIGHBOURS: usize = 8;
 
 /// The LLDP agent of one port.
 #[derive(Debug, Clone)]
@@ -128,7 +138,7 @@ impl LldpAgent {
             cfg,
             next_tx_ns: now,
             last_tx_ns: None,
-            neighbours: Vec::new(),
+            neighbours: Vec::with_capacity(MAX_NEIGHBOURS),
             counters: LldpCounters::default(),
         }
     }
@@ -217,6 +227,10 @@ impl LldpAgent {
                 } else {
                     NeighbourChange::Refreshed
                 }
+            }
+            None if self.neighbours.len() >= MAX_NEIGHBOURS => {
+                self.counters.table_drops += 1;
+                NeighbourChange::TableFull
             }
             None => {
                 self.neighbours.push(Neighbour {
@@ -338,6 +352,35 @@ mod tests {
         assert!(a.neighbours().is_empty());
         assert!(!a.peer_responds());
         assert_eq!(a.counters().expired, 1);
+    }
+
+    /// A flood of invented neighbours fills the table to its bound and no further; those
+    /// known are still refreshed, and a new one gets in once one has expired.
+    #[test]
+    fn a_full_table_takes_no_new_neighbour() {
+        let mut a = agent(1, "eth0");
+        let stranger = |i: u8| {
+            let mut pdu = agent(100 + i, &format!("x{i}")).pdu();
+            pdu.ttl = if i == 0 { 10 } else { 65535 };
+            (MacAddr([2, 0, 0, 0, 1, i]), pdu)
+        };
+        for i in 0..MAX_NEIGHBOURS as u8 {
+            let (src, pdu) = stranger(i);
+            assert_eq!(a.handle_rx(S, src, pdu), NeighbourChange::Added);
+        }
+        let (src, pdu) = stranger(200);
+        assert_eq!(a.handle_rx(S, src, pdu.clone()), NeighbourChange::TableFull);
+        assert_eq!(a.neighbours().len(), MAX_NEIGHBOURS);
+        assert_eq!(a.counters().table_drops, 1);
+        let (known, known_pdu) = stranger(1);
+        assert_eq!(
+            a.handle_rx(2 * S, known, known_pdu),
+            NeighbourChange::Refreshed
+        );
+        // The first one's 10 s TTL runs out: room for the newcomer.
+        assert_eq!(a.expire(11 * S, |_| ()), 1);
+        assert_eq!(a.handle_rx(12 * S, src, pdu), NeighbourChange::Added);
+        assert_eq!(a.neighbours.capacity(), MAX_NEIGHBOURS, "never grown");
     }
 
     #[test]

@@ -222,11 +222,19 @@ impl LinkAgent {
             FrameKind::Lldp => {
                 self.counters.rx_lldp += 1;
                 match Lldpdu::parse_frame(data, self.lldp.config().org) {
-                    Ok((src, pdu)) if src != self.mac => {
-                        if let NeighbourChange::Added = self.lldp.handle_rx(now, src, pdu) {
+                    Ok((src, pdu)) if src != self.mac => match self.lldp.handle_rx(now, src, pdu) {
+                        NeighbourChange::Added => {
                             tracing::info!(neighbour = %src, "LLDP neighbour learnt");
                         }
-                    }
+                        // Said once: a flood would otherwise be a line per frame.
+                        NeighbourChange::TableFull if self.lldp.counters().table_drops == 1 => {
+                            tracing::warn!(
+                                neighbour = %src, kept = crate::linkup::lldp::MAX_NEIGHBOURS,
+                                "LLDP neighbour table full: more neighbours than a link has are not taken in until one expires"
+                            );
+                        }
+                        _ => {}
+                    },
                     Ok(_) => {}
                     Err(e) => {
                         tracing::debug!(error = %e, "malformed LLDPDU");
