@@ -30,4 +30,7 @@ pub trait PortAgent: Send {
     fn poll(&mut self, port: &mut dyn Port, pool: &mut FramePool, now: u64);
     /// When the agent next has something to do without a frame arriving (CLOCK_MONOTONIC ns).
     fn next_deadline(&self) -> u64;
+    /// The priorities with PFC changed (a reload) to `enabled` (bit n: priority n), at `now`:
+    /// what the agent advertises to its peer (DCBX) says so.
+    fn set_pfc_enabled(&mut self, enabled: u8, now: u64);
 }

@@ -20,7 +20,7 @@ use crate::{
         pool::FramePool,
         port::Port,
     },
-    wire::{FrameKind, MacAddr},
+    wire::{lldp::PfcConfig, FrameKind, MacAddr},
 };
 
 /// Link-up on one port of a forwarding worker.
@@ -101,5 +101,61 @@ impl PortAgent for ForwardingAgent {
 
     fn next_deadline(&self) -> u64 {
         self.agent.next_deadline()
+    }
+
+    fn set_pfc_enabled(&mut self, enabled: u8, now: u64) {
+        let lldp = self.agent.lldp_mut();
+        let (pfc, capability) = (lldp.config().pfc, lldp.config().capability);
+        lldp.set_advertised(now, PfcConfig { enabled, ..pfc }, capability);
+        // An LLDPDU is due soon: look at once.
+        self.idle_until = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        dataplane::mem_port::mem_link,
+        linkup::lldp::FAST_TX_NS,
+        wire::{lldp::Lldpdu, EtherType},
+    };
+
+    /// A reload that changes which priorities have PFC changes what the agent advertises
+    /// (DCBX's PFC configuration TLV): an LLDPDU with the new priorities goes out within a
+    /// second, not at the next 30 s refresh.
+    #[test]
+    fn a_reload_of_the_pfc_priorities_is_advertised() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 10]);
+        let (mut port, peer) = mem_link("m0", mac, 64);
+        let mut pool = FramePool::heap(64).unwrap();
+        let settings = LinkupSettings {
+            samples: 4,
+            sample_interval_ns: 10_000_000,
+            interval_ns: 0,
+            max_frame: 1518,
+            peer_response_ns: 0,
+        };
+        let mut a = ForwardingAgent::new(&settings, Arc::default(), mac, "m0", 0x08, 0);
+        let advertised = |frames: Vec<Vec<u8>>| -> Vec<u8> {
+            frames
+                .iter()
+                .filter(|f| f[12..14] == EtherType::LLDP.to_be_bytes())
+                .map(|f| {
+                    let (_, pdu) = Lldpdu::parse_frame(f, Default::default()).unwrap();
+                    pdu.pfc.unwrap().enabled
+                })
+                .collect()
+        };
+        a.poll(&mut port, &mut pool, 0);
+        assert_eq!(advertised(peer.take()), [0x08], "at start");
+        a.set_pfc_enabled(0x28, 1_000);
+        a.poll(&mut port, &mut pool, FAST_TX_NS - 1);
+        assert!(
+            advertised(peer.take()).is_empty(),
+            "one second after the last"
+        );
+        a.poll(&mut port, &mut pool, FAST_TX_NS);
+        assert_eq!(advertised(peer.take()), [0x28], "priorities 3 and 5");
     }
 }

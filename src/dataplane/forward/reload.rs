@@ -1,7 +1,7 @@
 //! Settings reloaded while the worker runs, and the gauges it publishes for readers.
 
 use crate::dataplane::{clock::now_ns, settings::LiveSettings};
-use crate::fc::{sfc_guard::SfcGuard, watchdog::PfcWatchdog, PRIORITIES};
+use crate::fc::{plan::pfc_mask, sfc_guard::SfcGuard, watchdog::PfcWatchdog, PRIORITIES};
 
 use super::{admission_row, sfc_congestion_points, ForwardWorker};
 
@@ -86,6 +86,12 @@ impl ForwardWorker {
             s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc;
         let guards_changed = s.sfc.sources != self.setup.sfc.sources;
         self.setup.sfc = s.sfc;
+        if pfc_mask(&s.prios) != pfc_mask(&self.setup.prios) {
+            let now = now_ns();
+            for agent in self.ports.iter_mut().filter_map(|p| p.agent.as_mut()) {
+                agent.set_pfc_enabled(pfc_mask(&s.prios), now);
+            }
+        }
         self.setup.prios = s.prios;
         // A priority turned lossless gets its buffers from the next refill on, and the pool's
         // reserve against lossy frames at once; a lean ring is deep again until its bound has
