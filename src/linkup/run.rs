@@ -84,7 +84,15 @@ pub struct LinkCounters {
     /// Peer-delay frames sent for a kernel TX stamp that did not come in time (their time
     /// was read in user space instead).
     pub tx_stamp_missed: u64,
+    /// Pdelay_Req not answered: less than [`MIN_ANSWER_GAP_NS`] after the last one answered.
+    pub requests_refused: u64,
 }
+
+/// The least time between two requests the responder answers. Each answer waits for its
+/// kernel TX stamp (up to tens of microseconds) in the worker that forwards, so a flood of
+/// requests must not buy a wait per frame; a link partner asks once a second (ptp4l) or
+/// every `sample_interval` (another daemon, 10 ms by default), far less often than this.
+pub const MIN_ANSWER_GAP_NS: u64 = 1_000_000;
 
 /// Link-up on one port: LLDP, the peer-delay responder and the initiator.
 pub struct LinkAgent {
@@ -94,6 +102,8 @@ pub struct LinkAgent {
     initiator: PdelayInitiator,
     /// Answers waiting for the TX path.
     answers: VecDeque<Response>,
+    /// A request received before this time is not answered ([`MIN_ANSWER_GAP_NS`]).
+    answer_after_ns: u64,
     rx: Vec<RxFrame>,
     /// The one-frame batch each send goes through (kept: nothing allocated per frame).
     tx: Vec<Frame>,
@@ -116,6 +126,7 @@ impl LinkAgent {
             responder: cfg.respond.then(|| PdelayResponder::new(identity)),
             initiator: PdelayInitiator::new(cfg.initiator, identity),
             answers: VecDeque::new(),
+            answer_after_ns: 0,
             rx: Vec::with_capacity(RX_BATCH),
             tx: Vec::with_capacity(1),
             clock: now_ns,
@@ -258,11 +269,19 @@ impl LinkAgent {
     fn on_pdelay(&mut self, rx_ns: u64, m: &PdelayMessage) {
         match m.body {
             PdelayBody::Req { .. } => {
+                if self.responder.is_none() {
+                    return;
+                }
+                if rx_ns < self.answer_after_ns {
+                    self.counters.requests_refused += 1;
+                    return;
+                }
                 if let Some(r) = self
                     .responder
                     .as_mut()
                     .and_then(|r| r.handle_request(rx_ns, m))
                 {
+                    self.answer_after_ns = rx_ns + MIN_ANSWER_GAP_NS;
                     self.answers.push_back(r);
                 }
             }
@@ -537,6 +556,14 @@ mod tests {
         assert_eq!(b.on_frame(FrameKind::Data, &[0; 60], 1, 1), Taken::NotMine);
         assert_eq!(b.on_frame(FrameKind::Ptp, &[0; 60], 1, 1), Taken::Malformed);
         assert_eq!(b.counters().rx_malformed, 1);
+        // A flood of requests buys one answer per MIN_ANSWER_GAP_NS, not a TX-stamp wait each.
+        let req = crate::wire::ptp::tests::PTP4L_REQ;
+        for i in 0..100 {
+            b.on_frame(FrameKind::Ptp, &req, 6_000_000_000 + i * 1_000, 1);
+        }
+        b.on_frame(FrameKind::Ptp, &req, 6_000_000_000 + MIN_ANSWER_GAP_NS, 1);
+        assert_eq!(b.answers.len(), 2);
+        assert_eq!(b.counters().requests_refused, 99);
         // PTP that is not peer delay (a Sync) is the hosts': given back, to be forwarded.
         let mut sync = crate::wire::ptp::tests::PTP4L_REQ;
         sync[14] = 0x00;
