@@ -645,6 +645,90 @@ fn two_workers_on_two_queue_veths() {
     assert!(!has_xdp(&w.ns, &w.d0) && !has_xdp(&w.ns, &w.d1));
 }
 
+/// Link-up with two workers, the link partner's frames all arriving on the second queue:
+/// ptp4l's host sends everything on TX queue 1 (XPS maps every CPU there), and veth hands a
+/// frame to the peer's RX queue of the same index, so d0 receives it on worker 1's queue.
+/// Link-up runs on the leader, which binds queue 0: worker 1 hands the peer-delay frames
+/// over, and the port is measured. Before the hand-over worker 1 dropped them as link-local
+/// and the port was never measured.
+#[test]
+fn link_up_hears_a_partner_on_another_workers_queue() {
+    let _l = common::traffic_lock();
+    let (ns, pns, sns) = (Netns::new("lq"), Netns::new("lqp"), Netns::new("lqs"));
+    let (d0, g0, d1, s0) = (unique("d"), unique("g"), unique("d"), unique("s"));
+    for (a, an, b, bn) in [(&g0, &pns, &d0, &ns), (&d1, &ns, &s0, &sns)] {
+        common::sh(&[
+            "ip",
+            "link",
+            "add",
+            a,
+            "netns",
+            &an.name,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            b,
+            "netns",
+            &bn.name,
+            "numtxqueues",
+            "2",
+            "numrxqueues",
+            "2",
+        ]);
+        an.run(&["ip", "link", "set", a, "up"]);
+        bn.run(&["ip", "link", "set", b, "up"]);
+    }
+    let cpus = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .min(32);
+    let all = format!("{:x}", (1u64 << cpus) - 1);
+    for (q, mask) in [(0, "0"), (1, all.as_str())] {
+        pns.run(&[
+            "sh",
+            "-c",
+            &format!("echo {mask} > /sys/class/net/{g0}/queues/tx-{q}/xps_cpus"),
+        ]);
+    }
+    let (_ptp, _out) = common::ptp4l(&pns, &g0);
+    let (control, socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[daemon]\nworkers = 2\n[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n\
+             [[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
+             [priority.3]\nmode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"\nheadroom = \"1MiB\"\n\
+             [linkup]\nsamples = 8\nsample_interval = \"5ms\"\ninterval = \"0s\"\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&ns, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(Duration::from_secs(10));
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while common::status_of(&socket)["ports"][0]["priorities"][3]["source"] != "measured" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "d0 never measured: drops {}\n{}",
+            common::status_of(&socket)["ports"][0]["counters"]["drops"],
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // What the partner sent came in on worker 1's queue.
+    let [q0, q1] = xdp_frames_per_queue::<2>(&ns, &d0);
+    assert!(q0 == 0 && q1 > 0, "d0's queues got {q0} and {q1}");
+    dut.interrupt();
+    let report = dut.json(Duration::from_secs(10));
+    assert_eq!(
+        report["ports"][0]["drops"]["link_local"], 0,
+        "{}",
+        report["ports"][0]
+    );
+}
+
 /// What a run through two workers leaves to look at.
 struct LineRun {
     gen: serde_json::Value,

@@ -29,6 +29,7 @@ use crate::{
         agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
+        handoff::handoff_ends,
         open::{
             attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
         },
@@ -555,6 +556,12 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     // shows here as a warning rather than as a pool that cannot be mapped).
     let memory_locked = realtime.is_some() && sched::lock_memory();
     let (started_tx, started) = mpsc::channel();
+    // Link-up runs on the leader: the others hand it what its agents take.
+    let mut handoffs = match plan.linkup {
+        Some(_) => handoff_ends(d.workers),
+        None => (0..d.workers).map(|_| None).collect(),
+    }
+    .into_iter();
     for (w, ports) in opened.into_iter().enumerate() {
         let stats = Arc::new(WorkerStats::new(ifaces.len()));
         all_stats.push(stats.clone());
@@ -606,7 +613,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
             setup,
             now_ns(),
         )
-        .with_agents(agents);
+        .with_agents(agents)
+        .with_handoff(handoffs.next().flatten());
         let core = d.cores.get(w).copied();
         let required = d.realtime == RealtimeMode::On;
         let started = started_tx.clone();

@@ -11,6 +11,7 @@ pub mod doorbell;
 pub mod eventfd;
 pub mod fill_sizer;
 pub mod forward;
+pub mod handoff;
 pub mod hwstamp;
 pub mod idle;
 pub mod ingress;

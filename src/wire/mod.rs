@@ -70,6 +70,12 @@ impl MacAddr {
     pub fn is_multicast(&self) -> bool {
         self.0[0] & 1 == 1
     }
+
+    /// One of the group addresses 01-80-C2-00-00-00 to -0F, which 802.1Q bridges never
+    /// forward (PAUSE/PFC, LLDP, peer delay, our credit updates use them).
+    pub fn is_bridge_filtered(&self) -> bool {
+        self.0[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && self.0[5] <= 0x0f
+    }
 }
 
 impl fmt::Display for MacAddr {

@@ -9,10 +9,11 @@ use std::sync::{
 
 use super::{
     af_xdp::fill_target,
-    agent::PortAgent,
+    agent::{PortAgent, Taken},
     classify::Trust,
     clock::now_ns,
     fill_sizer::FillSizer,
+    handoff::HandoffEnd,
     idle::Idler,
     ingress::FillWatch,
     pfc_headroom::PortHeadroom,
@@ -221,6 +222,9 @@ pub struct ForwardWorker {
     /// The priority of each data frame in `tx`: what the port does not take is taken off
     /// that priority's TX counts.
     tx_prios: [u8; BATCH],
+    /// Where link-local control frames for the link agents go between workers, with several
+    /// and link-up on ([`ForwardWorker::with_handoff`]).
+    handoff: Option<HandoffEnd>,
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -373,6 +377,7 @@ impl ForwardWorker {
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
+            handoff: None,
             pool,
             ports,
             stats,
@@ -460,6 +465,35 @@ impl ForwardWorker {
             port.agent = agent;
         }
         self
+    }
+
+    /// Gives the worker its end of the hand-over of link-local control frames
+    /// ([`crate::dataplane::handoff`]): a worker other than the leader posts the LLDP and
+    /// peer-delay frames it receives to the leader, which runs every port's agent.
+    pub fn with_handoff(mut self, end: Option<HandoffEnd>) -> Self {
+        self.handoff = end;
+        self
+    }
+
+    /// The frames the other workers handed over, to the agents of their ports (leader only).
+    fn take_handed_over(&mut self, now: u64) {
+        let Some(HandoffEnd::FromOthers(mailboxes)) = &mut self.handoff else {
+            return;
+        };
+        for m in mailboxes.iter_mut().filter(|m| !m.is_empty()) {
+            m.take(|p, kind, data, rx_ns| {
+                let Some(agent) = self.ports.get_mut(p).and_then(|s| s.agent.as_mut()) else {
+                    return self.stats.ports[p].drop(DropReason::LinkLocal);
+                };
+                match agent.on_frame(kind, data, rx_ns, now) {
+                    Taken::Consumed => {}
+                    Taken::Malformed => self.stats.ports[p].drop(DropReason::Malformed),
+                    // Link-local, so not forwarded (the worker that took it handed over only
+                    // frames to the bridge group addresses).
+                    Taken::NotMine => self.stats.ports[p].drop(DropReason::LinkLocal),
+                }
+            });
+        }
     }
 
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
@@ -565,6 +599,7 @@ impl ForwardWorker {
             self.send_credit(e, now);
             self.hold_if_refused(e);
         }
+        self.take_handed_over(now);
         self.run_link_agents(now);
         if now >= self.gauges_due {
             self.publish_gauges(now);
@@ -609,6 +644,11 @@ impl ForwardWorker {
                 consider(port.shared.line().wake_at(&port.rate, now));
             } else if let Some(r) = resume {
                 consider(r);
+            }
+        }
+        if let Some(HandoffEnd::FromOthers(mailboxes)) = &self.handoff {
+            if mailboxes.iter().any(|m| !m.is_empty()) {
+                consider(now);
             }
         }
         for port in &self.ports {

@@ -6,6 +6,7 @@
 use crate::dataplane::{
     agent::Taken,
     classify::{self, Trust},
+    handoff::HandoffEnd,
     pool::{Frame, FramePool},
     port::RxFrame,
     queue::Queued,
@@ -120,6 +121,18 @@ impl ForwardWorker {
                     Taken::Malformed => return self.discard(p, rx.frame, DropReason::Malformed),
                     Taken::NotMine => {}
                 }
+            } else if let Some(HandoffEnd::ToLeader(leader)) = &mut self.handoff {
+                // The leader runs the port's agent: what it would take (to the bridge group
+                // addresses; end-to-end PTP goes the way of data) is handed over with its stamp.
+                if class
+                    .eth(data)
+                    .is_some_and(|e| e.dst().is_bridge_filtered())
+                {
+                    if leader.post(p, class.kind, data, rx.rx_ns) {
+                        return self.pool.release(rx.frame);
+                    }
+                    return self.discard(p, rx.frame, DropReason::NoBuffer);
+                }
             }
         }
         let c = &self.stats.ports[p];
@@ -174,8 +187,7 @@ impl ForwardWorker {
             return self.discard(p, rx.frame, DropReason::Malformed);
         };
         let source = eth.src();
-        let dst = eth.dst().0;
-        if dst[..5] == [0x01, 0x80, 0xc2, 0x00, 0x00] && dst[5] <= 0x0f {
+        if eth.dst().is_bridge_filtered() {
             return self.discard(p, rx.frame, DropReason::LinkLocal);
         }
         let prio = classify::priority(&eth, batch.trust);
