@@ -167,18 +167,24 @@ impl ForwardWorker {
                 };
             }
             FrameKind::Sfcm => {
-                return match SfcmFrame::parse(data) {
+                // One addressed to another host that the port's policy refuses, or that does
+                // not parse, is not the daemon's to judge: it goes the way of data below, as
+                // any frame for another host does (the host's own policy decides).
+                let own = self.ports[p].io.mac();
+                match SfcmFrame::parse(data) {
                     Ok(f) => match self.ports[p].sfc_guard.admit(f.eth.src, now) {
-                        Ok(()) => self.take_sfcm(p, &f, rx.frame, now),
+                        Ok(()) => return self.take_sfcm(p, &f, rx.frame, now),
+                        Err(_) if f.eth.dst != own => {}
                         Err(Refusal::NotAllowed) => {
-                            self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
+                            return self.discard(p, rx.frame, DropReason::SfcmNotAllowed)
                         }
                         Err(Refusal::RateLimited) => {
-                            self.discard(p, rx.frame, DropReason::SfcmRateLimited)
+                            return self.discard(p, rx.frame, DropReason::SfcmRateLimited)
                         }
                     },
-                    Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
-                };
+                    Err(_) if class.eth(data).is_some_and(|e| e.dst() != own) => {}
+                    Err(_) => return self.discard(p, rx.frame, DropReason::Malformed),
+                }
             }
             // LLDP and PTP no link agent took go the way of data: link-local, dropped below.
             FrameKind::Lldp | FrameKind::Ptp | FrameKind::Data => {}
