@@ -76,6 +76,73 @@ fn send_pfc_and_pause_decode_in_tshark() {
     );
 }
 
+/// Tool flags that cannot be honoured exit 2 with a line naming the flag, whether clap or the
+/// tool refuses them, before any interface is opened: zero stop times and watch intervals,
+/// flow ids past u32, a credit window no full-size frame fits (the generator would wait for
+/// ever), rule and threshold flags without the flag they belong to.
+#[test]
+fn tool_usage_errors_name_the_flag_and_exit_2() {
+    for (args, flag) in [
+        (
+            &["gen", "--iface", "lo", "--rate", "1G", "--duration", "0s"][..],
+            "--duration",
+        ),
+        (
+            &[
+                "gen",
+                "--iface",
+                "lo",
+                "--rate",
+                "1G",
+                "--count",
+                "5",
+                "--first-flow",
+                "4294967295",
+                "--flows",
+                "2",
+            ],
+            "--first-flow",
+        ),
+        (
+            &[
+                "gen", "--iface", "lo", "--rate", "1G", "--size", "50", "--count", "1",
+            ],
+            "--size",
+        ),
+        (
+            &[
+                "sink",
+                "--iface",
+                "lo",
+                "--credit",
+                "3",
+                "--credit-buffer",
+                "512",
+            ],
+            "--credit-buffer",
+        ),
+        (
+            &["sink", "--iface", "lo", "--pause-quanta", "0"],
+            "--pause-quanta",
+        ),
+        (&["sink", "--iface", "lo", "--xoff", "1KiB"], "--drain-rate"),
+        (
+            &["sink", "--iface", "lo", "--idle-timeout", "0s"],
+            "--idle-timeout",
+        ),
+        (&["status", "--watch", "0s"], "--watch"),
+        (
+            &["cable", "--a", "x", "--b", "y", "--loss-match", "data"],
+            "--loss",
+        ),
+    ] {
+        let out = Command::new(BIN).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?} names {flag}: {err}");
+    }
+}
+
 #[test]
 fn config_errors_name_the_field_and_exit_78() {
     let cfg = TempFile::new("bad", "[[port]]\niface = \"a\"\nspeed = \"1G\"\n[[port]]\niface = \"b\"\nspeed = \"1G\"\n[priority.3]\nmode = \"pfc\"\nxoff = 1000\nxon = 2000\n");
@@ -1027,6 +1094,54 @@ fn an_af_packet_sink_counts_its_own_drops() {
         json_u64(&sink, &["kernel_drops", "rx_ring_full"]) >= lost,
         "{sink}"
     );
+}
+
+/// A congestion-point sink told not to pause (`--no-pfc`) drops what overflows its buffer:
+/// that is its own loss (`lost_here`), as its socket's would be, never blamed upstream. One
+/// test frame gives no rate (it spans no time).
+#[test]
+fn a_sinks_own_buffer_overflow_is_its_own_loss() {
+    let (ng, ns) = (Netns::new("sog"), Netns::new("sos"));
+    let (g, s) = (unique("sog"), unique("sos"));
+    veth(&ng, &g, &ns, &s);
+    let run_gen = |count: &str| {
+        Proc::spawn(
+            &ng,
+            &[
+                "gen",
+                "--iface",
+                &g,
+                "--rate",
+                "1Gbit",
+                "--size",
+                "1000",
+                "--count",
+                count,
+                "--duration",
+                "5s",
+                "--json",
+            ],
+        )
+        .json(Duration::from_secs(20))
+    };
+    let sink = common::start_sink_with(&ns, &s, &["--drain-rate", "100Mbit", "--no-pfc"]);
+    let gen = run_gen("20000");
+    let sink = sink.json(Duration::from_secs(20));
+    let (sent, lost) = (json_u64(&gen, &["frames_sent"]), json_u64(&sink, &["lost"]));
+    let overflow = json_u64(&sink, &["buffer_overflow"]);
+    assert!(
+        overflow > 1_000,
+        "the buffer overflowed too little to tell: {sink}"
+    );
+    assert!(lost > 0 && lost <= overflow, "{sink}");
+    assert_eq!(json_u64(&sink, &["lost_here"]), lost, "{sink}");
+    assert_eq!(json_u64(&sink, &["lost_upstream"]), 0, "{sink}");
+    assert_eq!(json_u64(&sink, &["unique"]) + overflow, sent, "{sink}");
+    let one = common::start_sink(&ns, &s);
+    run_gen("1");
+    let one = one.json(Duration::from_secs(20));
+    assert_eq!(json_u64(&one, &["received"]), 1, "{one}");
+    assert_eq!(one["rate_bps"], 0.0, "{one}");
 }
 
 /// A long run says what it is doing: a sink that has seen no test frame yet says so at every

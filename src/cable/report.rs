@@ -121,7 +121,7 @@ pub struct LaneReport {
     pub peak_fifo_frames: u64,
     /// Achieved delay, RX stamp to hand-over to the TX ring.
     pub delay: LatencySummary,
-    /// Mean achieved delay, µs (exact; the percentiles have about 6 % resolution).
+    /// Mean achieved delay, µs (exact; the percentiles are within 0.1 %).
     pub delay_mean_us: f64,
     /// Seconds from the first to the last frame transmitted.
     pub tx_elapsed_s: f64,

@@ -1,4 +1,4 @@
-//! The cable's I/O loop: one thread, both ports of one pool (queue 0 of each interface), the
+//! The cable's I/O loop: one thread, both ports of one pool (every RX queue of each interface), the
 //! two [`Lane`]s in between. Receives in batches, transmits what is due, and sleeps on the
 //! ports' descriptors up to the next deadline (the [`Idler`] spins the last stretch).
 

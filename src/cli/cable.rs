@@ -21,6 +21,9 @@ fn matcher(s: &str) -> Result<Matcher, String> {
 /// Flags of `lossless cable`. Per-direction flags (`-ab`: frames entering on `--a` and
 /// leaving on `--b`; `-ba`: the reverse) override the flag without suffix.
 #[derive(Debug, Clone, Args)]
+#[command(group(clap::ArgGroup::new("loss_rule").args(["loss", "loss_ab", "loss_ba"]).multiple(true)))]
+#[command(group(clap::ArgGroup::new("corrupt_rule").args(["corrupt", "corrupt_ab", "corrupt_ba"]).multiple(true)))]
+#[command(group(clap::ArgGroup::new("reorder_rule").args(["reorder", "reorder_ab", "reorder_ba"]).multiple(true)))]
 pub struct CableArgs {
     /// Side A interface.
     #[arg(long = "a", value_name = "IFACE")]
@@ -69,7 +72,7 @@ pub struct CableArgs {
     pub loss_ba: Option<f64>,
     /// Frames the loss rule applies to, comma-separated: all, data, pfc, pause, mac-control,
     /// credit, sfc, lldp, ptp, ethertype=0xNNNN.
-    #[arg(long, value_parser = matcher, default_value = "all")]
+    #[arg(long, value_parser = matcher, default_value = "all", requires = "loss_rule")]
     pub loss_match: Matcher,
     /// Flip one random bit after the Ethernet header of frames matching --corrupt-match with
     /// this probability.
@@ -82,7 +85,7 @@ pub struct CableArgs {
     #[arg(long, value_parser = parse_probability)]
     pub corrupt_ba: Option<f64>,
     /// Frames the corruption rule applies to (same classes as --loss-match).
-    #[arg(long, value_parser = matcher, default_value = "data")]
+    #[arg(long, value_parser = matcher, default_value = "data", requires = "corrupt_rule")]
     pub corrupt_match: Matcher,
     /// Swap frames matching --reorder-match with the next frame, with this probability.
     #[arg(long, value_parser = parse_probability)]
@@ -94,7 +97,7 @@ pub struct CableArgs {
     #[arg(long, value_parser = parse_probability)]
     pub reorder_ba: Option<f64>,
     /// Frames the reorder rule applies to (same classes as --loss-match).
-    #[arg(long, value_parser = matcher, default_value = "data")]
+    #[arg(long, value_parser = matcher, default_value = "data", requires = "reorder_rule")]
     pub reorder_match: Matcher,
     /// Bytes each direction's FIFO may hold before it drops (and warns). Default:
     /// (delay + jitter) x rate (10 Gbit/s if unshaped) plus max(64 KiB, 1/8 of that).

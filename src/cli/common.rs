@@ -115,6 +115,15 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     units::parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// Parses a duration flag that must be longer than zero (a stop time, a watch interval):
+/// zero would end a run before it began, or spin.
+pub fn nonzero_duration(s: &str) -> Result<std::time::Duration, String> {
+    match duration(s)? {
+        d if d.is_zero() => Err(format!("{s:?}: must be longer than 0")),
+        d => Ok(d),
+    }
+}
+
 /// Parses an IPv4 address flag.
 pub fn ipv4(s: &str) -> Result<[u8; 4], String> {
     std::net::Ipv4Addr::from_str(s)

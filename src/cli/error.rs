@@ -81,6 +81,17 @@ pub enum CliError {
 }
 
 impl CliError {
+    /// The process's exit code: 2 for flags that cannot be honoured (as for the flags clap
+    /// refuses itself), 1 for everything that failed while running.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            CliError::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+impl CliError {
     /// A [`CliError::File`] for `path` (`what` names it, e.g. the flag and the path).
     pub fn file(what: impl std::fmt::Display) -> impl FnOnce(io::Error) -> CliError {
         let what = what.to_string();

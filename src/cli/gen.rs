@@ -48,7 +48,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 0)]
     pub first_flow: u32,
     /// How long to send ("5s").
-    #[arg(long, value_parser = common::duration)]
+    #[arg(long, value_parser = common::nonzero_duration)]
     pub duration: Option<std::time::Duration>,
     /// Stop after this many frames.
     #[arg(long)]
@@ -107,6 +107,14 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
     }
     if args.flows == 0 {
         return Err(CliError::Usage("--flows must be at least 1".into()));
+    }
+    if args.first_flow.checked_add(args.flows - 1).is_none() {
+        return Err(CliError::Usage(format!(
+            "--first-flow {} with --flows {}: flow ids run past {}",
+            args.first_flow,
+            args.flows,
+            u32::MAX
+        )));
     }
     let stop = signals::install();
     let steering = Steering {

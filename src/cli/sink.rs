@@ -35,16 +35,17 @@ pub struct SinkArgs {
     #[command(flatten)]
     pub progress: ProgressArgs,
     /// Stop after this long ("10s").
-    #[arg(long, value_parser = common::duration)]
+    #[arg(long, value_parser = common::nonzero_duration)]
     pub duration: Option<std::time::Duration>,
     /// Stop this long after the last test frame, once traffic has started ("1s").
-    #[arg(long, value_parser = common::duration)]
+    #[arg(long, value_parser = common::nonzero_duration)]
     pub idle_timeout: Option<std::time::Duration>,
     /// Stop after this many test frames.
     #[arg(long)]
     pub expect: Option<u64>,
-    /// Flow ids accounted: 0..max-flows (8 KiB of state per flow seen).
-    #[arg(long, default_value_t = 1024)]
+    /// Flow ids accounted: 0..max-flows, at most 1048576 (48 bytes each up front, 8 KiB more
+    /// per flow seen); frames of other flows are counted as unknown_flow.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_flows: u32,
     /// UDP destination port of the test traffic.
     #[arg(long, default_value_t = DEFAULT_TEST_UDP_PORT)]
@@ -53,16 +54,17 @@ pub struct SinkArgs {
     #[arg(long, value_parser = common::rate)]
     pub drain_rate: Option<u64>,
     /// Congestion point: receive buffer per priority; frames beyond it are dropped.
-    #[arg(long, value_parser = common::size, default_value = "512KiB")]
+    #[arg(long, value_parser = common::size, default_value = "512KiB", requires = "drain_rate")]
     pub buffer: u64,
     /// Congestion point: XOFF threshold per priority.
-    #[arg(long, value_parser = common::size, default_value = "128KiB")]
+    #[arg(long, value_parser = common::size, default_value = "128KiB", requires = "drain_rate")]
     pub xoff: u64,
     /// Congestion point: XON threshold per priority.
-    #[arg(long, value_parser = common::size, default_value = "64KiB")]
+    #[arg(long, value_parser = common::size, default_value = "64KiB", requires = "drain_rate")]
     pub xon: u64,
-    /// Pause time of each XOFF the sink sends, in quanta.
-    #[arg(long, default_value_t = u16::MAX)]
+    /// Pause time of each XOFF the sink sends, in quanta (1..=65535; PFC only).
+    #[arg(long, default_value_t = u16::MAX, value_parser = clap::value_parser!(u16).range(1..),
+          conflicts_with_all = ["no_pfc", "sfc"])]
     pub pause_quanta: u16,
     /// Link speed the quanta are counted at (and, with --sfc and no --drain-rate, the drain
     /// rate assumed until one is measured).
@@ -94,8 +96,9 @@ pub struct SinkArgs {
     /// --credit-buffer; the peer's port must run credits on that priority too.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub credit: Option<u8>,
-    /// Receive buffer advertised as credit (64..=131072 bytes count; at most 2048 blocks).
-    #[arg(long, value_parser = common::size, default_value = "64KiB")]
+    /// Receive buffer advertised as credit (3072..=131072 bytes: two full-size frames, at most
+    /// 2048 blocks of 64).
+    #[arg(long, value_parser = common::size, default_value = "64KiB", requires = "credit")]
     pub credit_buffer: u64,
     /// Print the report as JSON.
     #[arg(long)]
@@ -104,9 +107,12 @@ pub struct SinkArgs {
 
 /// Runs `lossless sink`.
 pub fn run(args: &SinkArgs) -> Result<(), CliError> {
-    if args.credit.is_some() && !(64..=128 * 1024).contains(&args.credit_buffer) {
+    // A generator's frame (at most 1,536 bytes over credit) must fit: a smaller window would
+    // hold it back for ever, waiting for credit that can never come.
+    if args.credit.is_some() && !(3 * 1024..=128 * 1024).contains(&args.credit_buffer) {
         return Err(CliError::Usage(format!(
-            "--credit-buffer {}: must be 64..=131072 bytes (2048 blocks of 64)",
+            "--credit-buffer {}: must be 3072..=131072 bytes (two full-size frames, at most \
+             2048 blocks of 64)",
             args.credit_buffer
         )));
     }
@@ -220,7 +226,7 @@ fn start_guard(
 fn text(r: &SinkReport) -> String {
     let mut s = format!(
         "sink {iface} ({backend}): received {rx} frames ({uniq} unique) in {secs:.3} s ({rate})\n\
-         lost {lost} ({here} at this sink's socket, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n\
+         lost {lost} ({here} at this sink, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n\
          latency: p50 {p50:.1} us, p99 {p99:.1} us, p99.9 {p999:.1} us, max {max:.1} us\n",
         iface = r.iface,
         backend = r.backend,

@@ -20,7 +20,7 @@ pub struct StatusArgs {
     pub json: bool,
     /// Print the status again every INTERVAL ("1s", "500ms") until interrupted, with the
     /// rates since the previous one (frames and bits per second, PFC frames, drops).
-    #[arg(long, value_name = "INTERVAL", value_parser = common::duration)]
+    #[arg(long, value_name = "INTERVAL", value_parser = common::nonzero_duration)]
     pub watch: Option<Duration>,
 }
 

@@ -176,8 +176,9 @@ pub struct SinkReport {
     pub sfcm_tx: u64,
     /// Times the sink's fill ring ran short of buffers (it paused upstream).
     pub fill_starved_events: u64,
-    /// Test frames lost at the sink's own socket (its share of `lost`; the kernel's count of
-    /// frames it had no buffer or ring slot for, whatever they were).
+    /// Test frames the sink lost itself (its share of `lost`): the kernel's count of frames
+    /// its socket had no buffer or ring slot for (whatever they were), its buffer's overflow
+    /// drops and the frames its credit lane refused.
     pub lost_here: u64,
     /// Test frames lost before they reached the sink: `lost` minus `lost_here`.
     pub lost_upstream: u64,
@@ -366,6 +367,8 @@ pub fn run(
     let mut fill = FillWatch::default();
     let mut fill_starved_events = 0u64;
     let (mut other_rx, mut overflow, mut pfc_tx, mut oversize) = (0u64, 0u64, 0u64, 0u64);
+    // Test frames the sink's credit lane refused (sent beyond the credit granted).
+    let mut refused = 0u64;
     let mut credit = match setup.credit {
         Some(k) => CreditPort::new([(k.priority, k.buffer_bytes)], &k.timers, start)
             .expect("the sink's lane settings are valid"),
@@ -400,7 +403,7 @@ pub fn run(
                     received = c.received,
                     rate = %format_rate(t.rate_bps()),
                     missing = c.flows.missing(),
-                    lost_here = port.kernel_drops().rx_lost(),
+                    lost_here = port.kernel_drops().rx_lost() + overflow + refused,
                     pfc_tx,
                     "progress over the last {:.1} s",
                     t.secs()
@@ -461,7 +464,9 @@ pub fn run(
             last_arrival = now;
             let p = usize::from(v.pcp.unwrap_or(0) & 7);
             if !credit.on_data(now, p, flen) {
-                // Sent beyond the credit granted: refused (counted in the lane's report).
+                // Sent beyond the credit granted: refused (in the lane's report, and this
+                // sink's own loss).
+                refused += 1;
                 pool.release(r.frame);
                 continue;
             }
@@ -591,8 +596,15 @@ pub fn run(
     let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "sink");
     let flows = c.flows.report();
     let lost: u64 = flows.iter().map(|f| f.lost).sum();
-    let lost_here = kernel_drops.rx_lost().min(lost);
-    let elapsed = (c.last_ns.saturating_sub(c.first_ns)).max(1) as f64 / 1e9;
+    // What the sink dropped itself: at its socket, beyond its buffer, beyond its credit.
+    let lost_here = (kernel_drops.rx_lost() + overflow + refused).min(lost);
+    // One test frame spans no time: no rate then (it would be its length over a nanosecond).
+    let elapsed = c.last_ns.saturating_sub(c.first_ns) as f64 / 1e9;
+    let rate_bps = if c.received > 1 && elapsed > 0.0 {
+        (c.bytes + c.received * WIRE_OVERHEAD) as f64 * 8.0 / elapsed
+    } else {
+        0.0
+    };
     SinkReport {
         iface: port.name().to_string(),
         backend,
@@ -606,7 +618,7 @@ pub fn run(
         reordered: flows.iter().map(|f| f.reordered).sum(),
         bytes: c.bytes,
         elapsed_s: elapsed,
-        rate_bps: (c.bytes + c.received * WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
+        rate_bps,
         per_priority: c.per_priority,
         latency: c.latency.summary(),
         unknown_flow: c.flows.unknown_flow,
