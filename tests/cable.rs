@@ -257,6 +257,49 @@ fn loss_1_percent_of_data_seeded() {
     assert_eq!(u(&s, &["reordered"]), 0);
 }
 
+/// `--corrupt 2%`: a test frame damaged in its headers or test header fails its UDP checksum
+/// and is counted as `damaged` by the sink, never accounted under a wild sequence number or
+/// flow id: no flow's sequence runs past what was sent, no frame counts twice.
+#[test]
+fn corrupted_test_frames_are_told_not_accounted() {
+    let _l = traffic_lock();
+    let t = Topo::new("k");
+    const N: u64 = 20_000;
+    let (g, s, c) = run(
+        &t,
+        &["--corrupt", "2%", "--seed", "11"],
+        &[
+            "--rate", "200Mbit", "--size", "100", "--flows", "4", "--count", "20000",
+        ],
+        || {},
+    );
+    assert_eq!(u(&g, &["frames_sent"]), N);
+    let corrupted = u(ab(&c), &["corrupted"]);
+    assert!(corrupted > 200, "{c:#}");
+    let (unique, damaged, other) = (
+        u(&s, &["unique"]),
+        u(&s, &["damaged"]),
+        u(&s, &["other_rx"]),
+    );
+    // A 100-byte frame: about 52 of its 86 bytes after the Ethernet header are checked.
+    assert!(damaged > corrupted / 4, "{s:#}");
+    // Every frame the cable left alone arrived; none is counted twice. (A frame flipped in
+    // its UDP port or IP protocol is no longer steered to the sink's socket at all.)
+    assert!(unique >= N - corrupted, "{s:#}");
+    assert!(unique + damaged + other <= N, "{s:#}");
+    assert_eq!(
+        (
+            u(&s, &["duplicates"]),
+            u(&s, &["stale"]),
+            u(&s, &["unknown_flow"])
+        ),
+        (0, 0, 0)
+    );
+    for f in s["flows"].as_array().unwrap() {
+        assert!(u(f, &["flow"]) < 4 && u(f, &["next_seq"]) <= N / 4, "{f}");
+    }
+}
+
 /// `--loss 100% --loss-match pfc` drops the PFC frames and only them: the data all arrives.
 #[test]
 fn loss_match_pfc_drops_only_pfc() {

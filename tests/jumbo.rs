@@ -164,6 +164,17 @@ fn jumbo_frames_cross_losslessly(backend: &str) {
             "{r}"
         );
     }
+    // Their UDP checksum is the real one, over the whole datagram, as tshark checks it.
+    let out = std::process::Command::new("tshark")
+        .args(["-r", pcap.path(), "-o", "udp.check_checksum:TRUE"])
+        .args(["-T", "fields", "-e", "udp.checksum.status"])
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.lines().count() == 200 && status.lines().all(|l| l == "1"),
+        "tshark's udp.checksum.status (1: good): {status}"
+    );
 }
 
 #[test]

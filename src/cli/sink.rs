@@ -251,6 +251,25 @@ fn text(r: &SinkReport) -> String {
             r.pfc_tx, r.sfcm_tx, r.fill_starved_events, r.buffer_overflow, r.peak_buffer_bytes
         );
     }
+    if r.damaged > 0 {
+        s += &format!(
+            "damaged test frames (bad UDP checksum, not counted as received): {}\n",
+            r.damaged
+        );
+    }
+    if r.unknown_flow > 0 {
+        s += &format!(
+            "test frames of flows beyond --max-flows (not accounted): {}\n",
+            r.unknown_flow
+        );
+    }
+    if r.stale > 0 {
+        s += &format!(
+            "test frames older than the last {} of their flow (not accounted; a generator restarted on the same flow ids? give each run its own --first-flow): {}\n",
+            crate::traffic::flows::WINDOW,
+            r.stale
+        );
+    }
     if r.stalls > 0 {
         s += &format!(
             "stall guard: the sink stalled {} times, {} PFC frames and {} SFC messages sent for it\n",

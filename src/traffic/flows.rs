@@ -62,7 +62,7 @@ impl Flow {
             }
             let (w, b) = Self::bit(seq);
             self.seen[w] |= b;
-            self.next = seq + 1;
+            self.next = seq.saturating_add(1);
             return;
         }
         if self.next - seq > WINDOW {
@@ -94,6 +94,10 @@ pub struct FlowReport {
     pub duplicates: u64,
     /// Frames that arrived after a higher sequence number.
     pub reordered: u64,
+    /// Frames whose sequence number lies more than [`WINDOW`] below the highest: a generator
+    /// restarted on the same flow id (its run cannot be told from the first), or a frame
+    /// that late; in `received`, not in `unique`.
+    pub stale: u64,
     /// Highest sequence number + 1 (0 = none).
     pub next_seq: u64,
 }
@@ -137,6 +141,7 @@ impl FlowTable {
                 lost: f.lost(),
                 duplicates: f.duplicates,
                 reordered: f.reordered,
+                stale: f.too_old,
                 next_seq: f.next,
             })
             .collect()

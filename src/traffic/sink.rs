@@ -51,7 +51,7 @@ use crate::{
     wire::{
         classify,
         sfcm::{self, Ipv4Flow},
-        EthernetFrame, FrameKind, Sfcm, TestFrameView,
+        EthernetFrame, FrameKind, Sfcm, TestFrameView, WireError,
     },
 };
 
@@ -165,8 +165,13 @@ pub struct SinkReport {
     pub flows: Vec<FlowReport>,
     /// Frames that were not test traffic for us.
     pub other_rx: u64,
-    /// Test frames with a flow id beyond `max_flows`.
+    /// Test frames with a flow id beyond `max_flows` (not accounted).
     pub unknown_flow: u64,
+    /// Test frames whose UDP checksum failed: damaged on their way (`cable --corrupt`, a bad
+    /// link), not accounted, so each is also in `lost` (upstream).
+    pub damaged: u64,
+    /// Test frames older than the sequence window (the flows' `stale`, summed).
+    pub stale: u64,
     /// Congestion point: frames dropped because the buffer was full.
     pub buffer_overflow: u64,
     /// PFC frames sent (congestion point, or RX ring short of buffers).
@@ -276,10 +281,14 @@ impl SfcUpstream {
     }
 }
 
-fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Option<TestFrameView> {
-    TestFrameView::parse(pool.data(frame))
-        .ok()
-        .filter(|v| v.dst_port == port)
+/// The test frame of ours (to UDP port `port`) that `frame` is; `Err(true)` for one that was
+/// damaged on its way (its checksum fails), `Err(false)` for any other frame.
+fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<TestFrameView, bool> {
+    match TestFrameView::parse(pool.data(frame)) {
+        Ok(v) if v.dst_port == port => Ok(v),
+        Err(WireError::Damaged { .. }) => Err(true),
+        _ => Err(false),
+    }
 }
 
 /// Sends the SFC message `msg` to its source (to the offending frame's source MAC, over UDP
@@ -367,8 +376,9 @@ pub fn run(
     let mut fill = FillWatch::default();
     let mut fill_starved_events = 0u64;
     let (mut other_rx, mut overflow, mut pfc_tx, mut oversize) = (0u64, 0u64, 0u64, 0u64);
-    // Test frames the sink's credit lane refused (sent beyond the credit granted).
-    let mut refused = 0u64;
+    // Test frames the sink's credit lane refused (sent beyond the credit granted), and frames
+    // whose checksum failed (damaged on their way: not accounted, so lost upstream).
+    let (mut refused, mut damaged) = (0u64, 0u64);
     let mut credit = match setup.credit {
         Some(k) => CreditPort::new([(k.priority, k.buffer_bytes)], &k.timers, start)
             .expect("the sink's lane settings are valid"),
@@ -446,20 +456,28 @@ pub fn run(
                 pool.release(r.frame);
                 continue;
             }
-            let Some(v) = parse_ours(&pool, &r.frame, setup.dst_port) else {
-                // Other tagged data of a credit priority still counts as blocks received.
-                if let Some(p) = class
-                    .eth(data)
-                    .and_then(|e| e.vlan())
-                    .map(|t| usize::from(t.pcp & 7))
-                {
-                    if credit.on_data(now, p, flen) {
-                        credit.on_drain(p, flen);
-                    }
+            let v = match parse_ours(&pool, &r.frame, setup.dst_port) {
+                Ok(v) => v,
+                Err(true) => {
+                    damaged += 1;
+                    pool.release(r.frame);
+                    continue;
                 }
-                other_rx += 1;
-                pool.release(r.frame);
-                continue;
+                Err(false) => {
+                    // Other tagged data of a credit priority still counts as blocks received.
+                    if let Some(p) = class
+                        .eth(data)
+                        .and_then(|e| e.vlan())
+                        .map(|t| usize::from(t.pcp & 7))
+                    {
+                        if credit.on_data(now, p, flen) {
+                            credit.on_drain(p, flen);
+                        }
+                    }
+                    other_rx += 1;
+                    pool.release(r.frame);
+                    continue;
+                }
             };
             last_arrival = now;
             let p = usize::from(v.pcp.unwrap_or(0) & 7);
@@ -526,7 +544,7 @@ pub fn run(
                         s.cps[p].on_empty();
                     }
                 }
-                if let Some(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
+                if let Ok(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
                     c.record(&v, len, now);
                 }
                 pool.release(head.frame);
@@ -587,7 +605,7 @@ pub fn run(
     let now = now_ns();
     let peak = queues.peak_bytes().iter().copied().max().unwrap_or(0);
     queues.drain(|q| {
-        if let Some(v) = parse_ours(&pool, &q.frame, setup.dst_port) {
+        if let Ok(v) = parse_ours(&pool, &q.frame, setup.dst_port) {
             c.record(&v, q.frame.len(), now);
         }
         pool.release(q.frame);
@@ -622,6 +640,8 @@ pub fn run(
         per_priority: c.per_priority,
         latency: c.latency.summary(),
         unknown_flow: c.flows.unknown_flow,
+        damaged,
+        stale: flows.iter().map(|f| f.stale).sum(),
         flows,
         other_rx,
         buffer_overflow: overflow,

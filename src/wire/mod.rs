@@ -35,6 +35,12 @@ pub enum WireError {
         /// Bytes available.
         have: usize,
     },
+    /// The frame's checksum does not match what it holds: it was damaged on its way.
+    #[error("damaged frame: its {what} does not match")]
+    Damaged {
+        /// The checksum that failed.
+        what: &'static str,
+    },
     /// A field holds a value this codec does not accept.
     #[error("bad {field}: {value:#x}")]
     BadValue {

@@ -6,6 +6,14 @@
 //! 0      4        8              16             24
 //! | "LSLT" | flow id | sequence number | TX timestamp (ns, CLOCK_MONOTONIC) | zero fill to frame size
 //! ```
+//!
+//! The UDP checksum is the real one (RFC 768, over the pseudo-header, the UDP header and the
+//! payload), so a frame damaged on its way (`lossless cable --corrupt`, a bad link) is told
+//! from a good one instead of landing in the sequence accounting as a wild sequence number or
+//! flow id. It is cheap both ways because the fill is zero: a zero adds nothing to the sum, so
+//! [`TestFrame::stamp`] sums only the headers and the test header for each frame, and
+//! [`TestFrameView::parse`] checks that much (a flipped bit in the fill, which no count reads,
+//! is not seen). A checksum of 0 means none was computed (RFC 768) and is not checked.
 
 use super::{
     be16,
@@ -89,14 +97,17 @@ impl TestFrame {
         frame[p + 8..p + 16].copy_from_slice(&self.seq.to_be_bytes());
         frame[p + 16..p + 24].copy_from_slice(&self.tx_ns.to_be_bytes());
         frame[p + PAYLOAD_HEADER_LEN..].fill(0);
+        set_udp_checksum(&mut frame[l3..]);
         Ok(self.len)
     }
 
-    /// Rewrites sequence number and timestamp of a frame emitted from `self` in place.
+    /// Rewrites sequence number and timestamp of a frame emitted from `self` in place, and
+    /// its UDP checksum.
     pub fn stamp(&self, frame: &mut [u8], seq: u64, tx_ns: u64) {
         let at = self.seq_offset();
         frame[at..at + 8].copy_from_slice(&seq.to_be_bytes());
         frame[at + 8..at + 16].copy_from_slice(&tx_ns.to_be_bytes());
+        set_udp_checksum(&mut frame[self.eth.header_len()..]);
     }
 }
 
@@ -128,6 +139,39 @@ impl TestFrame {
             len,
         }
     }
+}
+
+/// The ones'-complement sum (not yet folded) of the UDP pseudo-header, UDP header and test
+/// header of the IPv4 packet `ip` (20-byte header), the checksum field as it stands: all of the
+/// datagram's sum, its fill being zero.
+fn udp_sum(ip: &[u8]) -> u32 {
+    let words = |b: &[u8]| -> u32 {
+        b.chunks_exact(2)
+            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
+            .sum()
+    };
+    let udp = &ip[IPV4_LEN..IPV4_LEN + UDP_LEN + PAYLOAD_HEADER_LEN];
+    // Pseudo-header: source and destination address, protocol 17, UDP length.
+    words(&ip[12..20]) + 17 + u32::from(be16(udp, 4)) + words(udp)
+}
+
+fn fold(mut sum: u32) -> u16 {
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    sum as u16
+}
+
+/// Writes the UDP checksum of the test frame's IPv4 packet `ip` (its fill zero).
+fn set_udp_checksum(ip: &mut [u8]) {
+    let at = IPV4_LEN + 6;
+    ip[at..at + 2].fill(0);
+    // 0 would say "no checksum": its ones'-complement twin 0xffff is sent instead.
+    let c = match !fold(udp_sum(ip)) {
+        0 => 0xffff,
+        c => c,
+    };
+    ip[at..at + 2].copy_from_slice(&c.to_be_bytes());
 }
 
 /// What a receiver reads from a test frame.
@@ -179,6 +223,11 @@ impl TestFrameView {
         need(ip, ihl + UDP_LEN + PAYLOAD_HEADER_LEN, "test payload")?;
         let udp = &ip[ihl..];
         let p = &udp[UDP_LEN..];
+        if ihl == IPV4_LEN && be16(udp, 6) != 0 && fold(udp_sum(ip)) != 0xffff {
+            return Err(WireError::Damaged {
+                what: "UDP checksum",
+            });
+        }
         if p[0..4] != MAGIC {
             return Err(WireError::BadValue {
                 field: "test payload magic",
@@ -204,6 +253,52 @@ impl TestFrameView {
 mod tests {
     use super::*;
     use crate::wire::ipv4::ipv4_checksum;
+
+    /// The UDP checksum is RFC 768's over the whole datagram (summed here over every byte,
+    /// the fill too), after emit and after each stamp; a bit flipped in the headers or the
+    /// test header makes the frame damaged, one in the fill (which no count reads) does not.
+    #[test]
+    fn the_udp_checksum_is_real_and_damage_is_told() {
+        let full = |frame: &[u8]| -> u16 {
+            let ip = &frame[18..];
+            let udp_len = usize::from(u16::from_be_bytes([ip[24], ip[25]]));
+            let mut pseudo = ip[12..20].to_vec();
+            pseudo.extend_from_slice(&[0, 17]);
+            pseudo.extend_from_slice(&ip[24..26]);
+            pseudo.extend_from_slice(&ip[20..20 + udp_len]);
+            ipv4_checksum(&pseudo)
+        };
+        let f = TestFrame::sample(1000);
+        let mut buf = vec![0u8; 1000];
+        f.emit(&mut buf).unwrap();
+        assert_eq!(full(&buf), 0, "checks to zero over everything");
+        f.stamp(&mut buf, u64::MAX - 3, 123_456_789);
+        assert_eq!(full(&buf), 0, "after a stamp");
+        let v = TestFrameView::parse(&buf).unwrap();
+        assert_eq!((v.seq, v.tx_ns), (u64::MAX - 3, 123_456_789));
+        for bit in [
+            8 * (18 + 12) + 3,       // source address (pseudo-header)
+            8 * (18 + 20 + 1),       // UDP source port
+            8 * (18 + 28 + 4) + 5,   // flow id
+            8 * (18 + 28 + 8) + 40,  // sequence number
+            8 * (18 + 28 + 16) + 60, // TX time
+        ] {
+            let mut bad = buf.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                matches!(TestFrameView::parse(&bad), Err(WireError::Damaged { .. })),
+                "bit {bit}"
+            );
+        }
+        let mut fill = buf.clone();
+        fill[900] ^= 4;
+        assert!(TestFrameView::parse(&fill).is_ok(), "the fill is not read");
+        // A checksum of 0 says none was computed: not checked.
+        let mut none = buf.clone();
+        none[18 + 26..18 + 28].fill(0);
+        none[18 + 28 + 8] ^= 1;
+        assert!(TestFrameView::parse(&none).is_ok());
+    }
 
     #[test]
     fn round_trip_and_stamp() {
