@@ -300,6 +300,65 @@ fn corrupted_test_frames_are_told_not_accounted() {
     }
 }
 
+/// A cable stopped for 300 ms while 1 Gbit/s arrives drops at its own receive socket: it says
+/// so (`dropped_at_socket`, a warning), and that is where every frame the sink missed went,
+/// where before the cable reported no drop and the sink's loss looked like the link's.
+#[test]
+fn a_cable_that_falls_behind_counts_what_its_socket_dropped() {
+    let _l = traffic_lock();
+    let t = Topo::new("f");
+    let sink = common::start_sink(&t.b, &t.b0);
+    let mut c = Proc::spawn(&t.c, &["cable", "--a", &t.c0, "--b", &t.c1, "--json"]);
+    c.wait_ready(Duration::from_secs(10));
+    let g = Proc::spawn(
+        &t.a,
+        &[
+            "gen",
+            "--iface",
+            &t.a0,
+            "--rate",
+            "1Gbit",
+            "--size",
+            "1000",
+            "--duration",
+            "1500ms",
+            "--json",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(400));
+    let signal = |sig: &str| {
+        let ok = std::process::Command::new("kill")
+            .args([sig, &c.pid().to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {sig}");
+    };
+    signal("-STOP");
+    std::thread::sleep(Duration::from_millis(300));
+    signal("-CONT");
+    let g = g.json(T);
+    let s = sink.json(T);
+    c.interrupt();
+    let (cable, log) = c.json_and_log(T);
+    let d = ab(&cable);
+    let dropped = u(d, &["dropped_at_socket"]);
+    assert!(
+        dropped > 1_000,
+        "the stop dropped too little to tell: {cable:#}"
+    );
+    let missed = u(&g, &["frames_sent"]) - u(&s, &["unique"]);
+    assert!(
+        missed > 0 && missed <= dropped,
+        "missed {missed}, dropped {dropped}: {s:#}"
+    );
+    assert_eq!(u(d, &["tx_refused"]), 0, "{cable:#}");
+    assert!(
+        log.contains("dropped at the cable's own receive socket"),
+        "{log}"
+    );
+}
+
 /// `--loss 100% --loss-match pfc` drops the PFC frames and only them: the data all arrives.
 #[test]
 fn loss_match_pfc_drops_only_pfc() {

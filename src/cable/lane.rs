@@ -330,6 +330,8 @@ impl Lane {
             dropped_fifo_overflow: c.overflow,
             // Counted by the worker, which sees the ports (see `cable::worker`).
             dropped_oversize: 0,
+            dropped_at_socket: 0,
+            tx_refused: 0,
             corrupted: c.corrupted,
             reordered: c.reordered,
             flushed_at_stop: c.flushed,

@@ -109,6 +109,13 @@ pub struct LaneReport {
     /// Frames longer than the cable receives whole, dropped on arrival (by the XDP program
     /// before the socket, or truncated by AF_PACKET); not in `rx_frames`.
     pub dropped_oversize: u64,
+    /// Frames the kernel dropped at the cable's own receive socket on the `from` side (its
+    /// RX ring full or its fill ring empty: the cable did not keep up; a real cable does not
+    /// drop these); not in `rx_frames`.
+    pub dropped_at_socket: u64,
+    /// Of `forwarded_frames`, those the kernel took for sending on the `to` side and dropped
+    /// (no carrier, or the driver refused them): they never reached the link.
+    pub tx_refused: u64,
     /// Frames with one bit flipped.
     pub corrupted: u64,
     /// Frames swapped with the frame behind them.
@@ -196,6 +203,13 @@ pub fn text(r: &CableReport) -> String {
             d.reordered,
             d.flushed_at_stop
         );
+        if d.dropped_at_socket > 0 || d.tx_refused > 0 {
+            let _ = writeln!(
+                s,
+                "  LOST AT THE CABLE'S SOCKET {}, refused by the kernel on send {}",
+                d.dropped_at_socket, d.tx_refused
+            );
+        }
         let _ = writeln!(
             s,
             "  FIFO: limit {} bytes / {} frames, peak {} bytes / {} frames, OVERFLOW DROPS {}",

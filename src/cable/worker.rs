@@ -230,6 +230,23 @@ fn forward(
     let mut warnings = Vec::new();
     for (p, d) in directions.iter_mut().enumerate() {
         d.dropped_oversize = oversize[p] + ports[p].oversize_drops().iter().sum::<u64>();
+        // Direction p receives on port p and sends on the other.
+        d.dropped_at_socket = ports[p].kernel_drops().rx_lost();
+        d.tx_refused = ports[1 - p].kernel_drops().tx_refused;
+        if d.dropped_at_socket > 0 {
+            warnings.push(format!(
+                "{}: {} frames dropped at the cable's own receive socket (it did not keep up: \
+                 give it its own core, --realtime); a real cable does not drop these",
+                d.direction, d.dropped_at_socket
+            ));
+        }
+        if d.tx_refused > 0 {
+            warnings.push(format!(
+                "{}: {} frames the kernel refused to send (no carrier, or the driver refused \
+                 them); they never reached the link",
+                d.direction, d.tx_refused
+            ));
+        }
         if d.dropped_oversize > 0 {
             warnings.push(format!(
                 "{}: {} frames longer than the cable receives whole ({max_frame} bytes over \
