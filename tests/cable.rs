@@ -326,17 +326,7 @@ fn a_cable_that_falls_behind_counts_what_its_socket_dropped() {
         ],
     );
     std::thread::sleep(Duration::from_millis(400));
-    let signal = |sig: &str| {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &c.pid().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
-    signal("-STOP");
-    std::thread::sleep(Duration::from_millis(300));
-    signal("-CONT");
+    common::stop_for(c.pid(), Duration::from_millis(300));
     let g = g.json(T);
     let s = sink.json(T);
     c.interrupt();

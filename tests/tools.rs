@@ -76,6 +76,39 @@ fn send_pfc_and_pause_decode_in_tshark() {
     );
 }
 
+/// `send` on a link without carrier (its peer is down) says how many of the frames it handed
+/// to the kernel were refused rather than sent: it reported them all as sent.
+#[test]
+fn send_says_what_the_kernel_refused() {
+    let ns = Netns::new("lr");
+    let (a, b) = (unique("ra"), unique("rb"));
+    veth(&ns, &a, &ns, &b);
+    ns.run(&["ip", "link", "set", &b, "down"]);
+    let out = ns
+        .cmd(BIN)
+        .args([
+            "send",
+            "pfc",
+            "--iface",
+            &a,
+            "--priorities",
+            "3",
+            "--count",
+            "5",
+        ])
+        .args(["--interval", "1ms", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["sent"], 5, "{r}");
+    assert!(json_u64(&r, &["tx_refused"]) >= 1, "{r}");
+}
+
 /// Tool flags that cannot be honoured exit 2 with a line naming the flag, whether clap or the
 /// tool refuses them, before any interface is opened: zero stop times and watch intervals,
 /// flow ids past u32, a credit window no full-size frame fits (the generator would wait for
@@ -1072,17 +1105,7 @@ fn an_af_packet_sink_counts_its_own_drops() {
     // Stopped for 0.6 s of the 2 (its idle timeout is 1 s): at 2 Gbit/s that is about
     // 150 MB, far more than its 8 MiB receive queue holds.
     std::thread::sleep(Duration::from_millis(500));
-    let signal = |sig: &str| {
-        let ok = Command::new("kill")
-            .args([sig, &sink.pid().to_string()])
-            .status()
-            .expect("kill runs")
-            .success();
-        assert!(ok, "kill {sig}");
-    };
-    signal("-STOP");
-    std::thread::sleep(Duration::from_millis(600));
-    signal("-CONT");
+    common::stop_for(sink.pid(), Duration::from_millis(600));
     let gen = gen.json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
     let (sent, lost) = (json_u64(&gen, &["frames_sent"]), json_u64(&sink, &["lost"]));

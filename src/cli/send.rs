@@ -67,8 +67,11 @@ pub struct SendReport {
     pub iface: String,
     /// The frame, as decoded.
     pub frame: String,
-    /// Frames sent.
+    /// Frames handed to the kernel to send.
     pub sent: u64,
+    /// Of `sent`, those the kernel took and dropped instead of sending (copy-mode AF_XDP: the
+    /// port had no carrier, or its driver refused them); they never reached the link.
+    pub tx_refused: u64,
 }
 
 /// Runs `lossless send`.
@@ -136,9 +139,17 @@ pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
         iface: stream.iface.iface.clone(),
         frame: format!("{frame:?}"),
         sent,
+        tx_refused: port.kernel_drops().tx_refused,
     };
     common::print_report(&report, stream.json, |r| {
-        format!("sent {} frame(s) on {}: {}\n", r.sent, r.iface, r.frame)
+        let mut s = format!("sent {} frame(s) on {}: {}\n", r.sent, r.iface, r.frame);
+        if r.tx_refused > 0 {
+            s += &format!(
+                "{} of them refused by the kernel (no carrier, or the driver refused them): they never reached the link\n",
+                r.tx_refused
+            );
+        }
+        s
     });
     Ok(())
 }

@@ -572,6 +572,22 @@ pub fn control_section() -> (String, SocketPath) {
     )
 }
 
+/// Stops process `pid` (SIGSTOP) for `how_long`, then lets it go on (SIGCONT): a tool that
+/// does not run while traffic arrives.
+pub fn stop_for(pid: u32, how_long: Duration) {
+    let signal = |sig: &str| {
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill {sig} {pid}");
+    };
+    signal("-STOP");
+    std::thread::sleep(how_long);
+    signal("-CONT");
+}
+
 /// Starts `lossless sink` on `iface` in `ns` (JSON report, stops 1 s after the traffic) and
 /// waits until it is ready.
 pub fn start_sink(ns: &Netns, iface: &str) -> Proc {
