@@ -23,6 +23,8 @@ struct Queues {
     from_port: VecDeque<Vec<u8>>,
     /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
     fill_depth: Option<FillDepth>,
+    /// The port's next receive fails, as a device that went away does.
+    fail: bool,
 }
 
 /// The worker's end of an in-memory link.
@@ -66,6 +68,11 @@ impl MemPeer {
     }
 
     /// Delivers `frame` to the port, received at `rx_ns`.
+    /// Makes the port's next receive fail with an I/O error.
+    pub fn fail(&self) {
+        self.q.lock().expect("test queue").fail = true;
+    }
+
     pub fn inject(&self, frame: &[u8], rx_ns: u64) {
         let prio =
             EthernetFrame::new_checked(frame).map_or(0, |e| classify::priority(&e, Trust::Pcp));
@@ -112,6 +119,12 @@ impl Port for MemPort {
         _now: u64,
     ) -> Result<usize, PortError> {
         let mut q = self.q.lock().expect("test queue");
+        if std::mem::take(&mut q.fail) {
+            return Err(PortError::Io {
+                iface: self.name.clone(),
+                source: std::io::Error::other("the test failed the port"),
+            });
+        }
         self.ingress.turn();
         let mut n = 0;
         while n < max {

@@ -497,7 +497,8 @@ impl ForwardWorker {
     }
 
     /// Runs until `stop` is set; then pauses its PFC sources, forwards what it holds (see
-    /// `ForwardWorker::drain`) and releases the rest, counted.
+    /// `ForwardWorker::drain`) and releases the rest, counted; also when a port fails, which
+    /// ends the run at once with what it held counted as `shutdown` drops.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
         let mut idler = Idler::new(
             self.ports.iter().map(|p| p.io.poll_fd()),
@@ -511,12 +512,23 @@ impl ForwardWorker {
                 }
             }
         }
+        let outcome = self
+            .forward(stop, &mut idler)
+            .and_then(|()| self.drain(&mut idler));
+        self.read_kernel_drops();
+        self.shutdown();
+        self.publish_gauges(now_ns());
+        outcome
+    }
+
+    /// Forwards until `stop` is set, or a port fails.
+    fn forward(&mut self, stop: &AtomicBool, idler: &mut Idler) -> Result<(), WorkerError> {
         let mut turns = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
                 let deadline = self.next_deadline(now);
-                self.hold_idler(&mut idler);
+                self.hold_idler(idler);
                 idler.wait(now, deadline);
             }
             turns = turns.wrapping_add(1);
@@ -524,10 +536,6 @@ impl ForwardWorker {
                 self.read_kernel_drops();
             }
         }
-        self.drain(&mut idler)?;
-        self.read_kernel_drops();
-        self.shutdown();
-        self.publish_gauges(now_ns());
         Ok(())
     }
 
@@ -1051,6 +1059,24 @@ mod tests {
             assert_eq!(c.sfcm_rx[3].get(), 1);
             assert_eq!(c.sfcm_forwarded[3].get(), u64::from(forwarded));
         }
+    }
+
+    /// A port that fails ends the worker's run with the error, and what the worker held is
+    /// counted as `shutdown` (it went uncounted: the error returned before the count).
+    #[test]
+    fn a_failed_port_ends_the_run_with_what_it_held_counted() {
+        let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
+        dst.inject(&pause_frame(65535), 0);
+        w.step(0).unwrap();
+        for seq in 0..3 {
+            src.inject(&frame(seq), 1_000);
+        }
+        w.step(1_000).unwrap();
+        assert!(dst.take().is_empty(), "paused: queued");
+        src.fail();
+        let r = w.run(&AtomicBool::new(false));
+        assert!(matches!(r, Err(WorkerError::Port(_))), "{r:?}");
+        assert_eq!(stats.ports[0].drops[DropReason::Shutdown as usize].get(), 3);
     }
 
     /// What the worker still holds when it stops, its egress held for a link without carrier,
