@@ -84,27 +84,21 @@ fn send_says_what_the_kernel_refused() {
     let (a, b) = (unique("ra"), unique("rb"));
     veth(&ns, &a, &ns, &b);
     ns.run(&["ip", "link", "set", &b, "down"]);
-    let out = ns
-        .cmd(BIN)
-        .args([
-            "send",
-            "pfc",
-            "--iface",
-            &a,
-            "--priorities",
-            "3",
-            "--count",
-            "5",
-        ])
-        .args(["--interval", "1ms", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&stdout_of(
+        ns.cmd(BIN)
+            .args([
+                "send",
+                "pfc",
+                "--iface",
+                &a,
+                "--priorities",
+                "3",
+                "--count",
+                "5",
+            ])
+            .args(["--interval", "1ms", "--json"]),
+    ))
+    .unwrap();
     assert_eq!(r["sent"], 5, "{r}");
     assert!(json_u64(&r, &["tx_refused"]) >= 1, "{r}");
 }
