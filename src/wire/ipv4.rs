@@ -35,7 +35,7 @@ impl Ipv4UdpHeader {
         ip[2..4].copy_from_slice(&(IPV4_LEN as u16 + udp_len).to_be_bytes());
         ip[4..8].copy_from_slice(&[0, 0, 0x40, 0]); // id 0, don't fragment
         ip[8] = self.ttl;
-        ip[9] = 17;
+        ip[9] = IP_PROTO_UDP;
         ip[10..12].fill(0);
         ip[12..16].copy_from_slice(&self.src_ip);
         ip[16..20].copy_from_slice(&self.dst_ip);
@@ -49,16 +49,36 @@ impl Ipv4UdpHeader {
     }
 }
 
+/// IP protocol number of UDP.
+pub const IP_PROTO_UDP: u8 = 17;
+
 /// Internet checksum (RFC 1071) over `data`.
 pub fn ipv4_checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = data
-        .chunks(2)
+    !fold(sum16(data))
+}
+
+/// The UDP checksum (RFC 768) of a datagram of `udp_len` bytes from `src_ip` to `dst_ip`:
+/// the Internet checksum of the pseudo-header and `summed`, which is the UDP header (its
+/// checksum field as it stands) and the payload, or as much of the payload as is not zero
+/// (zeros add nothing). 0 when a datagram carrying its checksum verifies.
+pub fn udp_checksum(src_ip: [u8; 4], dst_ip: [u8; 4], udp_len: u16, summed: &[u8]) -> u16 {
+    let pseudo = sum16(&src_ip) + sum16(&dst_ip) + u32::from(IP_PROTO_UDP) + u32::from(udp_len);
+    !fold(pseudo + sum16(summed))
+}
+
+/// The 16-bit big-endian words of `data` added up (an odd last byte padded with zero).
+fn sum16(data: &[u8]) -> u32 {
+    data.chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum();
+        .sum()
+}
+
+/// `sum` folded into 16 bits with end-around carry.
+fn fold(mut sum: u32) -> u16 {
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    sum as u16
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@
 //! a priority above 7, and flow bytes that are not zero without `IPV4_FLOW`, so every accepted
 //! body re-emits to the same bytes. Bytes after the body (Ethernet padding) are ignored.
 
-use super::ipv4::{ipv4_checksum, Ipv4UdpHeader, IPV4_LEN, UDP_LEN};
+use super::ipv4::{ipv4_checksum, udp_checksum, Ipv4UdpHeader, IPV4_LEN, IP_PROTO_UDP, UDP_LEN};
 use super::kind::SFCM_MSG_TYPE;
 use super::{be16, need, EtherType, EthernetFrame, EthernetRepr, MacAddr, WireError};
 
@@ -60,7 +60,6 @@ pub const FLAG_FLOW_SCOPE: u8 = 0x01;
 pub const FLAG_IPV4_FLOW: u8 = 0x02;
 
 const UDP_TOTAL: usize = UDP_LEN + SFCM_LEN;
-const IP_PROTO_UDP: u8 = 17;
 
 /// What an SFCM asks the reaction point to pause.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize)]
@@ -323,14 +322,8 @@ pub struct SfcmUdpFrame {
 
 /// The UDP checksum of a 72-byte SFCM datagram (whose checksum field is taken as is), over the
 /// IPv4 pseudo-header. Returns 0 when the datagram (with its checksum) verifies.
-fn udp_checksum(src_ip: [u8; 4], dst_ip: [u8; 4], udp: &[u8]) -> u16 {
-    let mut pseudo = [0u8; 12 + UDP_TOTAL];
-    pseudo[0..4].copy_from_slice(&src_ip);
-    pseudo[4..8].copy_from_slice(&dst_ip);
-    pseudo[9] = IP_PROTO_UDP;
-    pseudo[10..12].copy_from_slice(&(UDP_TOTAL as u16).to_be_bytes());
-    pseudo[12..].copy_from_slice(&udp[..UDP_TOTAL]);
-    ipv4_checksum(&pseudo)
+fn sfcm_checksum(src_ip: [u8; 4], dst_ip: [u8; 4], udp: &[u8]) -> u16 {
+    udp_checksum(src_ip, dst_ip, UDP_TOTAL as u16, &udp[..UDP_TOTAL])
 }
 
 impl SfcmUdpFrame {
@@ -377,7 +370,7 @@ impl SfcmUdpFrame {
         if usize::from(be16(udp, 4)) != UDP_TOTAL {
             return Err(bad("UDP length", u64::from(be16(udp, 4))));
         }
-        if be16(udp, 6) != 0 && udp_checksum(src_ip, dst_ip, udp) != 0 {
+        if be16(udp, 6) != 0 && sfcm_checksum(src_ip, dst_ip, udp) != 0 {
             return Err(bad("UDP checksum", u64::from(be16(udp, 6))));
         }
         Ok(SfcmUdpFrame {
@@ -422,7 +415,7 @@ impl SfcmUdpFrame {
         }
         .emit(&mut buf[l3..], SFCM_LEN);
         let udp = &mut buf[l4..len];
-        let csum = match udp_checksum(self.src_ip, self.dst_ip, udp) {
+        let csum = match sfcm_checksum(self.src_ip, self.dst_ip, udp) {
             0 => 0xffff, // 0 on the wire means "no checksum"
             c => c,
         };
@@ -668,7 +661,7 @@ mod tests {
         assert_eq!(ipv4_checksum(&out[14..34]), 0, "IPv4 header verifies");
         assert_eq!(&out[34..40], &[0xc3, 0x50, 0x88, 0xb5, 0, 72]);
         assert_ne!(&out[40..42], &[0, 0], "UDP checksum is filled in");
-        assert_eq!(udp_checksum([10, 0, 9, 9], [10, 0, 0, 1], &out[34..n]), 0);
+        assert_eq!(sfcm_checksum([10, 0, 9, 9], [10, 0, 0, 1], &out[34..n]), 0);
         assert_eq!(&out[42..44], &[SFCM_VERSION, SFCM_MSG_TYPE]);
         assert_eq!(SfcmUdpFrame::parse(&out[..n], SFCM_UDP_PORT).unwrap(), f);
         // Padding after the datagram is ignored; a zero UDP checksum means "none".

@@ -17,7 +17,7 @@
 
 use super::{
     be16,
-    ipv4::{Ipv4UdpHeader, IPV4_LEN, UDP_LEN},
+    ipv4::{udp_checksum, Ipv4UdpHeader, IPV4_LEN, IP_PROTO_UDP, UDP_LEN},
     need, EtherType, EthernetFrame, EthernetRepr, WireError,
 };
 
@@ -141,25 +141,13 @@ impl TestFrame {
     }
 }
 
-/// The ones'-complement sum (not yet folded) of the UDP pseudo-header, UDP header and test
-/// header of the IPv4 packet `ip` (20-byte header), the checksum field as it stands: all of the
-/// datagram's sum, its fill being zero.
-fn udp_sum(ip: &[u8]) -> u32 {
-    let words = |b: &[u8]| -> u32 {
-        b.chunks_exact(2)
-            .map(|w| u32::from(u16::from_be_bytes([w[0], w[1]])))
-            .sum()
-    };
+/// The UDP checksum of the test frame's IPv4 packet `ip` (20-byte header), the checksum
+/// field as it stands, summed over the headers and the test header: its fill is zero. 0 when
+/// the datagram verifies.
+fn test_checksum(ip: &[u8]) -> u16 {
     let udp = &ip[IPV4_LEN..IPV4_LEN + UDP_LEN + PAYLOAD_HEADER_LEN];
-    // Pseudo-header: source and destination address, protocol 17, UDP length.
-    words(&ip[12..20]) + 17 + u32::from(be16(udp, 4)) + words(udp)
-}
-
-fn fold(mut sum: u32) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+    let addr = |at: usize| [ip[at], ip[at + 1], ip[at + 2], ip[at + 3]];
+    udp_checksum(addr(12), addr(16), be16(udp, 4), udp)
 }
 
 /// Writes the UDP checksum of the test frame's IPv4 packet `ip` (its fill zero).
@@ -167,7 +155,7 @@ fn set_udp_checksum(ip: &mut [u8]) {
     let at = IPV4_LEN + 6;
     ip[at..at + 2].fill(0);
     // 0 would say "no checksum": its ones'-complement twin 0xffff is sent instead.
-    let c = match !fold(udp_sum(ip)) {
+    let c = match test_checksum(ip) {
         0 => 0xffff,
         c => c,
     };
@@ -214,7 +202,7 @@ impl TestFrameView {
                 value: ihl as u64,
             });
         }
-        if ip[9] != 17 {
+        if ip[9] != IP_PROTO_UDP {
             return Err(WireError::BadValue {
                 field: "IP protocol (expected UDP)",
                 value: u64::from(ip[9]),
@@ -223,7 +211,7 @@ impl TestFrameView {
         need(ip, ihl + UDP_LEN + PAYLOAD_HEADER_LEN, "test payload")?;
         let udp = &ip[ihl..];
         let p = &udp[UDP_LEN..];
-        if ihl == IPV4_LEN && be16(udp, 6) != 0 && fold(udp_sum(ip)) != 0xffff {
+        if ihl == IPV4_LEN && be16(udp, 6) != 0 && test_checksum(ip) != 0 {
             return Err(WireError::Damaged {
                 what: "UDP checksum",
             });
