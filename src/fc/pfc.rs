@@ -173,6 +173,27 @@ impl PfcGenerator {
         (enable != 0).then_some(MacControl::Pfc { enable, quanta })
     }
 
+    /// The frame `poll`, `hold` or `resume_all` gave at `now` was not sent (no buffer to
+    /// build it in, no room to queue it): every priority it named is due again at the next
+    /// poll. A lost XOFF is otherwise retried only at the refresh, half a pause later (17 ms
+    /// at 1 Gbit/s with the default quanta), while the upstream sends into the headroom; a
+    /// lost XON would leave the upstream paused for the whole pause. An XOFF is retried while
+    /// the bytes stay above XON, an XON while they stay at or below it: the priority counts
+    /// as paused upstream until a frame saying otherwise goes out, which is also what the
+    /// upstream sees.
+    pub fn unsent(&mut self, frame: &MacControl, now: u64) {
+        let MacControl::Pfc { enable, .. } = *frame else {
+            return;
+        };
+        for p in priorities(enable) {
+            if self.state[p] == Signal::Xon {
+                self.xoff_since[p] = now;
+            }
+            self.xoff |= 1 << p;
+            self.state[p] = Signal::Xoff { refresh_at: now };
+        }
+    }
+
     /// The earliest time a refresh is due, if any priority is paused.
     pub fn next_deadline(&self) -> Option<u64> {
         self.state
@@ -319,6 +340,42 @@ mod tests {
         let mut quanta = [0; PRIORITIES];
         quanta[p] = q;
         MacControl::Pfc { enable, quanta }
+    }
+
+    /// A PFC frame the worker could not send is due again at the next poll: the XOFF while
+    /// the bytes stay above XON (not half a pause later, at the refresh), the XON while they
+    /// stay at or below it (not never: the upstream would stay paused for the whole pause).
+    #[test]
+    fn a_frame_not_sent_is_sent_at_the_next_poll() {
+        let mut g = gen();
+        let xoff = g.poll(0, &occ(20_000), 0).expect("XOFF");
+        g.unsent(&xoff, 0);
+        assert_eq!(g.next_deadline(), Some(0));
+        assert_eq!(g.poll(1_000, &occ(20_000), 0), Some(pfc(0b1000, 3, 1000)));
+        assert_eq!(
+            g.poll(2_000, &occ(20_000), 0),
+            None,
+            "sent: refresh at 257 us"
+        );
+        assert_eq!(g.next_deadline(), Some(257_000));
+
+        let xon = g.poll(3_000, &occ(4_000), 0).expect("XON");
+        assert_eq!(xon, pfc(0b1000, 3, 0));
+        g.unsent(&xon, 3_000);
+        assert_eq!(
+            g.xoff_mask(),
+            0b1000,
+            "paused upstream until an XON goes out"
+        );
+        assert_eq!(g.poll(4_000, &occ(4_000), 0), Some(pfc(0b1000, 3, 0)));
+        assert_eq!((g.xoff_mask(), g.next_deadline()), (0, None));
+        assert_eq!(g.xoff_held_ns(10_000)[3], 4_000, "one episode, 0 to 4 us");
+
+        // An XON lost while the bytes climb back above XON: the next poll refreshes the XOFF.
+        g.poll(5_000, &occ(20_000), 0).expect("XOFF");
+        let xon = g.poll(6_000, &occ(4_000), 0).expect("XON");
+        g.unsent(&xon, 6_000);
+        assert_eq!(g.poll(7_000, &occ(8_000), 0), Some(pfc(0b1000, 3, 1000)));
     }
 
     #[test]

@@ -567,14 +567,18 @@ pub fn run(
         if let Some(g) = generator.as_mut() {
             let congested = if fill.starved() { u8::MAX } else { 0 };
             if let Some(m) = g.poll(now, &waiting, congested) {
-                if let Some(mut f) = pool.alloc() {
+                let sent = pool.alloc().is_some_and(|mut f| {
                     let len = m
                         .emit_frame(port.mac(), pool.buf_mut(&f))
                         .expect("a pool frame holds a MAC control frame");
                     f.set_len(len);
-                    if send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false) {
-                        pfc_tx += 1;
-                    }
+                    send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false)
+                });
+                if sent {
+                    pfc_tx += 1;
+                } else {
+                    // Sent again at the next turn, not half a pause later.
+                    g.unsent(&m, now);
                 }
             }
         }

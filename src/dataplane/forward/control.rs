@@ -5,7 +5,7 @@
 
 use crate::dataplane::{pool::Frame, queue::Queued, stats::DropReason};
 use crate::{
-    fc::{credit_port::emit_update, sfc::FrameSource, PRIORITIES},
+    fc::{credit_port::emit_update, priorities, sfc::FrameSource, PRIORITIES},
     wire::{
         sfcm::{self, Ipv4Flow},
         MacAddr, MacControl,
@@ -83,20 +83,30 @@ impl ForwardWorker {
     }
 
     /// Queues a control frame for TX on `p` ahead of data; counts a drop if the queue is full.
-    pub(super) fn queue_control(&mut self, p: usize, frame: Frame) {
+    /// Whether it was queued.
+    pub(super) fn queue_control(&mut self, p: usize, frame: Frame) -> bool {
         let q = Queued {
             frame,
             ingress: p as u8,
         };
-        if let Err(q) = self.ports[p].ctrl.push(q) {
-            self.stats.ports[p].drop(DropReason::NoBuffer);
-            self.pool.release(q.frame);
+        match self.ports[p].ctrl.push(q) {
+            Ok(()) => true,
+            Err(q) => {
+                self.stats.ports[p].drop(DropReason::NoBuffer);
+                self.pool.release(q.frame);
+                false
+            }
         }
     }
 
     /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
     /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     pub(super) fn generate_pfc(&mut self, p: usize, now: u64) {
+        if self.ports[p].shared.egress_held() {
+            // No frame leaves a port without a carrier: what is due goes at the first poll
+            // after it returns, rather than filling the control queue with retries.
+            return;
+        }
         let occupancy = self.ports[p].shared.pfc_occupancy();
         // XOFF in time: the cap follows the drain measured up to now, before this turn's poll.
         let port = &mut self.ports[p];
@@ -193,29 +203,36 @@ impl ForwardWorker {
     }
 
     /// Queues the PFC frame `m` for TX on port `p` at `now`, counts it, and notes until when it
-    /// pauses each priority upstream (the stall guard reads it).
+    /// pauses each priority upstream (the stall guard reads it). A frame that cannot be queued
+    /// (no buffer, a full control queue) is a counted drop, and the generator sends it again
+    /// at its next poll.
     pub(super) fn send_pfc(&mut self, p: usize, m: &MacControl, now: u64) {
+        let queued = match self.pool.alloc() {
+            Some(mut frame) => {
+                let src = self.ports[p].io.mac();
+                let len = m
+                    .emit_frame(src, self.pool.buf_mut(&frame))
+                    .expect("a pool frame holds a MAC control frame");
+                frame.set_len(len);
+                self.queue_control(p, frame)
+            }
+            None => {
+                self.stats.ports[p].drop(DropReason::NoBuffer);
+                false
+            }
+        };
+        if !queued {
+            return self.ports[p].generator.unsent(m, now);
+        }
         self.ports[p]
             .shared
             .sent_pause(m, now, self.setup.ports[p].speed_bps);
-        let c = &self.stats.ports[p];
         if let MacControl::Pfc { enable, .. } = *m {
-            for (prio, counter) in c.pfc_tx.iter().enumerate() {
-                if enable & (1 << prio) != 0 {
-                    counter.add(1);
-                }
+            let c = &self.stats.ports[p];
+            for prio in priorities(enable) {
+                c.pfc_tx[prio].add(1);
             }
         }
-        let Some(mut frame) = self.pool.alloc() else {
-            // No frame to build it in: the generator will refresh the signal shortly.
-            return c.drop(DropReason::NoBuffer);
-        };
-        let src = self.ports[p].io.mac();
-        let len = m
-            .emit_frame(src, self.pool.buf_mut(&frame))
-            .expect("a pool frame holds a MAC control frame");
-        frame.set_len(len);
-        self.queue_control(p, frame);
     }
 
     /// Link-up: each port's agent takes its loop turn.

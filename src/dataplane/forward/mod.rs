@@ -1082,6 +1082,43 @@ mod tests {
     /// What the worker still holds when it stops, its egress held for a link without carrier,
     /// is counted as `shutdown`: a data frame on the port it arrived by, a control frame (an
     /// SFC message in transit) on the port it was to leave by. Every buffer goes back.
+    /// An XOFF that finds the control queue full goes out at the worker's next turn, not at
+    /// the refresh half a pause later (1.7 ms here) while the source sends on.
+    #[test]
+    fn an_xoff_that_could_not_be_queued_goes_out_at_the_next_turn() {
+        let (mut w, src, _dst, stats) = worker(PrioPlan::pfc(16 * 1024, 8 * 1024, 64 * 1024));
+        while let Some(frame) = w.pool.alloc() {
+            let mut frame = frame;
+            frame.set_len(60);
+            if let Err(q) = w.ports[0]
+                .ctrl
+                .push(crate::dataplane::queue::Queued { frame, ingress: 0 })
+            {
+                w.pool.release(q.frame);
+                break;
+            }
+        }
+        for seq in 0..40 {
+            src.inject(&frame(seq), 0);
+        }
+        let xoff_to_src = |frames: Vec<Vec<u8>>| {
+            frames.iter().any(|f| {
+                matches!(MacControl::parse_frame(f),
+                         Ok(MacControl::Pfc { enable, quanta }) if enable == 1 << 3 && quanta[3] > 0)
+            })
+        };
+        w.step(0).unwrap();
+        assert!(!xoff_to_src(src.take()), "the control queue was full");
+        assert_eq!(stats.ports[0].drops[DropReason::NoBuffer as usize].get(), 1);
+        assert_eq!(stats.ports[0].pfc_tx[3].get(), 0, "counted when queued");
+        let sent = (1..5).any(|turn| {
+            w.step(turn * 10_000).unwrap();
+            xoff_to_src(src.take())
+        });
+        assert!(sent, "the XOFF went out within 40 us");
+        assert_eq!(stats.ports[0].pfc_tx[3].get(), 1);
+    }
+
     #[test]
     fn what_a_held_egress_keeps_at_the_stop_is_counted() {
         let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
