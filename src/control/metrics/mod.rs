@@ -29,12 +29,13 @@ use prometheus_client::{
 };
 
 /// A [`Log2Snapshot`] as a Prometheus histogram over a fixed range of its power-of-two
-/// buckets (so every scrape has the same `le` bounds), values scaled by `scale` (1e-9 for ns
-/// in seconds).
+/// buckets (so every scrape has the same `le` bounds), values divided by `per_unit` (1e9 for ns
+/// in seconds). The encoder takes each bucket's own count and writes the running sum, so the
+/// first bound carries everything at or below it and `+Inf` what lies beyond the last.
 struct Log2Histogram<'a> {
     snap: &'a Log2Snapshot,
     range: std::ops::RangeInclusive<usize>,
-    scale: f64,
+    per_unit: f64,
 }
 
 impl std::fmt::Debug for Log2Histogram<'_> {
@@ -46,15 +47,19 @@ impl std::fmt::Debug for Log2Histogram<'_> {
 impl EncodeMetric for Log2Histogram<'_> {
     fn encode(&self, mut encoder: MetricEncoder) -> std::fmt::Result {
         let count = self.snap.count();
+        let mut below = 0;
         let mut buckets: Vec<(f64, u64)> = self
             .snap
             .cumulative(self.range.clone())
             .into_iter()
-            .map(|(le, n)| (le as f64 * self.scale, n))
+            .map(|(le, at_or_below)| {
+                let own = at_or_below - std::mem::replace(&mut below, at_or_below);
+                (le as f64 / self.per_unit, own)
+            })
             .collect();
-        buckets.push((f64::MAX, count));
+        buckets.push((f64::INFINITY, count - below));
         encoder.encode_histogram::<Vec<(String, String)>>(
-            self.snap.sum as f64 * self.scale,
+            self.snap.sum as f64 / self.per_unit,
             count,
             &buckets,
             None,
@@ -112,12 +117,12 @@ fn device_prio(s: &PortSnapshot, p: usize) -> Labels {
 }
 
 /// One histogram per (port, PFC priority) that has sent XOFF or has a headroom in force:
-/// `pick` chooses the port's histograms, `range` and `scale` as in [`Log2Histogram`].
+/// `pick` chooses the port's histograms, `range` and `per_unit` as in [`Log2Histogram`].
 fn pfc_histograms(
     s: &[PortSnapshot],
     pick: fn(&PortSnapshot) -> &[Log2Snapshot],
     range: std::ops::RangeInclusive<usize>,
-    scale: f64,
+    per_unit: f64,
 ) -> impl Iterator<Item = (Labels, Log2Histogram<'_>)> {
     s.iter().flat_map(move |p| {
         let range = range.clone();
@@ -129,7 +134,7 @@ fn pfc_histograms(
                     Log2Histogram {
                         snap: &pick(p)[prio],
                         range: range.clone(),
-                        scale,
+                        per_unit,
                     },
                 )
             })
@@ -655,7 +660,7 @@ impl Collector for DaemonCollector {
              reaction.",
             Some(Unit::Seconds),
             MetricType::Histogram,
-            pfc_histograms(s, |p| &p.pfc_reaction_ns, 10..=31, 1e-9),
+            pfc_histograms(s, |p| &p.pfc_reaction_ns, 10..=31, 1e9),
         )?;
         family(
             &mut enc,
@@ -670,7 +675,7 @@ impl Collector for DaemonCollector {
                     Log2Histogram {
                         snap: &p.rx_lag_ns,
                         range: 10..=31,
-                        scale: 1e-9,
+                        per_unit: 1e9,
                     },
                 )
             }),
@@ -1112,8 +1117,43 @@ mod tests {
         assert!(!text.contains("lossless_xoff_threshold_bytes{device=\"a0\",priority=\"0\"}"));
     }
 
-    /// The classic-format exposition of a one-port daemon with every priority lossless.
-    fn sample_exposition() -> String {
+    /// A histogram's buckets are cumulative once, end at `+Inf` with `_count`, and put each
+    /// value in the first bucket whose bound holds it (they were summed twice: 5 us lags
+    /// read as seconds in `histogram_quantile`).
+    #[test]
+    fn histogram_buckets_count_each_value_once() {
+        let stats = Arc::new(WorkerStats::new(1));
+        for ns in [5_000, 5_000, 5_000, 300] {
+            stats.ports[0].rx_lag_ns.record(ns);
+        }
+        let text = exposition_of(vec![stats]);
+        let buckets: Vec<(&str, u64)> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("lossless_rx_lag_seconds_bucket{"))
+            .map(|l| {
+                let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap();
+                (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+            })
+            .collect();
+        let at = |bound: f64| {
+            buckets
+                .iter()
+                .find(|(le, _)| le.parse::<f64>().is_ok_and(|v| (v - bound).abs() < 1e-12))
+                .unwrap_or_else(|| panic!("no bucket {bound} in {buckets:?}"))
+                .1
+        };
+        // 300 ns lies below the first bound (1023 ns): counted there.
+        assert_eq!(at(1023e-9), 1, "{buckets:?}");
+        assert_eq!(at(4095e-9), 1, "{buckets:?}");
+        assert_eq!(at(8191e-9), 4, "{buckets:?}");
+        assert_eq!(buckets.last(), Some(&("+Inf", 4)), "{buckets:?}");
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "{buckets:?}");
+        assert!(text.contains("lossless_rx_lag_seconds_count{device=\"x\"} 4"));
+    }
+
+    /// The classic-format exposition of one port `x` with every priority lossless, counted
+    /// by `workers`.
+    fn exposition_of(workers: Vec<Arc<WorkerStats>>) -> String {
         let live = Arc::new(SettingsCell::new(LiveSettings {
             prios: [PrioPlan::pfc(1, 0, 1); PRIORITIES],
             watchdog: None,
@@ -1127,7 +1167,7 @@ mod tests {
         to_prometheus_text(&render(&registry(DaemonCollector {
             ifaces: vec!["x".into()],
             live,
-            workers: vec![Arc::new(WorkerStats::new(1))],
+            workers,
             worker_tids: vec![crate::dataplane::sched::this_thread_id()],
             reloads: Arc::new(ReloadLog::started()),
             shared: vec![Arc::new(SharedPort::default())],
@@ -1138,6 +1178,11 @@ mod tests {
             }],
             xdp: Vec::new(),
         })))
+    }
+
+    /// The classic-format exposition of a one-port daemon with every priority lossless.
+    fn sample_exposition() -> String {
+        exposition_of(vec![Arc::new(WorkerStats::new(1))])
     }
 
     /// Every `lossless_` series named in `text` (a dashboard, alert rules) is exposed;
