@@ -602,7 +602,14 @@ mod tests {
         };
         assert_eq!(
             by_reason(k.by_reason()),
-            "15 (rx_ring_full 2, fill_ring_empty 5, tx_invalid 1, tx_refused 4, other 3)"
+            "17 (rx_ring_full 2, fill_ring_empty 5, tx_invalid 1, tx_refused 4, other 5)"
         );
+        // A full RX ring's drops are not in rx_dropped: they leave `other` as it was.
+        let more_full = KernelDrops {
+            rx_ring_full: 6,
+            ..k
+        };
+        assert_eq!(more_full.by_reason()[4], ("other", 5));
+        assert_eq!(more_full.rx_lost(), 10 + 6);
     }
 }

@@ -82,9 +82,11 @@ impl KernelDrops {
         self.rx_dropped.max(self.fill_ring_empty) + self.rx_ring_full
     }
 
-    /// The drops by reason, each counted once (`rx_dropped` includes the fill-ring drops, so
-    /// only what it has beyond the two named RX reasons is `other`), as the metrics and
-    /// `status` show them.
+    /// The drops by reason, each counted once, as the metrics and `status` show them. The
+    /// kernel's `rx_dropped` includes the fill-ring drops but not the full RX ring's (with
+    /// the extended statistics, `xsk_getsockopt` adds `rx_queue_full` to it only for callers
+    /// that cannot read it apart), so only what it has beyond the fill-ring drops is `other`:
+    /// taking the ring's drops from it too made `other` shrink, a counter going backwards.
     pub fn by_reason(&self) -> [(&'static str, u64); 5] {
         [
             ("rx_ring_full", self.rx_ring_full),
@@ -93,8 +95,7 @@ impl KernelDrops {
             ("tx_refused", self.tx_refused),
             (
                 "other",
-                self.rx_dropped
-                    .saturating_sub(self.rx_ring_full + self.fill_ring_empty),
+                self.rx_dropped.saturating_sub(self.fill_ring_empty),
             ),
         ]
     }
