@@ -112,6 +112,39 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// Refuses a credit priority whose `limit` cannot hold two of a credit port's longest
+    /// frames, `max_frames[i]` for port `i` (`None`: not known yet, the interface's MTU is
+    /// read at start). The limit is the window a peer's sender works in, and a sender knows
+    /// only the credit it is given, not the window: a frame longer than the window would wait
+    /// at the head of its priority for ever, with nothing counted.
+    pub fn check_credit_frames(
+        &self,
+        max_frames: &[Option<u32>],
+        file: &str,
+    ) -> Result<(), ConfigError> {
+        for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
+            let Some(max_frame) = max_frame.filter(|_| port.credit) else {
+                continue;
+            };
+            for (p, prio) in self.prios.iter().enumerate() {
+                let frames = 2 * u64::from(max_frame);
+                if prio.credit && prio.limit < frames {
+                    return Err(ConfigError::Invalid {
+                        file: file.to_string(),
+                        field: format!("priority.{p}.limit"),
+                        reason: format!(
+                            "{} bytes of credit cannot hold two of port[{i}]'s ({}) longest \
+                             frames ({max_frame} bytes each, its MTU plus {FRAME_OVERHEAD}): \
+                             raise the limit to at least {frames} or lower port[{i}].mtu",
+                            prio.limit, port.iface
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The settings that differ between `self` and `new` but only take effect after a restart
     /// (SIGHUP applies priorities, thresholds, pause times, the watchdog and the log filter).
     pub fn restart_only_changes(&self, new: &Plan) -> Vec<&'static str> {

@@ -517,3 +517,36 @@ fn absurd_sizes_and_periods_are_refused() {
     )
     .unwrap();
 }
+
+/// A credit window must hold two of a credit port's longest frames: the sender does not know
+/// the peer's window, and a frame longer than it would wait at the head for ever.
+#[test]
+fn a_credit_limit_holds_two_of_the_longest_frames() {
+    let ports = |credit: bool| {
+        format!(
+            "[[port]]\niface = \"a\"\nspeed = \"10G\"\nmtu = 9000\ncredit = {credit}\n\
+             [[port]]\niface = \"b\"\nspeed = \"10G\"\n"
+        )
+    };
+    let prio = |limit: &str| format!("[priority.3]\nmode = \"credit\"\nlimit = \"{limit}\"\n");
+    let e = err(&format!("{}{}", ports(true), prio("16KiB")));
+    assert!(
+        e.contains("priority.3.limit") && e.contains("port[0]") && e.contains("18036"),
+        "{e}"
+    );
+    Plan::parse(&format!("{}{}", ports(true), prio("18036")), "x").unwrap();
+    // A port without credits carries the priority without a window.
+    Plan::parse(&format!("{}{}", ports(false), prio("16KiB")), "x").unwrap();
+    // The interface's own MTU is known at start only: a plan of the default MTU checks then.
+    let known = Plan::parse(&format!("{}{}", ports(false), prio("16KiB")), "x").unwrap();
+    let mut credit_on_b = known.clone();
+    credit_on_b.ports[1].credit = true;
+    assert!(credit_on_b
+        .check_credit_frames(&[None, Some(9018)], "x")
+        .unwrap_err()
+        .to_string()
+        .contains("port[1]"));
+    credit_on_b
+        .check_credit_frames(&[None, Some(1518)], "x")
+        .unwrap();
+}

@@ -242,7 +242,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let mut headroom = headroom(&c, &raw.headroom)?;
     // The guard's bound is the headroom's notice term (dataplane::pfc_headroom).
     headroom.stall_guard_ns = stall_guard_ns;
-    Ok(Plan {
+    let plan = Plan {
         daemon: raw.daemon,
         ports,
         prios,
@@ -255,7 +255,19 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         headroom,
         stall_guard_ns,
         warnings,
-    })
+    };
+    // The configured MTUs are checked now; the interfaces' (the default) at start.
+    let max_frames: Vec<Option<u32>> = plan
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            p.mtu
+                .and(p.max_frame(i, None, plan.daemon.backend, file).ok())
+        })
+        .collect();
+    plan.check_credit_frames(&max_frames, file)?;
+    Ok(plan)
 }
 
 /// Warns where a credit priority's buffer is larger than a credit window can advertise.

@@ -486,6 +486,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         .enumerate()
         .map(|(i, p)| p.max_frame(i, iface_mtu(&p.iface), d.backend, &file))
         .collect::<Result<Vec<u32>, _>>()?;
+    let known: Vec<Option<u32>> = max_frames.iter().copied().map(Some).collect();
+    plan.check_credit_frames(&known, &file)?;
     for (p, max_frame) in plan.ports.iter().zip(&max_frames) {
         tracing::info!(iface = %p.iface, max_frame, "longer frames are dropped as oversize");
     }
