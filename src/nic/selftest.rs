@@ -708,7 +708,7 @@ mod tests {
         // A damaged PFC body still counts as PFC (opcode), an unknown EtherType as nothing.
         let mut buf = [0u8; 64];
         let n = build(FrameClass::Pfc, 0, a, b, 3, &mut buf).unwrap();
-        buf[16] = 0xff; // priority-enable vector's upper octet must be zero
+        buf[16] = 0xff; // the priority-enable vector's reserved upper octet
         assert_eq!(classify(&buf[..n]), Some(FrameClass::Pfc));
         buf[12] = 0x12;
         assert_eq!(classify(&buf[..n]), None);

@@ -3,7 +3,7 @@
 //! Layout after the EtherType 0x8808:
 //! ```text
 //! PAUSE: opcode 0x0001 (2) | pause time in quanta (2)                      | pad to 60
-//! PFC:   opcode 0x0101 (2) | class-enable vector (2, upper octet 0) | C0..C7 times (8 x 2) | pad to 60
+//! PFC:   opcode 0x0101 (2) | class-enable vector (2, upper octet reserved) | C0..C7 times (8 x 2) | pad to 60
 //! ```
 //! One quantum is 512 bit times at the port's speed; a time of 0 means resume.
 
@@ -47,21 +47,15 @@ impl MacControl {
             }
             OPCODE_PFC => {
                 need(payload, 20, "PFC class times")?;
-                let vector = be16(payload, 2);
-                if vector > 0xff {
-                    return Err(WireError::BadValue {
-                        field: "PFC class-enable vector (upper octet must be 0)",
-                        value: u64::from(vector),
-                    });
-                }
+                // The vector's upper octet is reserved: sent as zero, ignored on receipt. A
+                // peer that sets it still means the pause its lower octet enables; refusing
+                // the frame would send into a buffer that asked us to stop.
+                let enable = payload[3];
                 let mut quanta = [0u16; 8];
                 for (i, q) in quanta.iter_mut().enumerate() {
                     *q = be16(payload, 4 + 2 * i);
                 }
-                Ok(MacControl::Pfc {
-                    enable: vector as u8,
-                    quanta,
-                })
+                Ok(MacControl::Pfc { enable, quanta })
             }
             other => Err(WireError::BadValue {
                 field: "MAC control opcode",
@@ -167,12 +161,12 @@ mod tests {
                 value: 0x0201
             })
         );
-        let mut bad = CAPTURED_PFC;
-        bad[16] = 0x01; // upper octet of the vector set
-        assert!(matches!(
-            MacControl::parse_frame(&bad),
-            Err(WireError::BadValue { .. })
-        ));
+        let mut reserved = CAPTURED_PFC;
+        reserved[16] = 0x01; // upper octet of the vector set: ignored, the pause obeyed
+        assert_eq!(
+            MacControl::parse_frame(&reserved),
+            MacControl::parse_frame(&CAPTURED_PFC)
+        );
         let mut not_mac = CAPTURED_PFC;
         not_mac[12] = 0x08;
         not_mac[13] = 0x00;
