@@ -336,9 +336,10 @@ impl AdaptiveHeadroom {
             }
         });
         let cell = self.cfg.cell.max(1);
-        let value = raw.div_ceil(cell) * cell;
-        let small_fall =
-            value < self.in_force && (self.in_force - value) * DECAY_STEP < self.in_force;
+        // Saturating: a model from an absurd measurement must not wrap to a headroom of 0.
+        let value = raw.div_ceil(cell).saturating_mul(cell);
+        let small_fall = value < self.in_force
+            && (self.in_force - value).saturating_mul(DECAY_STEP) < self.in_force;
         // Down to the floor or the model, or one that moved (a reload, a measurement), a fall
         // applies whatever its size.
         if small_fall && raw > self.cfg.floor.max(self.model) {

@@ -90,7 +90,7 @@ impl PfcGenerator {
                 self.xoff_since[p] = now;
             }
             self.state[p] = Signal::Xoff {
-                refresh_at: now + self.refresh_ns,
+                refresh_at: now.saturating_add(self.refresh_ns),
             };
             self.xoff |= 1 << p;
         }
@@ -165,7 +165,7 @@ impl PfcGenerator {
                 } else {
                     self.xoff |= 1 << p;
                     Signal::Xoff {
-                        refresh_at: now + self.refresh_ns,
+                        refresh_at: now.saturating_add(self.refresh_ns),
                     }
                 };
             }
@@ -254,13 +254,13 @@ impl PauseTimers {
         let mut out = [None; PRIORITIES];
         match *frame {
             MacControl::Pause { quanta } => {
-                let until = now + quanta_to_ns(quanta, speed_bps);
+                let until = now.saturating_add(quanta_to_ns(quanta, speed_bps));
                 out = [Some(until); PRIORITIES];
             }
             MacControl::Pfc { enable, quanta } => {
                 for p in 0..PRIORITIES {
                     if enable & (1 << p) != 0 {
-                        out[p] = Some(now + quanta_to_ns(quanta[p], speed_bps));
+                        out[p] = Some(now.saturating_add(quanta_to_ns(quanta[p], speed_bps)));
                     }
                 }
             }
@@ -376,6 +376,19 @@ mod tests {
         let xon = g.poll(6_000, &occ(4_000), 0).expect("XON");
         g.unsent(&xon, 6_000);
         assert_eq!(g.poll(7_000, &occ(8_000), 0), Some(pfc(0b1000, 3, 1000)));
+    }
+
+    /// Times near the end of the clock saturate: a pause received there holds, a refresh
+    /// is due at the end rather than at once (wrapped) on every poll.
+    #[test]
+    fn times_near_the_end_of_the_clock_saturate() {
+        let mut t = PauseTimers::new(GBIT);
+        t.on_frame(&MacControl::Pause { quanta: 1000 }, u64::MAX - 1000);
+        assert!(t.is_paused(0, u64::MAX - 999));
+        let mut g = gen();
+        assert!(g.poll(u64::MAX - 10, &occ(20_000), 0).is_some());
+        assert_eq!(g.poll(u64::MAX - 9, &occ(20_000), 0), None);
+        assert_eq!(g.next_deadline(), Some(u64::MAX));
     }
 
     #[test]

@@ -94,7 +94,9 @@ impl PfcWatchdog {
                 (State::Running, false) => State::Running,
                 (State::Running, true) => State::Paused(now),
                 (State::Paused(_), false) => State::Running,
-                (State::Paused(since), true) if now - since >= self.config.detection_ns => {
+                (State::Paused(since), true)
+                    if now.saturating_sub(since) >= self.config.detection_ns =>
+                {
                     self.storms[p] += 1;
                     on_event(WatchdogEvent::Storm {
                         priority: p,
@@ -111,10 +113,10 @@ impl PfcWatchdog {
                     last_paused: now,
                 },
                 (State::Stormed { since, last_paused }, false) => {
-                    if now - last_paused >= self.config.restoration_ns {
+                    if now.saturating_sub(last_paused) >= self.config.restoration_ns {
                         on_event(WatchdogEvent::Restored {
                             priority: p,
-                            lasted_ns: now - since,
+                            lasted_ns: now.saturating_sub(since),
                         });
                         State::Running
                     } else {
@@ -159,9 +161,9 @@ impl PfcWatchdog {
             .iter()
             .filter_map(|s| match *s {
                 State::Running => None,
-                State::Paused(since) => Some(since + self.config.detection_ns),
+                State::Paused(since) => Some(since.saturating_add(self.config.detection_ns)),
                 State::Stormed { last_paused, .. } => {
-                    Some(last_paused + self.config.restoration_ns)
+                    Some(last_paused.saturating_add(self.config.restoration_ns))
                 }
             })
             .min()
@@ -218,6 +220,19 @@ mod tests {
         assert_eq!(w.overridden(), 1 << 3);
         assert_eq!(w.dropping(), 1 << 3);
         assert_eq!(w.storms()[3], 1);
+    }
+
+    /// A clock read that steps back (injected time, a shard read late) is no storm, and
+    /// deadlines near the end of time stay there rather than wrap to the start.
+    #[test]
+    fn time_that_steps_back_or_runs_out_does_not_wrap() {
+        let mut w = wd(StormAction::Drop);
+        w.tick(1_000, 1 << 3, |e| panic!("{e:?}"));
+        w.tick(999, 1 << 3, |e| panic!("{e:?}"));
+        assert_eq!(w.stormed(), 0);
+        let mut w = wd(StormAction::Drop);
+        w.tick(u64::MAX - 1, 1 << 3, |_| {});
+        assert_eq!(w.next_deadline(), Some(u64::MAX));
     }
 
     #[test]
