@@ -630,10 +630,19 @@ impl ForwardWorker {
             if !self.ports[e].ctrl.is_empty() {
                 consider(now);
             }
+            let (received_pause, resume) = self.ports[e].shared.paused(now);
             if self.ports[e].egress.is_empty() {
+                // The watchdog judges a pause continuous from its ticks: while it watches
+                // one, it must see it end, or pauses with gaps between them add up to a storm.
+                let watching = self.ports[e]
+                    .watchdog
+                    .as_ref()
+                    .is_some_and(|w| w.next_deadline().is_some());
+                if let Some(r) = resume.filter(|_| watching) {
+                    consider(r);
+                }
                 continue;
             }
-            let (received_pause, resume) = self.ports[e].shared.paused(now);
             let overridden = self.ports[e]
                 .watchdog
                 .as_ref()
@@ -1117,6 +1126,47 @@ mod tests {
         });
         assert!(sent, "the XOFF went out within 40 us");
         assert_eq!(stats.ports[0].pfc_tx[3].get(), 1);
+    }
+
+    /// The watchdog sees every pause end, also on an idle egress: a peer pausing priority 3
+    /// for 5 ms in every 10 ms is no storm. The worker, sleeping from frame to frame, woke
+    /// only for the PFC frames and at the detection time, and took the pauses for one.
+    #[test]
+    fn pauses_with_gaps_on_an_idle_egress_are_no_storm() {
+        use crate::fc::watchdog::StormAction;
+        const MS: u64 = 1_000_000;
+        let (mut w, _src, dst, stats) = worker(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
+        w.ports[1].watchdog = Some(PfcWatchdog::new(WatchdogConfig {
+            detection_ns: 200 * MS,
+            restoration_ns: 200 * MS,
+            action: StormAction::Drop,
+        }));
+        let mut quanta = [0; PRIORITIES];
+        quanta[3] = 9_766; // 5 ms at 1 Gbit/s
+        let mut pfc = [0u8; 60];
+        MacControl::Pfc {
+            enable: 1 << 3,
+            quanta,
+        }
+        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pfc)
+        .unwrap();
+        let mut now = 0;
+        for k in 0..40 {
+            let arrival = k * 10 * MS;
+            // Asleep until the next deadline or the next frame, whichever comes first.
+            while let Some(t) = w.next_deadline(now).map(|t| t.max(now + 1_000)) {
+                if t >= arrival {
+                    break;
+                }
+                now = t;
+                w.step(now).unwrap();
+            }
+            now = arrival;
+            dst.inject(&pfc, now);
+            w.step(now).unwrap();
+        }
+        assert_eq!(stats.ports[1].pfc_rx[3].get(), 40);
+        assert_eq!(stats.ports[1].watchdog_storms[3].get(), 0);
     }
 
     #[test]

@@ -239,7 +239,7 @@ impl ForwardWorker {
                 } => tracing::warn!(
                     iface,
                     priority,
-                    paused_ms = (now - paused_since) / 1_000_000,
+                    paused_ms = now.saturating_sub(paused_since) / 1_000_000,
                     "PFC storm detected"
                 ),
                 WatchdogEvent::Restored {
