@@ -5,6 +5,8 @@
 T=${CARGO_TARGET_DIR:-$PWD/target}
 B=$T/release/lossless
 BB=$T/release/lossless-bench
+# cargo from rustup: scripts/setup installs it in ~/.cargo/bin, on PATH only in new login shells.
+[[ ":$PATH:" == *":${HOME:-}/.cargo/bin:"* || ! -d "${HOME:-}/.cargo/bin" ]] || export PATH="${HOME:-}/.cargo/bin:$PATH"
 [ -x "$B" ] && [ -x "$BB" ] || cargo build --release --bins
 # Senders and receivers run at the highest CFS priority, so other work on the machine (builds,
 # tests) takes less of their CPUs; figures stay noisy on a shared 2-vCPU VM all the same.
