@@ -79,5 +79,14 @@ daemon_conf() {
     printf '[[port]]\niface = "d0"\nspeed = "100Gbit"\n[[port]]\niface = "d1"\nspeed = "100Gbit"\n' >> "$1"
 }
 
+# stop_pid PID: TERM, up to 5 s for it to exit, then KILL. Only processes the bench started.
+stop_pid() {
+    local p=$1 i
+    kill -0 "$p" 2>/dev/null || return 0
+    kill -TERM "$p" 2>/dev/null || true
+    for i in $(seq 50); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+}
+
 # mem PID KEY: VmRSS or VmHWM of a process, MiB.
 mem() { awk -v k="$2:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
