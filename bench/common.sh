@@ -15,7 +15,7 @@ BB=$T/release/lossless-bench
 # so the session's autogroup is raised too while the bench runs: raise_priority, which each
 # bench calls once its exit trap is in place, and restore_priority (called from that trap).
 HI="nice -n -20"
-saved_autogroup_nice= raised_autogroup=
+saved_autogroup_nice='' raised_autogroup=''
 # autogroup_nice: the nice value of this session's autogroup ("" without autogroup).
 autogroup_nice() { awk '{print $NF}' /proc/self/autogroup 2>/dev/null || true; }
 raise_priority() {
@@ -81,10 +81,10 @@ daemon_conf() {
 
 # stop_pid PID: TERM, up to 5 s for it to exit, then KILL. Only processes the bench started.
 stop_pid() {
-    local p=$1 i
+    local p=$1
     kill -0 "$p" 2>/dev/null || return 0
     kill -TERM "$p" 2>/dev/null || true
-    for i in $(seq 50); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
     kill -KILL "$p" 2>/dev/null || true
 }
 
