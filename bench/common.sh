@@ -2,22 +2,36 @@
 # trafgen sender, counters, the daemon's config and memory. Every bench creates its own
 # namespaces with unique names and removes them on exit.
 
+command -v trafgen >/dev/null || { echo "trafgen missing: apt-get install netsniff-ng" >&2; exit 1; }
 T=${CARGO_TARGET_DIR:-$PWD/target}
 B=$T/release/lossless
 BB=$T/release/lossless-bench
+# cargo from rustup: scripts/setup installs it in ~/.cargo/bin, on PATH only in new login shells.
+[[ ":$PATH:" == *":${HOME:-}/.cargo/bin:"* || ! -d "${HOME:-}/.cargo/bin" ]] || export PATH="${HOME:-}/.cargo/bin:$PATH"
 [ -x "$B" ] && [ -x "$BB" ] || cargo build --release --bins
 # Senders and receivers run at the highest CFS priority, so other work on the machine (builds,
 # tests) takes less of their CPUs; figures stay noisy on a shared 2-vCPU VM all the same.
 # With autogroup scheduling (the default), nice only ranks processes within their session,
-# so the session's autogroup is raised too while the bench runs; restore_priority (called
-# from each bench's exit trap) puts it back.
+# so the session's autogroup is raised too while the bench runs: raise_priority, which each
+# bench calls once its exit trap is in place, and restore_priority (called from that trap).
 HI="nice -n -20"
-saved_autogroup_nice=$(awk '{print $NF}' /proc/self/autogroup 2>/dev/null || true)
-echo -20 > /proc/self/autogroup 2>/dev/null || true
-restore_priority() {
-    [ -z "$saved_autogroup_nice" ] || echo "$saved_autogroup_nice" > /proc/self/autogroup 2>/dev/null || true
+saved_autogroup_nice='' raised_autogroup=''
+# autogroup_nice: the nice value of this session's autogroup ("" without autogroup).
+autogroup_nice() { awk '{print $NF}' /proc/self/autogroup 2>/dev/null || true; }
+raise_priority() {
+    saved_autogroup_nice=$(autogroup_nice)
+    # Already at -20 (another bench of this session raised it, or it was so): nothing to undo.
+    [ -n "$saved_autogroup_nice" ] && [ "$saved_autogroup_nice" != -20 ] || return 0
+    echo -20 2>/dev/null > /proc/self/autogroup && raised_autogroup=1 || true
 }
-command -v trafgen >/dev/null || { echo "trafgen missing: apt-get install netsniff-ng" >&2; exit 1; }
+# Puts back the value raise_priority found, unless someone changed it since (a bench running
+# beside this one in the session that restored it already, say).
+restore_priority() {
+    [ -n "$raised_autogroup" ] || return 0
+    raised_autogroup=
+    [ "$(autogroup_nice)" = -20 ] || return 0
+    echo "$saved_autogroup_nice" 2>/dev/null > /proc/self/autogroup || true
+}
 
 # trafgen_conf FILE SIZE: one frame of SIZE bytes (no FCS): broadcast Ethernet, 802.1Q
 # (PCP 3), IPv4, UDP to the test port, zero fill. The same frame bench/gen sends.
@@ -63,6 +77,15 @@ daemon_conf() {
     printf '[daemon]\nworkers = %s\ncores = [%s]\nbusy_poll = %s\nframes = %s\n' "$2" "$3" "$4" "$5" > "$1"
     printf '[metrics]\nlisten = ""\n[control]\nsocket = "/tmp/%s.sock"\n' "$6" >> "$1"
     printf '[[port]]\niface = "d0"\nspeed = "100Gbit"\n[[port]]\niface = "d1"\nspeed = "100Gbit"\n' >> "$1"
+}
+
+# stop_pid PID: TERM, up to 5 s for it to exit, then KILL. Only processes the bench started.
+stop_pid() {
+    local p=$1
+    kill -0 "$p" 2>/dev/null || return 0
+    kill -TERM "$p" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || return 0; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
 }
 
 # mem PID KEY: VmRSS or VmHWM of a process, MiB.
