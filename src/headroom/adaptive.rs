@@ -34,7 +34,7 @@
 //! times faster than its byte count suggests (a 65-byte frame in 64-byte cells: 128/65 ≈ 1.97).
 //! α is evaluated over every frame size from 64 octets to the maximum frame.
 
-use super::units::{Duration, Speed};
+use super::units::{Duration, Speed, Timestamp};
 use super::{
     ceil_tolerant, frame_bit_times, round_up_to_cells, HeadroomError, Quantity, Term,
     MIN_FRAME_OCTETS,
@@ -48,49 +48,46 @@ pub enum RoundTrip {
     /// The four peer-delay timestamps.
     Timestamps {
         /// Request sent (local clock).
-        t1: Duration,
+        t1: Timestamp,
         /// Request received (peer clock).
-        t2: Duration,
+        t2: Timestamp,
         /// Reply sent (peer clock).
-        t3: Duration,
+        t3: Timestamp,
         /// Reply received (local clock).
-        t4: Duration,
+        t4: Timestamp,
     },
     /// The link round trip `(T4 − T1) − (T3 − T2)` measured by other means.
     Measured(Duration),
 }
 
 impl RoundTrip {
-    /// The link's round-trip time with the peer's turnaround removed.
+    /// The link's round-trip time with the peer's turnaround removed, taken exactly from the
+    /// timestamps' integer picoseconds.
     pub fn link_round_trip(&self) -> Result<Duration, HeadroomError> {
         match *self {
             RoundTrip::Measured(d) => Ok(d),
             RoundTrip::Timestamps { t1, t2, t3, t4 } => {
-                let outer = t4.seconds() - t1.seconds();
-                let inner = t3.seconds() - t2.seconds();
-                if outer < 0.0 {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!("T4 ({t4}) is before T1 ({t1})"),
-                    ));
+                let bad = |why: String| HeadroomError::invalid(Quantity::Timestamps, why);
+                let apart = |a: Timestamp, b: Timestamp| {
+                    b.picos()
+                        .checked_sub(a.picos())
+                        .ok_or_else(|| bad(format!("{a} and {b} are too far apart")))
+                };
+                let (outer, inner) = (apart(t1, t4)?, apart(t2, t3)?);
+                if outer < 0 {
+                    return Err(bad(format!("T4 ({t4}) is before T1 ({t1})")));
                 }
-                if inner < 0.0 {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!("T3 ({t3}) is before T2 ({t2})"),
-                    ));
+                if inner < 0 {
+                    return Err(bad(format!("T3 ({t3}) is before T2 ({t2})")));
                 }
                 if inner > outer {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!(
-                            "peer turnaround T3 - T2 ({}) exceeds the round trip T4 - T1 ({})",
-                            Duration::from_secs(inner).unwrap_or(Duration::ZERO),
-                            Duration::from_secs(outer).unwrap_or(Duration::ZERO)
-                        ),
-                    ));
+                    return Err(bad(format!(
+                        "peer turnaround T3 - T2 ({}) exceeds the round trip T4 - T1 ({})",
+                        Timestamp::from_picos(inner),
+                        Timestamp::from_picos(outer)
+                    )));
                 }
-                Duration::from_secs(outer - inner)
+                Duration::from_picos(outer - inner)
             }
         }
     }
@@ -343,15 +340,19 @@ mod tests {
         Duration::from_secs(v * 1e-6).unwrap()
     }
 
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
     fn input(cell: u64) -> AdaptiveInput {
         AdaptiveInput {
             speed: Speed::from_gbps(100).unwrap(),
             // Peer clock 10 us ahead; T4 - T1 = 1.2 us, T3 - T2 = 0.2 us -> loop 1 us.
             round_trip: RoundTrip::Timestamps {
-                t1: us(0.0),
-                t2: us(10.0),
-                t3: us(10.2),
-                t4: us(1.2),
+                t1: ts("0us"),
+                t2: ts("10us"),
+                t3: ts("10.2us"),
+                t4: ts("1.2us"),
             },
             max_frame_octets: 9216,
             pfc_frame_octets: 64,
@@ -458,19 +459,35 @@ mod tests {
         assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Alpha);
         let mut i = input(1);
         i.round_trip = RoundTrip::Timestamps {
-            t1: us(5.0),
-            t2: us(0.0),
-            t3: us(0.1),
-            t4: us(1.0),
+            t1: ts("5us"),
+            t2: ts("0us"),
+            t3: ts("0.1us"),
+            t4: ts("1us"),
         };
         assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Timestamps);
         i.round_trip = RoundTrip::Timestamps {
-            t1: us(0.0),
-            t2: us(0.0),
-            t3: us(3.0),
-            t4: us(1.0),
+            t1: ts("0us"),
+            t2: ts("0us"),
+            t3: ts("3us"),
+            t4: ts("1us"),
         };
         assert!(headroom(&i).unwrap_err().to_string().contains("turnaround"));
+    }
+
+    /// Epoch timestamps (the audit's case): the loop is 100 ns, which an f64 of seconds near
+    /// 1.7e9 s (238 ns resolution) turned into 0.
+    #[test]
+    fn epoch_timestamps_keep_nanoseconds() {
+        let mut i = input(1);
+        i.round_trip = RoundTrip::Timestamps {
+            t1: ts("1700000000.000000120s"),
+            t2: ts("1700000005.000000000s"),
+            t3: ts("1700000005.000000100s"),
+            t4: ts("1700000000.000000320s"),
+        };
+        let r = headroom(&i).unwrap();
+        assert_eq!(r.link_round_trip.nanos().round(), 100.0);
+        assert_eq!(r.x_bit_times, 10_000);
     }
 
     #[test]

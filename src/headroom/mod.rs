@@ -32,7 +32,7 @@ pub mod vendor;
 use serde::Serialize;
 use std::fmt;
 
-pub use units::{ByteSize, Distance, Duration, Medium, Speed};
+pub use units::{ByteSize, Distance, Duration, Medium, Speed, Timestamp};
 
 /// Octets added to every frame on the wire: 7 preamble + 1 SFD + 12 inter-frame gap.
 pub const WIRE_OVERHEAD_OCTETS: u64 = 20;

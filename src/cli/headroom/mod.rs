@@ -508,6 +508,23 @@ mod tests {
             "1.2us",
         ]);
         assert!(out.contains("56,272"), "{out}");
+        // Epoch timestamps are read exactly: the loop is 100 ns (it was 0 through f64 seconds).
+        let v: serde_json::Value = serde_json::from_str(&run_ok(&[
+            "--json",
+            "adaptive",
+            "--speed",
+            "100G",
+            "--t1",
+            "1700000000.000000120s",
+            "--t2",
+            "1700000005.000000000s",
+            "--t3",
+            "1700000005.000000100s",
+            "--t4",
+            "1700000000.000000320s",
+        ]))
+        .unwrap();
+        assert_eq!(v["adaptive"]["x_bit_times"], 10_000, "{v}");
         let out = run_ok(&[
             "--json",
             "adaptive",
