@@ -67,14 +67,15 @@ pub struct CompareReport {
 
 /// The round trip the adaptive model would measure on an ideal link: both cable delays and
 /// both stations' TX + RX delays.
-pub fn estimated_round_trip(a: &AnnexNInput) -> Duration {
-    let cable = annex_n::cable_delay_bit_times(a.speed, a.cable_length, a.medium);
+pub fn estimated_round_trip(a: &AnnexNInput) -> Result<Duration, HeadroomError> {
+    a.validate()?;
+    let cable = annex_n::cable_delay_bit_times(a.speed, a.cable_length, a.medium)?;
     let bt = 2 * cable
         + a.local.tx_bit_times
         + a.local.rx_bit_times
         + a.remote.tx_bit_times
         + a.remote.rx_bit_times;
-    a.speed.duration_of(bt)
+    Ok(a.speed.duration_of(bt))
 }
 
 /// Sizes the link with every model.
@@ -83,7 +84,7 @@ pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
     let annex = annex_n::delay_value(a)?;
     let (rtt, estimated) = match input.measured_round_trip {
         Some(d) => (d, false),
-        None => (estimated_round_trip(a), true),
+        None => (estimated_round_trip(a)?, true),
     };
     let adaptive = adaptive::headroom(&AdaptiveInput {
         speed: a.speed,

@@ -18,7 +18,7 @@
 //! frame it has started).
 
 use super::units::{Duration, Speed};
-use super::{ceil_tolerant, round_up_to_cells, HeadroomError, Quantity, Term};
+use super::{check_cell, check_frame, round_up_to_cells, HeadroomError, Quantity, Term};
 use serde::Serialize;
 
 /// Inputs of the threshold calculation.
@@ -67,22 +67,19 @@ pub struct ThresholdResult {
 
 /// Computes XOFF/XON thresholds.
 pub fn thresholds(input: &ThresholdInput) -> Result<ThresholdResult, HeadroomError> {
-    if input.cell_size == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::CellSize,
-            "must be at least 1 byte",
-        ));
-    }
-    if input.mtu_bytes == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::MaxFrame,
-            "must be greater than zero",
-        ));
-    }
-    let r = input.speed.bps_f64() / 8.0;
-    let reaction_time = input.t_gen.plus(input.t_link).plus(input.t_act);
-    let reaction = ceil_tolerant(r * reaction_time.seconds()) as u64;
-    let wire = ceil_tolerant(r * input.t_link.seconds()) as u64;
+    check_cell(input.cell_size)?;
+    check_frame(Quantity::MaxFrame, input.mtu_bytes)?;
+    let gen = input
+        .speed
+        .bit_times_in(input.t_gen, Quantity::GenerationTime)?;
+    let link = input
+        .speed
+        .bit_times_in(input.t_link, Quantity::LinkDelay)?;
+    let act = input
+        .speed
+        .bit_times_in(input.t_act, Quantity::ActivationTime)?;
+    let reaction = (gen + link + act).div_ceil(8);
+    let wire = link.div_ceil(8);
     let raw = reaction + wire;
     let headroom = round_up_to_cells(raw, input.cell_size);
     let needed = headroom + input.mtu_bytes;
@@ -214,6 +211,23 @@ mod tests {
         assert_eq!(r.xoff_bytes, 9216);
         assert_eq!(r.xon_bytes, 0);
         assert!(r.hysteresis_capped);
+    }
+
+    /// Times beyond the limit (their products with the speed saturated and wrapped) and
+    /// frames outside 64..=65,535 octets are errors naming the input.
+    #[test]
+    fn out_of_range_inputs_are_errors_not_wraps() {
+        let huge = Duration::from_secs(1e12).unwrap();
+        let check = |f: &dyn Fn(&mut ThresholdInput), q: Quantity| {
+            let mut i = example();
+            f(&mut i);
+            assert_eq!(thresholds(&i).unwrap_err().quantity(), q);
+        };
+        check(&|i| i.t_gen = huge, Quantity::GenerationTime);
+        check(&|i| i.t_link = huge, Quantity::LinkDelay);
+        check(&|i| i.t_act = huge, Quantity::ActivationTime);
+        check(&|i| i.mtu_bytes = u64::MAX, Quantity::MaxFrame);
+        check(&|i| i.cell_size = u64::MAX, Quantity::CellSize);
     }
 
     #[test]

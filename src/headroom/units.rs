@@ -48,14 +48,25 @@ impl Speed {
         self.0 / 1_000_000
     }
 
-    /// Bit times (rounded up to a whole bit time) that `d` lasts at this speed.
-    pub fn bit_times_in(self, d: Duration) -> u64 {
-        super::ceil_tolerant(d.seconds() * self.bps_f64()) as u64
+    /// Bit times (rounded up to a whole bit time) that `d` lasts at this speed; beyond
+    /// [`super::MAX_TERM_BIT_TIMES`] an error naming `quantity` (the input `d` came from).
+    pub fn bit_times_in(self, d: Duration, quantity: Quantity) -> Result<u64, HeadroomError> {
+        let bt = super::ceil_tolerant(d.seconds() * self.bps_f64());
+        if bt > super::MAX_TERM_BIT_TIMES as f64 {
+            return Err(HeadroomError::invalid(
+                quantity,
+                format!(
+                    "{d} at {self} is {bt:.3e} bit times, beyond the calculator's limit of {}",
+                    super::MAX_TERM_BIT_TIMES
+                ),
+            ));
+        }
+        Ok(bt as u64)
     }
 
-    /// Bytes (rounded up) that arrive in `d` at this speed.
-    pub fn bytes_in(self, d: Duration) -> u64 {
-        super::ceil_tolerant(d.seconds() * self.bps_f64() / 8.0) as u64
+    /// Bytes (rounded up) that arrive in `d` at this speed; errors as [`Self::bit_times_in`].
+    pub fn bytes_in(self, d: Duration, quantity: Quantity) -> Result<u64, HeadroomError> {
+        Ok(self.bit_times_in(d, quantity)?.div_ceil(8))
     }
 
     /// Duration of `bit_times` bit times at this speed.
@@ -536,7 +547,13 @@ mod tests {
             .unwrap()
             .propagation(Medium::Copper);
         assert!((t.nanos() - 555.5556).abs() < 1e-3);
-        assert_eq!(Speed::from_gbps(10).unwrap().bit_times_in(t), 5_556);
+        assert_eq!(
+            Speed::from_gbps(10)
+                .unwrap()
+                .bit_times_in(t, Quantity::CableLength)
+                .unwrap(),
+            5_556
+        );
         // 1 km of fibre: 1000 / 1.98e8 = 5.0505 us.
         let f = Distance::from_meters(1000.0)
             .unwrap()

@@ -15,7 +15,9 @@ use crate::headroom::presets::{self, PhyPreset, PRESETS};
 use crate::headroom::report::{AdaptiveReport, AnnexNReport, PresetTable};
 use crate::headroom::sweep::{self, SweepInput};
 use crate::headroom::thresholds::{self, ThresholdInput};
-use crate::headroom::{frame_bit_times, Duration, HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM};
+use crate::headroom::{
+    check_bit_times, frame_bit_times, Duration, HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM,
+};
 use serde::Serialize;
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -73,6 +75,18 @@ pub fn flag_for(q: Quantity) -> &'static str {
         Quantity::CellSize => "--cell-size",
         Quantity::Alpha => "--alpha",
         Quantity::Timestamps => "--t1/--t2/--t3/--t4",
+        Quantity::ResponseQuanta => "--response-quanta",
+        Quantity::PeerResponse => "--peer-response",
+        Quantity::OwnLag => "--own-lag",
+        Quantity::PeerReaction => "--peer-reaction",
+        Quantity::HigherLayerDelay => "--hd",
+        Quantity::LocalTx => "--local-tx",
+        Quantity::LocalRx => "--local-rx",
+        Quantity::RemoteTx => "--remote-tx",
+        Quantity::RemoteRx => "--remote-rx",
+        Quantity::GenerationTime => "--t-gen",
+        Quantity::LinkDelay => "--t-link",
+        Quantity::ActivationTime => "--t-act",
         Quantity::RoundTrip => "--rtt",
         Quantity::Buffer => "--buffer",
         Quantity::Hysteresis => "--hysteresis",
@@ -83,6 +97,7 @@ pub fn flag_for(q: Quantity) -> &'static str {
         Quantity::Duration => "duration",
         Quantity::Preset => "--preset",
         Quantity::Sweep => "--distance",
+        Quantity::PointsPerDecade => "--points-per-decade",
     }
 }
 
@@ -125,10 +140,14 @@ fn resolve_link(l: &LinkArgs) -> Result<Link, HeadroomCliError> {
     };
     a.validate()?;
     let quanta = l.response_quanta.unwrap_or(preset.response_quanta);
+    let response_bit_times = quanta
+        .checked_mul(BIT_TIMES_PER_QUANTUM)
+        .unwrap_or(u64::MAX);
+    check_bit_times(Quantity::ResponseQuanta, response_bit_times)?;
     Ok(Link {
         preset,
         annex: a,
-        response_bit_times: quanta * BIT_TIMES_PER_QUANTUM,
+        response_bit_times,
     })
 }
 
@@ -231,7 +250,7 @@ fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError
         }
     };
     let peer = match a.peer_response {
-        Some(d) => link.annex.speed.bit_times_in(d),
+        Some(d) => link.annex.speed.bit_times_in(d, Quantity::PeerResponse)?,
         None => link.response_bit_times,
     };
     let r = adaptive::headroom(&AdaptiveInput {
@@ -320,6 +339,13 @@ fn credit_cmd(a: &CreditArgs, json: bool) -> Result<String, HeadroomCliError> {
         credit_rate_hz: a.credit_rate,
         speedup: a.speedup,
         cell_size: a.cell_size,
+    })
+    .map_err(|e| match e.quantity() {
+        Quantity::RoundTrip if a.rtt.is_none() => HeadroomCliError::Model {
+            flag: "--distance",
+            source: e,
+        },
+        _ => e.into(),
     })?;
     emit(json, &r)
 }
@@ -350,12 +376,12 @@ fn sweep_cmd(a: &SweepArgs, json: bool) -> Result<String, HeadroomCliError> {
         cell_size: a.cell_size,
     })
     .map_err(|e| match e.quantity() {
-        Quantity::Preset => HeadroomCliError::Model {
+        Quantity::Preset | Quantity::Speed => HeadroomCliError::Model {
             flag: "--speeds",
             source: e,
         },
-        Quantity::Speed => HeadroomCliError::Model {
-            flag: "--speeds",
+        Quantity::CableLength => HeadroomCliError::Model {
+            flag: "--distance",
             source: e,
         },
         _ => e.into(),
@@ -741,6 +767,88 @@ mod tests {
         ];
         for (args, flag) in cases {
             let msg = run_err(args);
+            assert!(msg.contains(flag), "{args:?}: {msg:?} should name {flag}");
+        }
+        // The audit's inputs that wrapped, panicked or hung: now errors naming the flag.
+        let limits: &[(&str, &[&str], &str)] = &[
+            (
+                "credit --speed 400G --rtt 1us --credit-rate 1 --speedup 1e10 --cell-size 64",
+                &[],
+                "--speedup",
+            ),
+            (
+                "credit --speed 400G --credit-rate 1e6",
+                &["--distance", "1e300km"],
+                "--distance",
+            ),
+            (
+                "adaptive --speed 10G --rtt 1us --alpha 1e300 --cell-size 64",
+                &[],
+                "--alpha",
+            ),
+            (
+                "adaptive --speed 10G --rtt 1us --own-lag 1e9s",
+                &[],
+                "--own-lag",
+            ),
+            (
+                "adaptive --speed 10G --rtt 1us --peer-reaction 1e9s",
+                &[],
+                "--peer-reaction",
+            ),
+            (
+                "adaptive --speed 10G --rtt 1us --peer-response 1e9s",
+                &[],
+                "--peer-response",
+            ),
+            ("adaptive --speed 10G --rtt 1e9s", &[], "--rtt"),
+            (
+                "adaptive --speed 10G --rtt 1us --max-frame 20000000000",
+                &[],
+                "--max-frame",
+            ),
+            (
+                "adaptive --speed 10G --rtt 1us --response-quanta 18446744073709551615",
+                &[],
+                "--response-quanta",
+            ),
+            ("annex-n --speed 10G --length 1e300km", &[], "--length"),
+            ("annex-n --speed 10G --hd 18446744073709551000", &[], "--hd"),
+            (
+                "annex-n --speed 10G --local-tx 18446744073709551615",
+                &[],
+                "--local-tx",
+            ),
+            (
+                "annex-n --speed 10G --remote-rx 18446744073709551615",
+                &[],
+                "--remote-rx",
+            ),
+            (
+                "annex-n --speed 10G --max-frame 2305843009213693952",
+                &[],
+                "--max-frame",
+            ),
+            (
+                "annex-n --speed 10G --compare --cell-size 100000",
+                &[],
+                "--cell-size",
+            ),
+            (
+                "thresholds --speed 10G --buffer 1GiB --t-link 1e9s",
+                &[],
+                "--t-link",
+            ),
+            (
+                "sweep --speeds 10G",
+                &["--distance", "1m..1e300km"],
+                "--distance",
+            ),
+        ];
+        for (line, extra, flag) in limits {
+            let mut args: Vec<&str> = line.split(' ').collect();
+            args.extend_from_slice(extra);
+            let msg = run_err(&args);
             assert!(msg.contains(flag), "{args:?}: {msg:?} should name {flag}");
         }
         assert!(run_err(&["fabric", "--load", "1.0", "--p-max", "1e-6"]).contains("below 1"));
