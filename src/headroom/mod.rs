@@ -302,10 +302,10 @@ pub enum HeadroomError {
         /// Why it is invalid (includes the value).
         reason: String,
     },
-    /// The buffer cannot hold the headroom plus one MTU.
+    /// The buffer cannot hold the headroom plus one MTU (in whole cells).
     #[error(
-        "buffer size {buffer} B cannot hold the headroom ({headroom} B) plus one MTU ({mtu} B): \
-         at least {needed} B are needed"
+        "buffer size {buffer} B cannot hold the headroom ({headroom} B) plus one MTU ({mtu} B) \
+         in whole cells: at least {needed} B are needed"
     )]
     BufferTooSmall {
         /// Buffer offered, bytes.
@@ -314,7 +314,7 @@ pub enum HeadroomError {
         headroom: u64,
         /// One MTU (maximum frame), bytes.
         mtu: u64,
-        /// `headroom + mtu`, bytes.
+        /// `headroom + mtu` (the MTU rounded up to whole cells), bytes.
         needed: u64,
     },
     /// A preset name that is not in the table.

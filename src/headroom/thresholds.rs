@@ -9,8 +9,9 @@
 //! XON           = XOFF − hysteresis              (hysteresis defaults to one reaction data)
 //! ```
 //!
-//! The buffer must hold the headroom plus one MTU (so at least one maximum frame fits below
-//! XOFF); otherwise [`HeadroomError::BufferTooSmall`] names all three numbers.
+//! The buffer must hold the headroom plus one MTU rounded up to whole cells (so at least one
+//! maximum frame fits below XOFF, which is rounded down to cells); otherwise
+//! [`HeadroomError::BufferTooSmall`] names the numbers.
 //!
 //! Defaults used by the CLI (each overridable): `T_gen` = one maximum frame plus the PFC frame
 //! (the PFC frame waits behind a frame in transmission), `T_link` = one-way cable propagation,
@@ -82,7 +83,9 @@ pub fn thresholds(input: &ThresholdInput) -> Result<ThresholdResult, HeadroomErr
     let wire = link.div_ceil(8);
     let raw = reaction + wire;
     let headroom = round_up_to_cells(raw, input.cell_size);
-    let needed = headroom + input.mtu_bytes;
+    // XOFF is rounded down to whole cells, so one MTU fits below it only if the buffer
+    // holds the MTU rounded up to whole cells.
+    let needed = headroom + round_up_to_cells(input.mtu_bytes, input.cell_size);
     if input.buffer_bytes < needed {
         return Err(HeadroomError::BufferTooSmall {
             buffer: input.buffer_bytes,
@@ -228,6 +231,28 @@ mod tests {
         check(&|i| i.t_act = huge, Quantity::ActivationTime);
         check(&|i| i.mtu_bytes = u64::MAX, Quantity::MaxFrame);
         check(&|i| i.cell_size = u64::MAX, Quantity::CellSize);
+    }
+
+    /// XOFF is rounded down to cells, so the fit check needs the MTU in whole cells: 9000 B
+    /// in 144 B cells is 9,072 B. With only headroom + 9000 B the XOFF came out at 8,928 B,
+    /// below one MTU.
+    #[test]
+    fn one_mtu_fits_below_xoff_in_whole_cells() {
+        let mut i = example();
+        i.cell_size = 144;
+        i.mtu_bytes = 9000;
+        i.buffer_bytes = 56_448 + 9000;
+        assert_eq!(
+            thresholds(&i).unwrap_err(),
+            HeadroomError::BufferTooSmall {
+                buffer: 65_448,
+                headroom: 56_448,
+                mtu: 9000,
+                needed: 65_520
+            }
+        );
+        i.buffer_bytes = 65_520;
+        assert_eq!(thresholds(&i).unwrap().xoff_bytes, 9_072);
     }
 
     #[test]
