@@ -14,9 +14,11 @@
 //! [`HeadroomError::BufferTooSmall`] names the numbers.
 //!
 //! Defaults used by the CLI (each overridable): `T_gen` = one maximum frame plus the PFC frame
-//! (the PFC frame waits behind a frame in transmission), `T_link` = one-way cable propagation,
-//! `T_act` = the 802.3 response-time allowance plus one maximum frame (the sender finishes the
-//! frame it has started).
+//! (the PFC frame waits behind a frame in transmission) plus the higher-layer delay HD,
+//! `T_link` = half the link's round trip, 2·cable + (TX_s1 + RX_s2) + (TX_s2 + RX_s1) (the
+//! loop the daemon measures and halves), `T_act` = the 802.3 response-time allowance plus one
+//! maximum frame (the sender finishes the frame it has started). The headroom is then Annex
+//! N's delay value plus the response allowance.
 
 use super::units::{Duration, Speed};
 use super::{check_cell, check_frame, round_up_to_cells, HeadroomError, Quantity, Term};

@@ -296,14 +296,21 @@ fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError
 
 fn thresholds_cmd(a: &ThresholdsArgs, json: bool) -> Result<String, HeadroomCliError> {
     let link = resolve_link(&a.link)?;
-    let speed = link.annex.speed;
-    let max = link.annex.max_frame_octets;
+    let l = &link.annex;
+    let speed = l.speed;
+    let max = l.max_frame_octets;
+    // The defaults cover Annex N's terms and the peer's response, as the daemon does with its
+    // measured loop X: T_gen holds HD, T_link is half the loop (2·cable + both stations'
+    // TX + RX), T_act the response allowance and the frame the peer has started.
     let t_gen = a.t_gen.unwrap_or_else(|| {
-        speed.duration_of(frame_bit_times(max) + frame_bit_times(link.annex.pfc_frame_octets))
+        speed.duration_of(
+            frame_bit_times(max) + frame_bit_times(l.pfc_frame_octets) + l.higher_layer_bit_times,
+        )
     });
-    let t_link = a
-        .t_link
-        .unwrap_or_else(|| link.annex.cable_length.propagation(link.annex.medium));
+    let t_link = match a.t_link {
+        Some(t) => t,
+        None => Duration::from_secs(compare::estimated_round_trip(l)?.seconds() / 2.0)?,
+    };
     let t_act = a
         .t_act
         .unwrap_or_else(|| speed.duration_of(link.response_bit_times + frame_bit_times(max)));
@@ -316,6 +323,20 @@ fn thresholds_cmd(a: &ThresholdsArgs, json: bool) -> Result<String, HeadroomCliE
         t_act,
         hysteresis_bytes: a.hysteresis.map(|h| h.0),
         cell_size: a.cell_size,
+    })
+    .map_err(|e| {
+        // A default time too long comes from the link flags it was derived from.
+        let flag = match e.quantity() {
+            Quantity::GenerationTime if a.t_gen.is_none() => "--hd (in the default --t-gen)",
+            Quantity::LinkDelay if a.t_link.is_none() => {
+                "--length/--local-*/--remote-* (in the default --t-link)"
+            }
+            Quantity::ActivationTime if a.t_act.is_none() => {
+                "--response-quanta (in the default --t-act)"
+            }
+            q => flag_for(q),
+        };
+        HeadroomCliError::Model { flag, source: e }
     })?;
     emit(json, &r)
 }
@@ -587,8 +608,58 @@ mod tests {
             "--medium",
             "fiber",
         ]);
-        assert!(out.contains("992,176") && out.contains("942,090"), "{out}");
+        assert!(out.contains("941,744") && out.contains("866,442"), "{out}");
         assert!(out.contains("reaction data") && out.contains("wire data"));
+        // With the one-way delay given as cable propagation only (the old default), the
+        // worked example of thresholds.rs.
+        let out = run_ok(&[
+            "thresholds",
+            "--speed",
+            "100G",
+            "--buffer",
+            "1MiB",
+            "--t-link",
+            "505.0505ns",
+        ]);
+        assert!(out.contains("992,176") && out.contains("942,090"), "{out}");
+    }
+
+    /// The default T_link and T_gen hold the interface delays and HD, so the headroom covers
+    /// Annex N's delay value plus the peer's response allowance (it was 56,400 B with or
+    /// without the delays, below Annex N's 81,615 B for the same link).
+    #[test]
+    fn thresholds_cover_annex_n_and_the_link_flags() {
+        let json = |args: &[&str]| -> serde_json::Value {
+            let mut v = vec!["--json"];
+            v.extend_from_slice(args);
+            serde_json::from_str(&run_ok(&v)).unwrap()
+        };
+        let link: &[&[&str]] = &[
+            &["--speed", "100G"],
+            &[
+                "--speed",
+                "100G",
+                "--hd",
+                "100000",
+                "--local-tx",
+                "500000",
+                "--remote-rx",
+                "500000",
+            ],
+        ];
+        for flags in link {
+            let mut t = vec!["thresholds", "--buffer", "4MiB"];
+            t.extend_from_slice(flags);
+            let mut n = vec!["annex-n"];
+            n.extend_from_slice(flags);
+            let thr = json(&t)["headroom_bytes"].as_u64().unwrap();
+            let dv = json(&n)["annex_n"]["delay_value_bytes"].as_u64().unwrap();
+            // 394 quanta x 64 B of response allowance, and up to 2 B of per-term rounding.
+            assert!(
+                (dv + 25_216..=dv + 25_218).contains(&thr),
+                "{flags:?}: thresholds {thr}, Annex N {dv}"
+            );
+        }
     }
 
     #[test]
