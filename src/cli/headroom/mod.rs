@@ -192,17 +192,37 @@ fn emit<T: Serialize + std::fmt::Display>(json: bool, r: &T) -> Result<String, H
     }
 }
 
+/// The adaptive model's input for `link` with the hardware formula's zero software terms.
+fn hardware_adaptive(
+    link: &Link,
+    round_trip: RoundTrip,
+    peer_response_bit_times: u64,
+    cell_size: u64,
+) -> AdaptiveInput {
+    AdaptiveInput {
+        speed: link.annex.speed,
+        round_trip,
+        max_frame_octets: link.annex.max_frame_octets,
+        pfc_frame_octets: link.annex.pfc_frame_octets,
+        peer_response_bit_times,
+        own_lag: Duration::ZERO,
+        peer_reaction: Duration::ZERO,
+        software_rate: None,
+        cell_size,
+        alpha: None,
+    }
+}
+
 fn compare_report(
     link: &Link,
-    rtt: Option<Duration>,
-    cell_size: u64,
+    adaptive: AdaptiveInput,
+    round_trip_estimated: bool,
     c: &CompareArgs,
 ) -> Result<CompareReport, HeadroomCliError> {
     Ok(compare::compare(&CompareInput {
         annex_n: link.annex.clone(),
-        measured_round_trip: rtt,
-        peer_response_bit_times: link.response_bit_times,
-        cell_size,
+        adaptive,
+        round_trip_estimated,
         sonic_asic: c.sonic_asic,
     })?)
 }
@@ -211,7 +231,17 @@ fn annex_n_cmd(a: &AnnexNArgs, json: bool) -> Result<String, HeadroomCliError> {
     let link = resolve_link(&a.link)?;
     let r = annex_n::delay_value(&link.annex)?;
     let cmp = if a.compare.compare {
-        Some(compare_report(&link, a.rtt, a.cell_size, &a.compare)?)
+        let (rtt, estimated) = match a.rtt {
+            Some(d) => (d, false),
+            None => (compare::estimated_round_trip(&link.annex)?, true),
+        };
+        let adaptive = hardware_adaptive(
+            &link,
+            RoundTrip::Measured(rtt),
+            link.response_bit_times,
+            a.cell_size,
+        );
+        Some(compare_report(&link, adaptive, estimated, &a.compare)?)
     } else {
         None
     };
@@ -253,25 +283,16 @@ fn adaptive_cmd(a: &AdaptiveArgs, json: bool) -> Result<String, HeadroomCliError
         Some(d) => link.annex.speed.bit_times_in(d, Quantity::PeerResponse)?,
         None => link.response_bit_times,
     };
-    let r = adaptive::headroom(&AdaptiveInput {
-        speed: link.annex.speed,
-        round_trip,
-        max_frame_octets: link.annex.max_frame_octets,
-        pfc_frame_octets: link.annex.pfc_frame_octets,
-        peer_response_bit_times: peer,
+    let input = AdaptiveInput {
         own_lag: a.own_lag,
         peer_reaction: a.peer_reaction,
         software_rate: a.software_rate,
-        cell_size: a.cell_size,
         alpha: a.alpha,
-    })?;
+        ..hardware_adaptive(&link, round_trip, peer, a.cell_size)
+    };
+    let r = adaptive::headroom(&input)?;
     let cmp = if a.compare.compare {
-        Some(compare_report(
-            &link,
-            Some(r.link_round_trip),
-            a.cell_size,
-            &a.compare,
-        )?)
+        Some(compare_report(&link, input, false, &a.compare)?)
     } else {
         None
     };
@@ -595,6 +616,28 @@ mod tests {
             "3m",
         ]);
         assert!(out.contains("measured loop"), "{out}");
+        // The comparison's adaptive row is this result, software terms and alpha included.
+        let v: serde_json::Value = serde_json::from_str(&run_ok(&[
+            "--json",
+            "adaptive",
+            "--speed",
+            "100G",
+            "--rtt",
+            "1us",
+            "--own-lag",
+            "10us",
+            "--peer-reaction",
+            "5us",
+            "--software-rate",
+            "40G",
+            "--alpha",
+            "1.5",
+            "--compare",
+        ]))
+        .unwrap();
+        let headroom = &v["adaptive"]["headroom_bytes"];
+        assert_eq!(&v["compare"]["rows"][1]["headroom_bytes"], headroom, "{v}");
+        assert_eq!(&v["compare"]["adaptive"]["headroom_bytes"], headroom);
     }
 
     #[test]
