@@ -46,7 +46,9 @@ pub enum HeadroomCommand {
 #[derive(Debug, Clone, Args)]
 pub struct LinkArgs {
     /// Interface-delay preset (see `lossless headroom presets`), e.g. 10gbase-t, 100g, 400g.
-    /// Defaults to the response-allowance preset for --speed.
+    /// Defaults to the response-allowance preset for --speed. Its delays and allowance hold
+    /// only at its own speed: with another --speed, or a speed with no preset, give all of
+    /// --local-tx, --local-rx, --remote-tx, --remote-rx and --response-quanta.
     #[arg(long, value_parser = parse_preset)]
     pub preset: Option<&'static PhyPreset>,
 

@@ -16,7 +16,8 @@ use crate::headroom::report::{AdaptiveReport, AnnexNReport, PresetTable};
 use crate::headroom::sweep::{self, SweepInput};
 use crate::headroom::thresholds::{self, ThresholdInput};
 use crate::headroom::{
-    check_bit_times, frame_bit_times, Duration, HeadroomError, Quantity, BIT_TIMES_PER_QUANTUM,
+    check_bit_times, frame_bit_times, Duration, HeadroomError, Medium, Quantity, Speed,
+    BIT_TIMES_PER_QUANTUM,
 };
 use serde::Serialize;
 use std::io::{self, Write};
@@ -37,6 +38,30 @@ pub enum HeadroomCliError {
         /// The model's error.
         #[source]
         source: HeadroomError,
+    },
+    /// `--preset` is for another speed than `--speed`, and not every delay was given.
+    #[error(
+        "--preset {preset} is for {preset_speed}, not --speed {speed}: a preset's interface \
+         delays (bit times) and response allowance (quanta) hold only at its own speed; give \
+         all of --local-tx, --local-rx, --remote-tx, --remote-rx and --response-quanta for \
+         {speed}, or leave out --preset or --speed"
+    )]
+    PresetSpeed {
+        /// The preset named.
+        preset: &'static str,
+        /// Its speed.
+        preset_speed: Speed,
+        /// The speed given.
+        speed: Speed,
+    },
+    /// No preset exists for `--speed`, and not every delay was given.
+    #[error(
+        "--speed {speed}: no --preset for this speed (see `lossless headroom presets`); give \
+         all of --local-tx, --local-rx, --remote-tx, --remote-rx and --response-quanta"
+    )]
+    NoPreset {
+        /// The speed given.
+        speed: Speed,
     },
     /// A required combination of arguments was missing.
     #[error("missing argument: {0}")]
@@ -105,15 +130,26 @@ pub fn flag_for(q: Quantity) -> &'static str {
 
 /// A link after defaults and overrides.
 struct Link {
-    preset: &'static PhyPreset,
+    /// The preset its unspecified delays and medium came from (`None`: all were given).
+    preset: Option<&'static PhyPreset>,
     annex: AnnexNInput,
     response_bit_times: u64,
 }
 
+impl Link {
+    /// The preset's name, as the report prints it.
+    fn preset_name(&self) -> &'static str {
+        self.preset.map_or("none (delays given)", |p| p.name)
+    }
+}
+
+/// A preset's interface delays (bit times) and response allowance (quanta) hold only at its
+/// own speed. They are used for what the flags leave out, so a preset whose speed is not the
+/// link's, or a speed with no preset, needs every delay and the allowance given explicitly.
 fn resolve_link(l: &LinkArgs) -> Result<Link, HeadroomCliError> {
-    let preset = match (l.preset, l.speed) {
-        (Some(p), _) => p,
-        (None, Some(s)) => presets::for_speed_or_err(s)?,
+    let speed = match (l.speed, l.preset) {
+        (Some(s), _) => s,
+        (None, Some(p)) => p.speed(),
         (None, None) => {
             return Err(HeadroomCliError::Missing(
                 "give --preset NAME or --speed SPEED (e.g. --preset 10gbase-t or --speed 100G)"
@@ -121,25 +157,55 @@ fn resolve_link(l: &LinkArgs) -> Result<Link, HeadroomCliError> {
             ))
         }
     };
-    let mut a = preset.annex_n_input(l.length, l.max_frame);
-    if let Some(s) = l.speed {
-        a.speed = s;
+    let all_given = l.local_tx.is_some()
+        && l.local_rx.is_some()
+        && l.remote_tx.is_some()
+        && l.remote_rx.is_some()
+        && l.response_quanta.is_some();
+    let preset = l.preset.or_else(|| presets::for_speed(speed));
+    match preset {
+        Some(p) if p.speed() != speed && !all_given => {
+            return Err(HeadroomCliError::PresetSpeed {
+                preset: p.name,
+                preset_speed: p.speed(),
+                speed,
+            })
+        }
+        None if !all_given => return Err(HeadroomCliError::NoPreset { speed }),
+        _ => {}
     }
-    if let Some(m) = l.medium {
-        a.medium = m;
-    }
-    a.pfc_frame_octets = l.pfc_frame;
-    a.higher_layer_bit_times = l.hd;
-    a.local = StationDelays {
-        tx_bit_times: l.local_tx.unwrap_or(a.local.tx_bit_times),
-        rx_bit_times: l.local_rx.unwrap_or(a.local.rx_bit_times),
-    };
-    a.remote = StationDelays {
-        tx_bit_times: l.remote_tx.unwrap_or(a.remote.tx_bit_times),
-        rx_bit_times: l.remote_rx.unwrap_or(a.remote.rx_bit_times),
+    // With no preset every delay is given, so the zero stand-ins below are never used.
+    let station = preset.map_or(
+        StationDelays {
+            tx_bit_times: 0,
+            rx_bit_times: 0,
+        },
+        |p| p.station_delays(),
+    );
+    let a = AnnexNInput {
+        speed,
+        cable_length: l.length,
+        medium: l
+            .medium
+            .or(preset.map(|p| p.medium))
+            .unwrap_or(Medium::Fiber),
+        max_frame_octets: l.max_frame,
+        pfc_frame_octets: l.pfc_frame,
+        local: StationDelays {
+            tx_bit_times: l.local_tx.unwrap_or(station.tx_bit_times),
+            rx_bit_times: l.local_rx.unwrap_or(station.rx_bit_times),
+        },
+        remote: StationDelays {
+            tx_bit_times: l.remote_tx.unwrap_or(station.tx_bit_times),
+            rx_bit_times: l.remote_rx.unwrap_or(station.rx_bit_times),
+        },
+        higher_layer_bit_times: l.hd,
     };
     a.validate()?;
-    let quanta = l.response_quanta.unwrap_or(preset.response_quanta);
+    let quanta = l
+        .response_quanta
+        .or(preset.map(|p| p.response_quanta))
+        .unwrap_or(0);
     let response_bit_times = quanta
         .checked_mul(BIT_TIMES_PER_QUANTUM)
         .unwrap_or(u64::MAX);
@@ -248,20 +314,20 @@ fn annex_n_cmd(a: &AnnexNArgs, json: bool) -> Result<String, HeadroomCliError> {
     if json {
         #[derive(Serialize)]
         struct Out<'a> {
-            preset: &'static str,
+            preset: Option<&'static str>,
             annex_n: &'a annex_n::AnnexNResult,
             #[serde(skip_serializing_if = "Option::is_none")]
             compare: Option<&'a CompareReport>,
         }
         return to_json(&Out {
-            preset: link.preset.name,
+            preset: link.preset.map(|p| p.name),
             annex_n: &r,
             compare: cmp.as_ref(),
         });
     }
     Ok(AnnexNReport {
         result: &r,
-        preset: link.preset.name,
+        preset: link.preset_name(),
         compare: cmp.as_ref(),
     }
     .to_string())
@@ -883,6 +949,22 @@ mod tests {
             let msg = run_err(args);
             assert!(msg.contains(flag), "{args:?}: {msg:?} should name {flag}");
         }
+        // A preset's delays in bit times and quanta are for its own speed.
+        let msg = run_err(&["annex-n", "--preset", "10g", "--speed", "100G"]);
+        assert!(
+            msg.contains("--preset 10g") && msg.contains("--speed 100"),
+            "{msg}"
+        );
+        let msg = run_err(&[
+            "adaptive",
+            "--speed",
+            "1G",
+            "--rtt",
+            "1us",
+            "--local-tx",
+            "0",
+        ]);
+        assert!(msg.contains("--response-quanta"), "{msg}");
         // The audit's inputs that wrapped, panicked or hung: now errors naming the flag.
         let limits: &[(&str, &[&str], &str)] = &[
             (
@@ -969,6 +1051,66 @@ mod tests {
         assert!(
             run_err(&["thresholds", "--speed", "100G", "--buffer", "10KB"]).contains("one MTU")
         );
+    }
+
+    /// A preset at another speed, or a speed with no preset, is used with every delay and the
+    /// response allowance given (before, the first silently kept the preset's 10G delays at
+    /// 100G, DV 39,759 B instead of 81,615 B, and the second was refused).
+    #[test]
+    fn explicit_delays_replace_the_preset() {
+        let dv = |args: &[&str]| -> u64 {
+            let mut v = vec!["--json", "annex-n"];
+            v.extend_from_slice(args);
+            let j: serde_json::Value = serde_json::from_str(&run_ok(&v)).unwrap();
+            j["annex_n"]["delay_value_bytes"].as_u64().unwrap()
+        };
+        assert_eq!(dv(&["--speed", "100G"]), 81_615);
+        assert_eq!(dv(&["--preset", "100g", "--speed", "100G"]), 81_615);
+        let d = "100864";
+        let all = [
+            "--local-tx",
+            d,
+            "--local-rx",
+            d,
+            "--remote-tx",
+            d,
+            "--remote-rx",
+            d,
+            "--response-quanta",
+            "394",
+        ];
+        let mut args = vec!["--preset", "10g", "--speed", "100G"];
+        args.extend_from_slice(&all);
+        assert_eq!(dv(&args), 81_615);
+        let out = run_ok(&[
+            "--json",
+            "adaptive",
+            "--speed",
+            "1G",
+            "--rtt",
+            "1us",
+            "--response-quanta",
+            "0",
+            "--local-tx",
+            "0",
+            "--local-rx",
+            "0",
+            "--remote-tx",
+            "0",
+            "--remote-rx",
+            "0",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        // 1,000 BT of loop + 2 x 9,236 x 8 + 672, no response allowance.
+        assert_eq!(
+            v["adaptive"]["delay_value_bit_times"],
+            1_000 + 147_776 + 672
+        );
+        let mut args = vec!["--json", "annex-n", "--speed", "800G"];
+        args.extend_from_slice(&all);
+        let v: serde_json::Value = serde_json::from_str(&run_ok(&args)).unwrap();
+        assert_eq!(v["preset"], serde_json::Value::Null);
+        assert_eq!(v["annex_n"]["input"]["medium"]["kind"], "fiber");
     }
 
     /// Prints example outputs for docs/headroom.md: `cargo test --lib print_examples -- --ignored --nocapture`.
