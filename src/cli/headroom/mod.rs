@@ -206,9 +206,7 @@ fn resolve_link(l: &LinkArgs) -> Result<Link, HeadroomCliError> {
         .response_quanta
         .or(preset.map(|p| p.response_quanta))
         .unwrap_or(0);
-    let response_bit_times = quanta
-        .checked_mul(BIT_TIMES_PER_QUANTUM)
-        .unwrap_or(u64::MAX);
+    let response_bit_times = quanta.saturating_mul(BIT_TIMES_PER_QUANTUM);
     check_bit_times(Quantity::ResponseQuanta, response_bit_times)?;
     Ok(Link {
         preset,
@@ -799,6 +797,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(v["bdp_bytes"], 5_050_506);
+        assert!(run_ok(&["fabric", "--load", "0.99999999", "--p-max", "1e-6"]).contains("cells"));
         let out = run_ok(&[
             "fabric",
             "--load",
@@ -944,6 +943,14 @@ mod tests {
             ),
             (&["fabric", "--load", "0.5", "--p-max", "0"], "--p-max"),
             (&["sweep", "--distance", "0m..1km"], "--distance"),
+            (
+                &["sweep", "--points-per-decade", "0"],
+                "--points-per-decade",
+            ),
+            (
+                &["fabric", "--load", "0.9999999999999", "--p-max", "1e-6"],
+                "--load",
+            ),
         ];
         for (args, flag) in cases {
             let msg = run_err(args);
