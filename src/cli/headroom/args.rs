@@ -201,11 +201,12 @@ pub struct ThresholdsArgs {
     #[arg(long, value_parser = parse_bytes, allow_hyphen_values = true)]
     pub buffer: ByteSize,
 
-    /// Time to generate PFC (default: one max frame plus the PFC frame at line rate).
+    /// Time to generate PFC (default: one max frame plus the PFC frame at line rate, plus --hd).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub t_gen: Option<Duration>,
 
-    /// One-way link delay (default: cable propagation over --length).
+    /// One-way link delay (default: half of 2 x cable propagation over --length plus both
+    /// stations' TX + RX interface delays).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub t_link: Option<Duration>,
 
