@@ -34,10 +34,10 @@
 //! times faster than its byte count suggests (a 65-byte frame in 64-byte cells: 128/65 ≈ 1.97).
 //! α is evaluated over every frame size from 64 octets to the maximum frame.
 
-use super::units::{Duration, Speed};
+use super::units::{Duration, Speed, Timestamp};
 use super::{
-    ceil_tolerant, frame_bit_times, round_up_to_cells, HeadroomError, Quantity, Term,
-    MIN_FRAME_OCTETS,
+    ceil_tolerant, check_bit_times, check_cell, check_frame, frame_bit_times, round_up_to_cells,
+    HeadroomError, Quantity, Term, MAX_ALPHA, MIN_FRAME_OCTETS,
 };
 use serde::Serialize;
 
@@ -48,49 +48,46 @@ pub enum RoundTrip {
     /// The four peer-delay timestamps.
     Timestamps {
         /// Request sent (local clock).
-        t1: Duration,
+        t1: Timestamp,
         /// Request received (peer clock).
-        t2: Duration,
+        t2: Timestamp,
         /// Reply sent (peer clock).
-        t3: Duration,
+        t3: Timestamp,
         /// Reply received (local clock).
-        t4: Duration,
+        t4: Timestamp,
     },
     /// The link round trip `(T4 − T1) − (T3 − T2)` measured by other means.
     Measured(Duration),
 }
 
 impl RoundTrip {
-    /// The link's round-trip time with the peer's turnaround removed.
+    /// The link's round-trip time with the peer's turnaround removed, taken exactly from the
+    /// timestamps' integer picoseconds.
     pub fn link_round_trip(&self) -> Result<Duration, HeadroomError> {
         match *self {
             RoundTrip::Measured(d) => Ok(d),
             RoundTrip::Timestamps { t1, t2, t3, t4 } => {
-                let outer = t4.seconds() - t1.seconds();
-                let inner = t3.seconds() - t2.seconds();
-                if outer < 0.0 {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!("T4 ({t4}) is before T1 ({t1})"),
-                    ));
+                let bad = |why: String| HeadroomError::invalid(Quantity::Timestamps, why);
+                let apart = |a: Timestamp, b: Timestamp| {
+                    b.picos()
+                        .checked_sub(a.picos())
+                        .ok_or_else(|| bad(format!("{a} and {b} are too far apart")))
+                };
+                let (outer, inner) = (apart(t1, t4)?, apart(t2, t3)?);
+                if outer < 0 {
+                    return Err(bad(format!("T4 ({t4}) is before T1 ({t1})")));
                 }
-                if inner < 0.0 {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!("T3 ({t3}) is before T2 ({t2})"),
-                    ));
+                if inner < 0 {
+                    return Err(bad(format!("T3 ({t3}) is before T2 ({t2})")));
                 }
                 if inner > outer {
-                    return Err(HeadroomError::invalid(
-                        Quantity::Timestamps,
-                        format!(
-                            "peer turnaround T3 - T2 ({}) exceeds the round trip T4 - T1 ({})",
-                            Duration::from_secs(inner).unwrap_or(Duration::ZERO),
-                            Duration::from_secs(outer).unwrap_or(Duration::ZERO)
-                        ),
-                    ));
+                    return Err(bad(format!(
+                        "peer turnaround T3 - T2 ({}) exceeds the round trip T4 - T1 ({})",
+                        Timestamp::from_picos(inner),
+                        Timestamp::from_picos(outer)
+                    )));
                 }
-                Duration::from_secs(outer - inner)
+                Duration::from_picos(outer - inner)
             }
         }
     }
@@ -135,25 +132,19 @@ pub struct CellAlpha {
 }
 
 /// α for `cell_size`-byte cells over frames of 64..=`max_frame_octets` octets.
+///
+/// Within the cells k·c + 1 ..= (k + 1)·c the ratio is largest at the first size, and those
+/// maxima (k + 1)·c / (k·c + 1) fall as k grows; so the worst size is 64 or the first k·c + 1
+/// above it, both at most 64 + c, and only sizes up to min(max, 64 + c) need trying.
 pub fn cell_alpha(cell_size: u64, max_frame_octets: u64) -> Result<CellAlpha, HeadroomError> {
-    if cell_size == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::CellSize,
-            "must be at least 1 byte",
-        ));
-    }
-    if max_frame_octets < MIN_FRAME_OCTETS {
-        return Err(HeadroomError::invalid(
-            Quantity::MaxFrame,
-            format!("must be at least 64 octets, got {max_frame_octets}"),
-        ));
-    }
+    check_cell(cell_size)?;
+    check_frame(Quantity::MaxFrame, max_frame_octets)?;
     let mut best = CellAlpha {
         alpha: 1.0,
         worst_frame_octets: max_frame_octets,
         worst_frame_cells: max_frame_octets.div_ceil(cell_size),
     };
-    for s in MIN_FRAME_OCTETS..=max_frame_octets {
+    for s in MIN_FRAME_OCTETS..=max_frame_octets.min(MIN_FRAME_OCTETS + cell_size) {
         let cells = s.div_ceil(cell_size);
         let ratio = (cells * cell_size) as f64 / s as f64;
         if ratio > best.alpha {
@@ -235,18 +226,14 @@ impl AdaptiveResult {
 
 /// Computes the adaptive headroom.
 pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> {
-    if input.pfc_frame_octets < MIN_FRAME_OCTETS {
-        return Err(HeadroomError::invalid(
-            Quantity::PfcFrame,
-            format!("must be at least 64 octets, got {}", input.pfc_frame_octets),
-        ));
-    }
+    check_frame(Quantity::PfcFrame, input.pfc_frame_octets)?;
+    check_bit_times(Quantity::PeerResponse, input.peer_response_bit_times)?;
     let derived = cell_alpha(input.cell_size, input.max_frame_octets)?;
     let (alpha, overridden) = match input.alpha {
-        Some(a) if !(a.is_finite() && a >= 1.0) => {
+        Some(a) if !(a.is_finite() && (1.0..=MAX_ALPHA).contains(&a)) => {
             return Err(HeadroomError::invalid(
                 Quantity::Alpha,
-                format!("must be >= 1, got {a}"),
+                format!("must be within 1..={MAX_ALPHA}, got {a}"),
             ))
         }
         Some(a) => (
@@ -259,15 +246,19 @@ pub fn headroom(input: &AdaptiveInput) -> Result<AdaptiveResult, HeadroomError> 
         None => (derived, false),
     };
     let rtt = input.round_trip.link_round_trip()?;
-    let x = input.speed.bit_times_in(rtt);
+    let rtt_quantity = match input.round_trip {
+        RoundTrip::Timestamps { .. } => Quantity::Timestamps,
+        RoundTrip::Measured(_) => Quantity::RoundTrip,
+    };
+    let x = input.speed.bit_times_in(rtt, rtt_quantity)?;
     let max2 = 2 * frame_bit_times(input.max_frame_octets);
     let pfc = frame_bit_times(input.pfc_frame_octets);
     let rate = match input.software_rate {
         Some(r) if r.bps_f64() < input.speed.bps_f64() => r,
         _ => input.speed,
     };
-    let lag = rate.bit_times_in(input.own_lag);
-    let reaction = rate.bit_times_in(input.peer_reaction);
+    let lag = rate.bit_times_in(input.own_lag, Quantity::OwnLag)?;
+    let reaction = rate.bit_times_in(input.peer_reaction, Quantity::PeerReaction)?;
     let peer = input.peer_response_bit_times.max(reaction);
     let dv = x + lag + max2 + pfc + peer;
     let dv_bytes = dv.div_ceil(8);
@@ -343,15 +334,19 @@ mod tests {
         Duration::from_secs(v * 1e-6).unwrap()
     }
 
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
     fn input(cell: u64) -> AdaptiveInput {
         AdaptiveInput {
             speed: Speed::from_gbps(100).unwrap(),
             // Peer clock 10 us ahead; T4 - T1 = 1.2 us, T3 - T2 = 0.2 us -> loop 1 us.
             round_trip: RoundTrip::Timestamps {
-                t1: us(0.0),
-                t2: us(10.0),
-                t3: us(10.2),
-                t4: us(1.2),
+                t1: ts("0us"),
+                t2: ts("10us"),
+                t3: ts("10.2us"),
+                t4: ts("1.2us"),
             },
             max_frame_octets: 9216,
             pfc_frame_octets: 64,
@@ -458,19 +453,110 @@ mod tests {
         assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Alpha);
         let mut i = input(1);
         i.round_trip = RoundTrip::Timestamps {
-            t1: us(5.0),
-            t2: us(0.0),
-            t3: us(0.1),
-            t4: us(1.0),
+            t1: ts("5us"),
+            t2: ts("0us"),
+            t3: ts("0.1us"),
+            t4: ts("1us"),
         };
         assert_eq!(headroom(&i).unwrap_err().quantity(), Quantity::Timestamps);
         i.round_trip = RoundTrip::Timestamps {
-            t1: us(0.0),
-            t2: us(0.0),
-            t3: us(3.0),
-            t4: us(1.0),
+            t1: ts("0us"),
+            t2: ts("0us"),
+            t3: ts("3us"),
+            t4: ts("1us"),
         };
         assert!(headroom(&i).unwrap_err().to_string().contains("turnaround"));
+    }
+
+    /// Epoch timestamps (the audit's case): the loop is 100 ns, which an f64 of seconds near
+    /// 1.7e9 s (238 ns resolution) turned into 0.
+    #[test]
+    fn epoch_timestamps_keep_nanoseconds() {
+        let mut i = input(1);
+        i.round_trip = RoundTrip::Timestamps {
+            t1: ts("1700000000.000000120s"),
+            t2: ts("1700000005.000000000s"),
+            t3: ts("1700000005.000000100s"),
+            t4: ts("1700000000.000000320s"),
+        };
+        let r = headroom(&i).unwrap();
+        assert_eq!(r.link_round_trip.nanos().round(), 100.0);
+        assert_eq!(r.x_bit_times, 10_000);
+    }
+
+    /// Inputs that wrapped or hung: an α of 1e300 (headroom 0), 1e9 s of own lag (less than
+    /// none), a 2e10-octet frame (α looped over every size). Each is an error naming it; at
+    /// the limits the sums are exact.
+    #[test]
+    fn out_of_range_inputs_are_errors_not_wraps() {
+        let check = |f: &dyn Fn(&mut AdaptiveInput), q: Quantity| {
+            let mut i = input(64);
+            f(&mut i);
+            assert_eq!(headroom(&i).unwrap_err().quantity(), q);
+        };
+        check(&|i| i.alpha = Some(1e300), Quantity::Alpha);
+        check(&|i| i.alpha = Some(1025.0), Quantity::Alpha);
+        check(
+            &|i| i.own_lag = Duration::from_secs(1e9).unwrap(),
+            Quantity::OwnLag,
+        );
+        check(
+            &|i| i.peer_reaction = Duration::from_secs(1e9).unwrap(),
+            Quantity::PeerReaction,
+        );
+        check(
+            &|i| i.round_trip = RoundTrip::Measured(Duration::from_secs(1e9).unwrap()),
+            Quantity::RoundTrip,
+        );
+        check(&|i| i.max_frame_octets = 20_000_000_000, Quantity::MaxFrame);
+        check(&|i| i.pfc_frame_octets = 1 << 62, Quantity::PfcFrame);
+        check(
+            &|i| i.peer_response_bit_times = u64::MAX,
+            Quantity::PeerResponse,
+        );
+        check(&|i| i.cell_size = 1 << 20, Quantity::CellSize);
+        check(
+            &|i| {
+                i.round_trip = RoundTrip::Timestamps {
+                    t1: ts("0s"),
+                    t2: ts("0s"),
+                    t3: ts("0s"),
+                    t4: ts("1e9s"),
+                }
+            },
+            Quantity::Timestamps,
+        );
+        let lim = crate::headroom::MAX_TERM_BIT_TIMES;
+        let mut i = input(crate::headroom::MAX_CELL_OCTETS);
+        i.speed = Speed::from_bps(1_000_000_000).unwrap();
+        i.round_trip = RoundTrip::Measured(i.speed.duration_of(lim));
+        i.own_lag = i.speed.duration_of(lim);
+        i.peer_response_bit_times = lim;
+        i.max_frame_octets = crate::headroom::MAX_FRAME_OCTETS;
+        i.pfc_frame_octets = crate::headroom::MAX_FRAME_OCTETS;
+        i.alpha = Some(MAX_ALPHA);
+        let r = headroom(&i).unwrap();
+        let dv = 3 * u128::from(lim) + 3 * (65_535 + 20) * 8;
+        assert_eq!(u128::from(r.delay_value_bit_times), dv);
+        assert!(u128::from(r.headroom_bytes) >= dv * 1024 / 8);
+    }
+
+    /// α needs only frames up to 64 + cell: the same answer as trying every size.
+    #[test]
+    fn alpha_search_is_bounded() {
+        for cell in [1, 2, 63, 64, 80, 96, 128, 144, 200, 256, 4096] {
+            // (numerator, denominator, frame) of the worst ratio, first of equals.
+            let mut worst = (1, 1, 9216);
+            for s in 64..=9216u64 {
+                let used = s.div_ceil(cell) * cell;
+                if used * worst.1 > worst.0 * s {
+                    worst = (used, s, s);
+                }
+            }
+            let a = cell_alpha(cell, 9216).unwrap();
+            assert_eq!(a.worst_frame_octets, worst.2, "cell {cell}");
+        }
+        assert!(cell_alpha(64, crate::headroom::MAX_FRAME_OCTETS).is_ok());
     }
 
     #[test]

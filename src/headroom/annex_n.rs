@@ -19,7 +19,7 @@
 //! HD = 6,144 BT → DV = 126,024 BT (15,753 bytes).
 
 use super::units::{Distance, Duration, Medium, Speed};
-use super::{frame_bit_times, HeadroomError, Quantity, Term, MIN_FRAME_OCTETS};
+use super::{check_bit_times, check_frame, frame_bit_times, HeadroomError, Quantity, Term};
 use serde::Serialize;
 
 /// One station's interface delays, in bit times.
@@ -53,19 +53,18 @@ pub struct AnnexNInput {
 }
 
 impl AnnexNInput {
-    /// Checks the frame sizes.
+    /// Checks the frame sizes and the delays given in bit times.
     pub fn validate(&self) -> Result<(), HeadroomError> {
-        if self.max_frame_octets < MIN_FRAME_OCTETS {
-            return Err(HeadroomError::invalid(
-                Quantity::MaxFrame,
-                format!("must be at least 64 octets, got {}", self.max_frame_octets),
-            ));
-        }
-        if self.pfc_frame_octets < MIN_FRAME_OCTETS {
-            return Err(HeadroomError::invalid(
-                Quantity::PfcFrame,
-                format!("must be at least 64 octets, got {}", self.pfc_frame_octets),
-            ));
+        check_frame(Quantity::MaxFrame, self.max_frame_octets)?;
+        check_frame(Quantity::PfcFrame, self.pfc_frame_octets)?;
+        for (q, bt) in [
+            (Quantity::HigherLayerDelay, self.higher_layer_bit_times),
+            (Quantity::LocalTx, self.local.tx_bit_times),
+            (Quantity::LocalRx, self.local.rx_bit_times),
+            (Quantity::RemoteTx, self.remote.tx_bit_times),
+            (Quantity::RemoteRx, self.remote.rx_bit_times),
+        ] {
+            check_bit_times(q, bt)?;
         }
         Ok(())
     }
@@ -89,8 +88,12 @@ pub struct AnnexNResult {
 }
 
 /// One-way cable delay in bit times, rounded up: length / (v·c) · speed.
-pub fn cable_delay_bit_times(speed: Speed, length: Distance, medium: Medium) -> u64 {
-    speed.bit_times_in(length.propagation(medium))
+pub fn cable_delay_bit_times(
+    speed: Speed,
+    length: Distance,
+    medium: Medium,
+) -> Result<u64, HeadroomError> {
+    speed.bit_times_in(length.propagation(medium), Quantity::CableLength)
 }
 
 /// Computes the Annex N delay value.
@@ -98,7 +101,7 @@ pub fn delay_value(input: &AnnexNInput) -> Result<AnnexNResult, HeadroomError> {
     input.validate()?;
     let max = frame_bit_times(input.max_frame_octets);
     let pfc = frame_bit_times(input.pfc_frame_octets);
-    let cable = cable_delay_bit_times(input.speed, input.cable_length, input.medium);
+    let cable = cable_delay_bit_times(input.speed, input.cable_length, input.medium)?;
     let (l, r) = (input.local, input.remote);
     let terms = vec![
         Term::from_bit_times(
@@ -203,6 +206,47 @@ mod tests {
         let mut i = example();
         i.pfc_frame_octets = 0;
         assert_eq!(delay_value(&i).unwrap_err().quantity(), Quantity::PfcFrame);
+    }
+
+    /// Inputs that made the u64 sums wrap (a DV smaller than a 100 m link's) are errors
+    /// naming the quantity.
+    #[test]
+    fn out_of_range_inputs_are_errors_not_wraps() {
+        let check = |f: &dyn Fn(&mut AnnexNInput), q: Quantity| {
+            let mut i = example();
+            f(&mut i);
+            assert_eq!(delay_value(&i).unwrap_err().quantity(), q);
+        };
+        check(
+            &|i| i.max_frame_octets = 2_305_843_009_213_693_952,
+            Quantity::MaxFrame,
+        );
+        check(&|i| i.max_frame_octets = 65_536, Quantity::MaxFrame);
+        check(&|i| i.pfc_frame_octets = u64::MAX, Quantity::PfcFrame);
+        check(
+            &|i| i.higher_layer_bit_times = 18_446_744_073_709_551_000,
+            Quantity::HigherLayerDelay,
+        );
+        check(&|i| i.local.tx_bit_times = u64::MAX, Quantity::LocalTx);
+        check(&|i| i.local.rx_bit_times = u64::MAX, Quantity::LocalRx);
+        check(&|i| i.remote.tx_bit_times = u64::MAX, Quantity::RemoteTx);
+        check(&|i| i.remote.rx_bit_times = u64::MAX, Quantity::RemoteRx);
+        check(
+            &|i| i.cable_length = Distance::from_meters(1e303).unwrap(),
+            Quantity::CableLength,
+        );
+        // At the limits everything adds up exactly (computed in u128).
+        let mut i = example();
+        i.max_frame_octets = crate::headroom::MAX_FRAME_OCTETS;
+        i.higher_layer_bit_times = crate::headroom::MAX_TERM_BIT_TIMES;
+        i.local = StationDelays {
+            tx_bit_times: crate::headroom::MAX_TERM_BIT_TIMES,
+            rx_bit_times: crate::headroom::MAX_TERM_BIT_TIMES,
+        };
+        i.remote = i.local;
+        let r = delay_value(&i).unwrap();
+        let want: u128 = 2 * (65_535 + 20) * 8 + 672 + 11_112 + 5 * (1u128 << 48);
+        assert_eq!(u128::from(r.delay_value_bit_times), want);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! difference in bytes. A ratio below 1 means the model reserves *less* than the link can
 //! need, and frames may be dropped in the worst case.
 
-use super::adaptive::{self, AdaptiveInput, AdaptiveResult, RoundTrip};
+use super::adaptive::{self, AdaptiveInput, AdaptiveResult};
 use super::annex_n::{self, AnnexNInput, AnnexNResult};
 use super::units::Duration;
 use super::vendor::{self, Mlx5Input, Mlx5Result, SonicAsic, SonicInput, SonicResult};
@@ -21,12 +21,11 @@ pub const L2_OVERHEAD_OCTETS: u64 = 18;
 pub struct CompareInput {
     /// The link as Annex N sees it (speed, cable, frames, interface delays, HD).
     pub annex_n: AnnexNInput,
-    /// Measured link round trip; `None` estimates it as 2·cable + both stations' delays.
-    pub measured_round_trip: Option<Duration>,
-    /// Peer response time for the adaptive model, bit times.
-    pub peer_response_bit_times: u64,
-    /// Cell size for the adaptive model, bytes.
-    pub cell_size: u64,
+    /// The adaptive model's input for the same link, as the caller computes it (with its
+    /// software terms, rate and α), so the row is the adaptive result itself.
+    pub adaptive: AdaptiveInput,
+    /// Whether the adaptive round trip is [`estimated_round_trip`] rather than measured.
+    pub round_trip_estimated: bool,
     /// SONiC ASIC parameters.
     pub sonic_asic: SonicAsic,
 }
@@ -67,36 +66,22 @@ pub struct CompareReport {
 
 /// The round trip the adaptive model would measure on an ideal link: both cable delays and
 /// both stations' TX + RX delays.
-pub fn estimated_round_trip(a: &AnnexNInput) -> Duration {
-    let cable = annex_n::cable_delay_bit_times(a.speed, a.cable_length, a.medium);
+pub fn estimated_round_trip(a: &AnnexNInput) -> Result<Duration, HeadroomError> {
+    a.validate()?;
+    let cable = annex_n::cable_delay_bit_times(a.speed, a.cable_length, a.medium)?;
     let bt = 2 * cable
         + a.local.tx_bit_times
         + a.local.rx_bit_times
         + a.remote.tx_bit_times
         + a.remote.rx_bit_times;
-    a.speed.duration_of(bt)
+    Ok(a.speed.duration_of(bt))
 }
 
 /// Sizes the link with every model.
 pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
     let a = &input.annex_n;
     let annex = annex_n::delay_value(a)?;
-    let (rtt, estimated) = match input.measured_round_trip {
-        Some(d) => (d, false),
-        None => (estimated_round_trip(a), true),
-    };
-    let adaptive = adaptive::headroom(&AdaptiveInput {
-        speed: a.speed,
-        round_trip: RoundTrip::Measured(rtt),
-        max_frame_octets: a.max_frame_octets,
-        pfc_frame_octets: a.pfc_frame_octets,
-        peer_response_bit_times: input.peer_response_bit_times,
-        own_lag: Duration::ZERO,
-        peer_reaction: Duration::ZERO,
-        software_rate: None,
-        cell_size: input.cell_size,
-        alpha: None,
-    })?;
+    let adaptive = adaptive::headroom(&input.adaptive)?;
     let mtu = a
         .max_frame_octets
         .saturating_sub(L2_OVERHEAD_OCTETS)
@@ -136,11 +121,22 @@ pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
             "adaptive",
             adaptive.headroom_bytes,
             format!(
-                "{} loop {}, alpha {:.3}, {} B cells",
-                if estimated { "estimated" } else { "measured" },
-                rtt,
+                "{} loop {}, alpha {:.3}, {} B cells{}",
+                if input.round_trip_estimated {
+                    "estimated"
+                } else {
+                    "measured"
+                },
+                adaptive.link_round_trip,
                 adaptive.alpha.alpha,
-                input.cell_size
+                input.adaptive.cell_size,
+                if adaptive.own_lag_bit_times > 0
+                    || adaptive.peer_bit_times > input.adaptive.peer_response_bit_times
+                {
+                    ", software terms"
+                } else {
+                    ""
+                }
             ),
         ),
         row(
@@ -170,7 +166,7 @@ pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
     Ok(CompareReport {
         annex_n: annex,
         adaptive,
-        adaptive_round_trip_estimated: estimated,
+        adaptive_round_trip_estimated: input.round_trip_estimated,
         mlx5: mlx,
         sonic,
         rows,
@@ -180,22 +176,38 @@ pub fn compare(input: &CompareInput) -> Result<CompareReport, HeadroomError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headroom::adaptive::RoundTrip;
     use crate::headroom::presets::lookup;
     use crate::headroom::vendor::SPECTRUM2;
+
+    /// The comparison of `a` with the adaptive model's hardware formula over `round_trip`.
+    fn input(a: AnnexNInput, round_trip: Option<Duration>, response: u64) -> CompareInput {
+        let rtt = round_trip.unwrap_or_else(|| estimated_round_trip(&a).unwrap());
+        CompareInput {
+            adaptive: AdaptiveInput {
+                speed: a.speed,
+                round_trip: RoundTrip::Measured(rtt),
+                max_frame_octets: a.max_frame_octets,
+                pfc_frame_octets: a.pfc_frame_octets,
+                peer_response_bit_times: response,
+                own_lag: Duration::ZERO,
+                peer_reaction: Duration::ZERO,
+                software_rate: None,
+                cell_size: 1,
+                alpha: None,
+            },
+            round_trip_estimated: round_trip.is_none(),
+            annex_n: a,
+            sonic_asic: SPECTRUM2,
+        }
+    }
 
     #[test]
     fn compare_annex_n_example_link() {
         let p = lookup("10gbase-t").unwrap();
         let mut a = p.annex_n_input("100m".parse().unwrap(), 2000);
         a.higher_layer_bit_times = 6_144;
-        let r = compare(&CompareInput {
-            annex_n: a,
-            measured_round_trip: None,
-            peer_response_bit_times: p.response_bit_times(),
-            cell_size: 1,
-            sonic_asic: SPECTRUM2,
-        })
-        .unwrap();
+        let r = compare(&input(a, None, p.response_bit_times())).unwrap();
         assert!(r.adaptive_round_trip_estimated);
         assert_eq!(r.rows.len(), 5);
         assert_eq!(r.rows[0].headroom_bytes, 15_753);
@@ -214,15 +226,39 @@ mod tests {
     fn measured_round_trip_is_used() {
         let p = lookup("100g").unwrap();
         let a = p.annex_n_input("3m".parse().unwrap(), 9216);
-        let r = compare(&CompareInput {
-            annex_n: a,
-            measured_round_trip: Some("1us".parse().unwrap()),
-            peer_response_bit_times: p.response_bit_times(),
-            cell_size: 1,
-            sonic_asic: SPECTRUM2,
-        })
+        let r = compare(&input(
+            a,
+            Some("1us".parse().unwrap()),
+            p.response_bit_times(),
+        ))
         .unwrap();
         assert!(!r.adaptive_round_trip_estimated);
         assert_eq!(r.adaptive.headroom_bytes, 56_272);
+    }
+
+    /// The adaptive row is the adaptive result for the input given, software terms, rate and
+    /// α included (it was rebuilt with them zeroed, so it understated the adaptive headroom).
+    #[test]
+    fn adaptive_row_keeps_the_software_terms() {
+        let p = lookup("100g").unwrap();
+        let mut i = input(
+            p.annex_n_input("3m".parse().unwrap(), 9216),
+            Some("1us".parse().unwrap()),
+            p.response_bit_times(),
+        );
+        i.adaptive.own_lag = "10us".parse().unwrap();
+        i.adaptive.peer_reaction = "5us".parse().unwrap();
+        i.adaptive.software_rate = Some("40G".parse().unwrap());
+        i.adaptive.cell_size = 144;
+        i.adaptive.alpha = Some(3.0);
+        let want = adaptive::headroom(&i.adaptive).unwrap().headroom_bytes;
+        let r = compare(&i).unwrap();
+        assert_eq!(r.rows[1].headroom_bytes, want);
+        assert!(want > 56_272 * 3, "{want}");
+        assert!(
+            r.rows[1].note.contains("software terms"),
+            "{}",
+            r.rows[1].note
+        );
     }
 }

@@ -12,7 +12,9 @@
 //! between two credit updates (rate / credit-issue rate), times the fabric's speed-up.
 
 use super::units::{Duration, Speed};
-use super::{ceil_tolerant, round_up_to_cells, HeadroomError, Quantity, Term};
+use super::{
+    ceil_tolerant, check_cell, round_up_to_cells, HeadroomError, Quantity, Term, MAX_TERM_BIT_TIMES,
+};
 use serde::Serialize;
 
 /// Inputs of the credit calculation.
@@ -65,17 +67,28 @@ pub fn credits(input: &CreditInput) -> Result<CreditResult, HeadroomError> {
             format!("must be at least 1, got {}", input.speedup),
         ));
     }
-    if input.cell_size == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::CellSize,
-            "must be at least 1 byte",
-        ));
-    }
-    let bdp = input.speed.bytes_in(input.rtt);
+    check_cell(input.cell_size)?;
+    let bdp = input.speed.bytes_in(input.rtt, Quantity::RoundTrip)?;
     let min_buffer = round_up_to_cells(bdp, input.cell_size);
     let per_interval = input.speed.bps_f64() / 8.0 / input.credit_rate_hz;
-    let quantum_raw = (ceil_tolerant(per_interval * input.speedup) as u64).max(1);
-    let quantum = round_up_to_cells(quantum_raw, input.cell_size);
+    let limit = (MAX_TERM_BIT_TIMES / 8) as f64;
+    if per_interval > limit {
+        return Err(HeadroomError::invalid(
+            Quantity::CreditRate,
+            format!(
+                "{per_interval:.3e} B per credit interval is beyond the calculator's limit of \
+                 {limit} B"
+            ),
+        ));
+    }
+    let quantum_raw = ceil_tolerant(per_interval * input.speedup).max(1.0);
+    if quantum_raw > limit {
+        return Err(HeadroomError::invalid(
+            Quantity::SpeedUp,
+            format!("a credit quantum of {quantum_raw:.3e} B is beyond the calculator's limit of {limit} B"),
+        ));
+    }
+    let quantum = round_up_to_cells(quantum_raw as u64, input.cell_size);
     let terms = vec![
         Term::from_bytes(
             "BDP = R x RTT",
@@ -160,5 +173,24 @@ mod tests {
         let mut i = base();
         i.cell_size = 0;
         assert_eq!(credits(&i).unwrap_err().quantity(), Quantity::CellSize);
+    }
+
+    /// A quantum beyond u64 (it panicked: the cell rounding wrapped to 0, then a division by
+    /// it) and a round trip beyond the limit (it gave 0 B) are errors naming the input.
+    #[test]
+    fn out_of_range_inputs_are_errors_not_wraps() {
+        let mut i = base();
+        i.speed = Speed::from_gbps(400).unwrap();
+        i.credit_rate_hz = 1.0;
+        i.speedup = 1e10;
+        assert_eq!(credits(&i).unwrap_err().quantity(), Quantity::SpeedUp);
+        i.speedup = 1.0;
+        i.credit_rate_hz = 1e-9;
+        assert_eq!(credits(&i).unwrap_err().quantity(), Quantity::CreditRate);
+        let mut i = base();
+        i.rtt = Distance::from_meters(1e303)
+            .unwrap()
+            .propagation(Medium::Fiber);
+        assert_eq!(credits(&i).unwrap_err().quantity(), Quantity::RoundTrip);
     }
 }

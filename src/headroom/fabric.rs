@@ -13,16 +13,16 @@
 //! θ = 0 is always a root of ρ(e^θ − 1) = θ. The solver divides it out: it finds the root of
 //! g(θ) = ρ·(e^θ − 1)/θ − 1, which is continuous, increasing, equals ρ − 1 < 0 as θ → 0 and is
 //! positive at θ = 2(1 − ρ)/ρ (because (e^θ − 1)/θ > 1 + θ/2), and bisects that bracket, so it
-//! cannot converge to the trivial root.
+//! cannot converge to the trivial root. It evaluates g as ρ·(e^θ − 1 − θ)/θ − (1 − ρ) and C as
+//! (1 − ρ)/(θ − (1 − ρ)) (equal at the root), so that loads within 10⁻⁸ of 1 do not round to 1.
 //!
-//! **The constant C.** `DESIGN.md` gives C = (1 − ρ)/(ρ + e^(−θ)). Evaluating the M/D/1
-//! queue numerically (the embedded chain Q' = max(Q − 1, 0) + A, A ~ Poisson(ρ), whose
-//! stationary law is the time-average number in system) shows the exact asymptotic constant
-//! is C = (1 − ρ)/(ρ·e^θ − 1) (the residue of the Pollaczek–Khinchine transform at its pole
-//! z = e^θ). The two agree within 4% at ρ = 0.5 but the `DESIGN.md` form underestimates the
-//! tail 6× at ρ = 0.8 and 16× at ρ = 0.9, and tends to 0 as ρ → 1 where the true C tends to 1;
-//! buffers sized with it would overflow far more often than P_max. This module uses the exact
-//! constant; the tests check both θ and C against the numeric chain.
+//! **The constant C.** `DESIGN.md` gives C = (1 − ρ)/(ρ·e^θ − 1), and warns that the
+//! (1 − ρ)/(ρ + e^(−θ)) found in some notes is wrong. Evaluating the M/D/1 queue numerically
+//! (the embedded chain Q' = max(Q − 1, 0) + A, A ~ Poisson(ρ), whose stationary law is the
+//! time-average number in system) confirms it: C = (1 − ρ)/(ρ·e^θ − 1) is the exact asymptotic
+//! constant (the residue of the Pollaczek–Khinchine transform at its pole z = e^θ), while the
+//! other form underestimates the tail 6× at ρ = 0.8 and 16× at ρ = 0.9 and tends to 0 as
+//! ρ → 1, where the true C tends to 1. The tests check θ and C against the numeric chain.
 
 use super::{HeadroomError, Quantity};
 use serde::Serialize;
@@ -59,25 +59,43 @@ pub struct FabricResult {
     pub overflow_at_buffer: f64,
 }
 
-/// The positive root θ of ρ(e^θ − 1) = θ, for 0 < ρ < 1.
+/// The closest to 1 a load may be: 1 − ρ ≥ 10⁻¹², where θ ≈ 2(1 − ρ) is still resolved to
+/// about 12 digits (and the buffer for any P_max is already beyond the calculator's limit).
+pub const MIN_LOAD_GAP: f64 = 1e-12;
+
+/// (e^θ − 1 − θ)/θ, without the cancellation of e^θ − 1 − θ at small θ (a series there).
+fn excess(theta: f64) -> f64 {
+    if theta < 1e-3 {
+        theta * (0.5 + theta * (1.0 / 6.0 + theta * (1.0 / 24.0 + theta / 120.0)))
+    } else {
+        (theta.exp_m1() - theta) / theta
+    }
+}
+
+/// The positive root θ of ρ(e^θ − 1) = θ, for 0 < ρ < 1 − [`MIN_LOAD_GAP`].
+///
+/// Bisects h(θ) = ρ·(e^θ − 1 − θ)/θ − (1 − ρ), which is ρ(e^θ − 1)/θ − 1 written so that
+/// neither side rounds to 1 when ρ is close to 1 (where the plain form lost the sign of h at
+/// the bracket's end and failed for ρ = 0.99999999).
 pub fn solve_theta(load: f64) -> Result<f64, HeadroomError> {
     check_load(load)?;
-    let g = |t: f64| load * (t.exp_m1() / t) - 1.0;
-    let mut lo = 0.0_f64; // g(0+) = ρ − 1 < 0
-    let mut hi = 2.0 * (1.0 - load) / load; // g(hi) > 0
-    if g(hi) <= 0.0 {
-        // Only reachable through rounding when ρ is within ~1e-16 of 1.
+    let gap = 1.0 - load; // exact for ρ ≥ 0.5
+    let h = |t: f64| load * excess(t) - gap;
+    let mut lo = 0.0_f64; // h(0+) = −(1 − ρ) < 0
+    let mut hi = 2.0 * gap / load; // h(hi) > 0, since (e^θ − 1 − θ)/θ > θ/2
+    if h(hi) <= 0.0 {
         return Err(HeadroomError::NoConvergence {
             quantity: Quantity::Load,
             reason: format!("could not bracket the positive root for rho = {load}"),
         });
     }
-    for _ in 0..200 {
+    // Bisection of two finite doubles meets in at most a few thousand halvings.
+    for _ in 0..4096 {
         let mid = 0.5 * (lo + hi);
         if mid <= lo || mid >= hi {
             break;
         }
-        if g(mid) < 0.0 {
+        if h(mid) < 0.0 {
             lo = mid;
         } else {
             hi = mid;
@@ -107,12 +125,24 @@ fn check_load(load: f64) -> Result<(), HeadroomError> {
             format!("must be below 1 (rho >= 1 has no stationary queue; the buffer would grow without bound), got {load}"),
         ));
     }
+    if 1.0 - load < MIN_LOAD_GAP {
+        return Err(HeadroomError::invalid(
+            Quantity::Load,
+            format!(
+                "must be at most 1 - {MIN_LOAD_GAP} (the buffer grows as 1/(1 - rho) and is \
+                 beyond any real one there), got {load}"
+            ),
+        ));
+    }
     Ok(())
 }
 
-/// The tail prefactor C = (1 − ρ)/(ρ·e^θ − 1).
+/// The tail prefactor C = (1 − ρ)/(ρ·e^θ − 1) at the root θ, evaluated as
+/// (1 − ρ)/(θ − (1 − ρ)): at the root ρ·e^θ − 1 = ρ(e^θ − 1) − (1 − ρ) = θ − (1 − ρ), which
+/// does not cancel as ρ → 1.
 pub fn prefactor(load: f64, theta: f64) -> f64 {
-    (1.0 - load) / (load * theta.exp() - 1.0)
+    let gap = 1.0 - load;
+    gap / (theta - gap)
 }
 
 /// Sizes the fabric buffer.
@@ -125,17 +155,22 @@ pub fn fabric_buffer(input: &FabricInput) -> Result<FabricResult, HeadroomError>
             format!("must be strictly between 0 and 1, got {p}"),
         ));
     }
-    if input.cell_size == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::CellSize,
-            "must be at least 1 byte",
-        ));
-    }
+    super::check_cell(input.cell_size)?;
     let theta = solve_theta(input.load)?;
     let c = prefactor(input.load, theta);
     let a = c.ln() / theta;
     let b = -p.ln() / theta;
     let n_real = a + b;
+    let limit = (super::MAX_TERM_BIT_TIMES / 8) as f64;
+    if n_real * input.cell_size as f64 > limit {
+        return Err(HeadroomError::invalid(
+            Quantity::Load,
+            format!(
+                "rho = {} needs {n_real:.3e} cells, beyond the calculator's limit of {limit} B",
+                input.load
+            ),
+        ));
+    }
     let n = if n_real <= 0.0 {
         0
     } else {
@@ -231,7 +266,7 @@ mod tests {
                 let approx = c * (-theta * n as f64).exp();
                 let ratio = tail[n] / approx;
                 assert!((ratio - 1.0).abs() < 1e-3, "rho {rho} n {n}: ratio {ratio}");
-                // The constant in DESIGN.md, (1 − ρ)/(ρ + e^(−θ)), does not match at high load.
+                // The wrong constant DESIGN.md warns of, (1 − ρ)/(ρ + e^(−θ)), does not match.
                 let design = (1.0 - rho) / (rho + (-theta).exp()) * (-theta * n as f64).exp();
                 if rho >= 0.8 {
                     assert!(tail[n] / design > 5.0);
@@ -298,6 +333,45 @@ mod tests {
         }
         assert_eq!(solve_theta(0.0).unwrap_err().quantity(), Quantity::Load);
         assert_eq!(solve_theta(1.5).unwrap_err().quantity(), Quantity::Load);
+    }
+
+    /// ρ = 1 − 10⁻⁸ (it failed with "could not bracket": ρ·(e^θ − 1)/θ rounded to 1 at the
+    /// bracket's end): θ ≈ 2(1 − ρ)(1 − 2(1 − ρ)/3), C ≈ 1 + 2(1 − ρ)/3, N ≈ −ln P_max / θ.
+    /// Closer than 10⁻¹² to 1 the load is refused, naming it.
+    #[test]
+    fn loads_near_one() {
+        let gap = 1e-8;
+        let rho = 1.0 - gap;
+        let t = solve_theta(rho).unwrap();
+        assert!(
+            (t / (2.0 * gap * (1.0 - 2.0 * gap / 3.0)) - 1.0).abs() < 1e-7,
+            "{t}"
+        );
+        assert!((prefactor(rho, t) - 1.0).abs() < 1e-7);
+        let r = fabric_buffer(&FabricInput {
+            load: rho,
+            overflow_probability: 1e-6,
+            cell_size: 64,
+        })
+        .unwrap();
+        let want = (1e-6f64.recip().ln() / t).ceil();
+        assert!(
+            (r.buffer_cells as f64 - want).abs() <= 1.0,
+            "{}",
+            r.buffer_cells
+        );
+        for load in [1.0 - 1e-13, 1.0 - 1e-12] {
+            let e = fabric_buffer(&FabricInput {
+                load,
+                overflow_probability: 1e-6,
+                cell_size: 64,
+            })
+            .unwrap_err();
+            assert_eq!(e.quantity(), Quantity::Load, "{load}");
+        }
+        // Light loads still converge (the bracket's end is 2/ρ).
+        let t = solve_theta(1e-6).unwrap();
+        assert!((1e-6 * t.exp_m1() / t - 1.0).abs() < 1e-12, "{t}");
     }
 
     #[test]

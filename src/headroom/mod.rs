@@ -32,7 +32,7 @@ pub mod vendor;
 use serde::Serialize;
 use std::fmt;
 
-pub use units::{ByteSize, Distance, Duration, Medium, Speed};
+pub use units::{ByteSize, Distance, Duration, Medium, Speed, Timestamp};
 
 /// Octets added to every frame on the wire: 7 preamble + 1 SFD + 12 inter-frame gap.
 pub const WIRE_OVERHEAD_OCTETS: u64 = 20;
@@ -42,6 +42,56 @@ pub const BIT_TIMES_PER_QUANTUM: u64 = 512;
 
 /// Smallest legal Ethernet frame (octets, destination address through FCS).
 pub const MIN_FRAME_OCTETS: u64 = 64;
+
+/// Largest frame the calculator accepts (maximum and PFC frame), octets.
+pub const MAX_FRAME_OCTETS: u64 = 65_535;
+
+/// Largest buffer cell the calculator accepts, bytes.
+pub const MAX_CELL_OCTETS: u64 = 65_535;
+
+/// Largest cell-overhead factor α accepted: about a 64-octet frame in the largest cell.
+pub const MAX_ALPHA: f64 = 1024.0;
+
+/// Largest single term the calculator accepts (a round trip, a lag, a cable, an interface or
+/// higher-layer delay), bit times: 2^48, 703 s at 400 Gb/s. With every term at most this,
+/// frames at most [`MAX_FRAME_OCTETS`] and α at most [`MAX_ALPHA`], every sum and product of
+/// the models stays below 2^62 and cannot wrap; a larger input is an error naming it.
+pub const MAX_TERM_BIT_TIMES: u64 = 1 << 48;
+
+/// Checks that a frame size (`quantity` says which) is within 64..=65,535 octets.
+pub(crate) fn check_frame(quantity: Quantity, octets: u64) -> Result<(), HeadroomError> {
+    if !(MIN_FRAME_OCTETS..=MAX_FRAME_OCTETS).contains(&octets) {
+        return Err(HeadroomError::invalid(
+            quantity,
+            format!("must be within {MIN_FRAME_OCTETS}..={MAX_FRAME_OCTETS} octets, got {octets}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that a cell size is within 1..=65,535 bytes.
+pub(crate) fn check_cell(cell: u64) -> Result<(), HeadroomError> {
+    if !(1..=MAX_CELL_OCTETS).contains(&cell) {
+        return Err(HeadroomError::invalid(
+            Quantity::CellSize,
+            format!("must be within 1..={MAX_CELL_OCTETS} bytes, got {cell}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `bit_times`, if it is at most [`MAX_TERM_BIT_TIMES`]; else an error naming `quantity`.
+pub(crate) fn check_bit_times(quantity: Quantity, bit_times: u64) -> Result<u64, HeadroomError> {
+    if bit_times > MAX_TERM_BIT_TIMES {
+        return Err(HeadroomError::invalid(
+            quantity,
+            format!(
+                "{bit_times} bit times is beyond the calculator's limit of {MAX_TERM_BIT_TIMES}"
+            ),
+        ));
+    }
+    Ok(bit_times)
+}
 
 /// Bit times a frame of `octets` octets occupies on the wire, counting preamble, SFD and
 /// inter-frame gap: `(octets + 20) · 8`. A 64-octet PFC frame is 672 BT; a 2000-octet frame
@@ -148,6 +198,30 @@ pub enum Quantity {
     Alpha,
     /// Peer-delay timestamps T1..T4.
     Timestamps,
+    /// The peer's response allowance, pause quanta.
+    ResponseQuanta,
+    /// The peer's response time, as a duration.
+    PeerResponse,
+    /// This station's own lag from crossing XOFF to sending PFC.
+    OwnLag,
+    /// The peer's measured reaction beyond the round trip.
+    PeerReaction,
+    /// Higher-layer delay HD.
+    HigherLayerDelay,
+    /// Station 1's transmit delay.
+    LocalTx,
+    /// Station 1's receive delay.
+    LocalRx,
+    /// Station 2's transmit delay.
+    RemoteTx,
+    /// Station 2's receive delay.
+    RemoteRx,
+    /// Time to generate PFC.
+    GenerationTime,
+    /// One-way link delay.
+    LinkDelay,
+    /// Time for the peer to act on PFC.
+    ActivationTime,
     /// Round-trip time.
     RoundTrip,
     /// Total buffer available to a priority.
@@ -168,6 +242,8 @@ pub enum Quantity {
     Preset,
     /// A sweep range or grid.
     Sweep,
+    /// Grid points per decade of a sweep.
+    PointsPerDecade,
 }
 
 impl Quantity {
@@ -182,6 +258,18 @@ impl Quantity {
             Quantity::CellSize => "cell size",
             Quantity::Alpha => "cell-overhead factor alpha",
             Quantity::Timestamps => "peer-delay timestamps",
+            Quantity::ResponseQuanta => "response allowance",
+            Quantity::PeerResponse => "peer response time",
+            Quantity::OwnLag => "own lag",
+            Quantity::PeerReaction => "peer reaction",
+            Quantity::HigherLayerDelay => "higher-layer delay",
+            Quantity::LocalTx => "station 1 transmit delay",
+            Quantity::LocalRx => "station 1 receive delay",
+            Quantity::RemoteTx => "station 2 transmit delay",
+            Quantity::RemoteRx => "station 2 receive delay",
+            Quantity::GenerationTime => "PFC generation time",
+            Quantity::LinkDelay => "one-way link delay",
+            Quantity::ActivationTime => "PFC activation time",
             Quantity::RoundTrip => "round-trip time",
             Quantity::Buffer => "buffer size",
             Quantity::Hysteresis => "hysteresis",
@@ -192,6 +280,7 @@ impl Quantity {
             Quantity::Duration => "duration",
             Quantity::Preset => "interface-delay preset",
             Quantity::Sweep => "sweep range",
+            Quantity::PointsPerDecade => "points per decade",
         }
     }
 }
@@ -213,10 +302,10 @@ pub enum HeadroomError {
         /// Why it is invalid (includes the value).
         reason: String,
     },
-    /// The buffer cannot hold the headroom plus one MTU.
+    /// The buffer cannot hold the headroom plus one MTU (in whole cells).
     #[error(
-        "buffer size {buffer} B cannot hold the headroom ({headroom} B) plus one MTU ({mtu} B): \
-         at least {needed} B are needed"
+        "buffer size {buffer} B cannot hold the headroom ({headroom} B) plus one MTU ({mtu} B) \
+         in whole cells: at least {needed} B are needed"
     )]
     BufferTooSmall {
         /// Buffer offered, bytes.
@@ -225,7 +314,7 @@ pub enum HeadroomError {
         headroom: u64,
         /// One MTU (maximum frame), bytes.
         mtu: u64,
-        /// `headroom + mtu`, bytes.
+        /// `headroom + mtu` (the MTU rounded up to whole cells), bytes.
         needed: u64,
     },
     /// A preset name that is not in the table.

@@ -241,8 +241,8 @@ pub fn for_speed_or_err(speed: Speed) -> Result<&'static PhyPreset, HeadroomErro
         HeadroomError::invalid(
             Quantity::Preset,
             format!(
-                "no preset for {speed}; name one with --preset or give the interface delays \
-                 (--local-tx/--local-rx/--remote-tx/--remote-rx) and --response-quanta"
+                "no interface-delay preset for {speed} (presets exist for 10, 25, 40, 50, 100, \
+                 200 and 400 Gb/s)"
             ),
         )
     })

@@ -95,7 +95,7 @@ pub fn distance_grid(
     }
     if per_decade == 0 {
         return Err(HeadroomError::invalid(
-            Quantity::Sweep,
+            Quantity::PointsPerDecade,
             "points per decade must be at least 1",
         ));
     }
@@ -281,6 +281,11 @@ mod tests {
             Quantity::Sweep
         );
         assert!(parse_range("-1m..2km").is_err());
+        // A grid of 0 points per decade is that flag's fault, not the range's.
+        assert_eq!(
+            distance_grid(a, b, 0).unwrap_err().quantity(),
+            Quantity::PointsPerDecade
+        );
     }
 
     #[test]

@@ -9,16 +9,19 @@
 //! XON           = XOFF − hysteresis              (hysteresis defaults to one reaction data)
 //! ```
 //!
-//! The buffer must hold the headroom plus one MTU (so at least one maximum frame fits below
-//! XOFF); otherwise [`HeadroomError::BufferTooSmall`] names all three numbers.
+//! The buffer must hold the headroom plus one MTU rounded up to whole cells (so at least one
+//! maximum frame fits below XOFF, which is rounded down to cells); otherwise
+//! [`HeadroomError::BufferTooSmall`] names the numbers.
 //!
 //! Defaults used by the CLI (each overridable): `T_gen` = one maximum frame plus the PFC frame
-//! (the PFC frame waits behind a frame in transmission), `T_link` = one-way cable propagation,
-//! `T_act` = the 802.3 response-time allowance plus one maximum frame (the sender finishes the
-//! frame it has started).
+//! (the PFC frame waits behind a frame in transmission) plus the higher-layer delay HD,
+//! `T_link` = half the link's round trip, 2·cable + (TX_s1 + RX_s2) + (TX_s2 + RX_s1) (the
+//! loop the daemon measures and halves), `T_act` = the 802.3 response-time allowance plus one
+//! maximum frame (the sender finishes the frame it has started). The headroom is then Annex
+//! N's delay value plus the response allowance.
 
 use super::units::{Duration, Speed};
-use super::{ceil_tolerant, round_up_to_cells, HeadroomError, Quantity, Term};
+use super::{check_cell, check_frame, round_up_to_cells, HeadroomError, Quantity, Term};
 use serde::Serialize;
 
 /// Inputs of the threshold calculation.
@@ -67,25 +70,24 @@ pub struct ThresholdResult {
 
 /// Computes XOFF/XON thresholds.
 pub fn thresholds(input: &ThresholdInput) -> Result<ThresholdResult, HeadroomError> {
-    if input.cell_size == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::CellSize,
-            "must be at least 1 byte",
-        ));
-    }
-    if input.mtu_bytes == 0 {
-        return Err(HeadroomError::invalid(
-            Quantity::MaxFrame,
-            "must be greater than zero",
-        ));
-    }
-    let r = input.speed.bps_f64() / 8.0;
-    let reaction_time = input.t_gen.plus(input.t_link).plus(input.t_act);
-    let reaction = ceil_tolerant(r * reaction_time.seconds()) as u64;
-    let wire = ceil_tolerant(r * input.t_link.seconds()) as u64;
+    check_cell(input.cell_size)?;
+    check_frame(Quantity::MaxFrame, input.mtu_bytes)?;
+    let gen = input
+        .speed
+        .bit_times_in(input.t_gen, Quantity::GenerationTime)?;
+    let link = input
+        .speed
+        .bit_times_in(input.t_link, Quantity::LinkDelay)?;
+    let act = input
+        .speed
+        .bit_times_in(input.t_act, Quantity::ActivationTime)?;
+    let reaction = (gen + link + act).div_ceil(8);
+    let wire = link.div_ceil(8);
     let raw = reaction + wire;
     let headroom = round_up_to_cells(raw, input.cell_size);
-    let needed = headroom + input.mtu_bytes;
+    // XOFF is rounded down to whole cells, so one MTU fits below it only if the buffer
+    // holds the MTU rounded up to whole cells.
+    let needed = headroom + round_up_to_cells(input.mtu_bytes, input.cell_size);
     if input.buffer_bytes < needed {
         return Err(HeadroomError::BufferTooSmall {
             buffer: input.buffer_bytes,
@@ -214,6 +216,45 @@ mod tests {
         assert_eq!(r.xoff_bytes, 9216);
         assert_eq!(r.xon_bytes, 0);
         assert!(r.hysteresis_capped);
+    }
+
+    /// Times beyond the limit (their products with the speed saturated and wrapped) and
+    /// frames outside 64..=65,535 octets are errors naming the input.
+    #[test]
+    fn out_of_range_inputs_are_errors_not_wraps() {
+        let huge = Duration::from_secs(1e12).unwrap();
+        let check = |f: &dyn Fn(&mut ThresholdInput), q: Quantity| {
+            let mut i = example();
+            f(&mut i);
+            assert_eq!(thresholds(&i).unwrap_err().quantity(), q);
+        };
+        check(&|i| i.t_gen = huge, Quantity::GenerationTime);
+        check(&|i| i.t_link = huge, Quantity::LinkDelay);
+        check(&|i| i.t_act = huge, Quantity::ActivationTime);
+        check(&|i| i.mtu_bytes = u64::MAX, Quantity::MaxFrame);
+        check(&|i| i.cell_size = u64::MAX, Quantity::CellSize);
+    }
+
+    /// XOFF is rounded down to cells, so the fit check needs the MTU in whole cells: 9000 B
+    /// in 144 B cells is 9,072 B. With only headroom + 9000 B the XOFF came out at 8,928 B,
+    /// below one MTU.
+    #[test]
+    fn one_mtu_fits_below_xoff_in_whole_cells() {
+        let mut i = example();
+        i.cell_size = 144;
+        i.mtu_bytes = 9000;
+        i.buffer_bytes = 56_448 + 9000;
+        assert_eq!(
+            thresholds(&i).unwrap_err(),
+            HeadroomError::BufferTooSmall {
+                buffer: 65_448,
+                headroom: 56_448,
+                mtu: 9000,
+                needed: 65_520
+            }
+        );
+        i.buffer_bytes = 65_520;
+        assert_eq!(thresholds(&i).unwrap().xoff_bytes, 9_072);
     }
 
     #[test]

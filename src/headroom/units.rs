@@ -48,14 +48,25 @@ impl Speed {
         self.0 / 1_000_000
     }
 
-    /// Bit times (rounded up to a whole bit time) that `d` lasts at this speed.
-    pub fn bit_times_in(self, d: Duration) -> u64 {
-        super::ceil_tolerant(d.seconds() * self.bps_f64()) as u64
+    /// Bit times (rounded up to a whole bit time) that `d` lasts at this speed; beyond
+    /// [`super::MAX_TERM_BIT_TIMES`] an error naming `quantity` (the input `d` came from).
+    pub fn bit_times_in(self, d: Duration, quantity: Quantity) -> Result<u64, HeadroomError> {
+        let bt = super::ceil_tolerant(d.seconds() * self.bps_f64());
+        if bt > super::MAX_TERM_BIT_TIMES as f64 {
+            return Err(HeadroomError::invalid(
+                quantity,
+                format!(
+                    "{d} at {self} is {bt:.3e} bit times, beyond the calculator's limit of {}",
+                    super::MAX_TERM_BIT_TIMES
+                ),
+            ));
+        }
+        Ok(bt as u64)
     }
 
-    /// Bytes (rounded up) that arrive in `d` at this speed.
-    pub fn bytes_in(self, d: Duration) -> u64 {
-        super::ceil_tolerant(d.seconds() * self.bps_f64() / 8.0) as u64
+    /// Bytes (rounded up) that arrive in `d` at this speed; errors as [`Self::bit_times_in`].
+    pub fn bytes_in(self, d: Duration, quantity: Quantity) -> Result<u64, HeadroomError> {
+        Ok(self.bit_times_in(d, quantity)?.div_ceil(8))
     }
 
     /// Duration of `bit_times` bit times at this speed.
@@ -190,6 +201,12 @@ impl Duration {
         Ok(Duration(s))
     }
 
+    /// `ps` picoseconds, exactly as far as an `f64` of seconds holds them (negative values are
+    /// rejected).
+    pub fn from_picos(ps: i128) -> Result<Self, HeadroomError> {
+        Self::from_secs(ps as f64 * 1e-12)
+    }
+
     /// `ns` nanoseconds (negative values are rejected).
     pub fn from_nanos(ns: f64) -> Result<Self, HeadroomError> {
         Self::from_secs(ns * 1e-9)
@@ -236,6 +253,113 @@ impl fmt::Display for Duration {
             write!(f, "{} us", trim_float(s * 1e6))
         } else {
             write!(f, "{} ns", trim_float(s * 1e9))
+        }
+    }
+}
+
+/// A clock reading (one of the peer-delay timestamps T1..T4), kept exactly as an integer
+/// number of picoseconds.
+///
+/// Timestamps are epoch times (for example 1,700,000,000 s), where an `f64` of seconds resolves
+/// only 238 ns; the round trip `(T4 − T1) − (T3 − T2)` is a difference of such readings, so
+/// they are parsed from their decimal text into integers and subtracted exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Timestamp {
+    /// The reading, picoseconds.
+    picoseconds: i128,
+}
+
+impl Timestamp {
+    /// A reading of `ps` picoseconds.
+    pub fn from_picos(ps: i128) -> Self {
+        Timestamp { picoseconds: ps }
+    }
+
+    /// The reading, picoseconds.
+    pub fn picos(self) -> i128 {
+        self.picoseconds
+    }
+}
+
+impl FromStr for Timestamp {
+    type Err = HeadroomError;
+
+    /// Parses a non-negative decimal number (optionally with an exponent) and one unit of
+    /// `s`, `ms`, `us`/`µs`, `ns` or `ps`: `"1700000000.000000120s"`, `"10.2us"`, `"1.7e9s"`.
+    /// Digits finer than a picosecond are refused rather than rounded.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = |why: &str| HeadroomError::invalid(Quantity::Timestamps, format!("{s:?}: {why}"));
+        let t = s.trim();
+        let num_len = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (mantissa, rest) = t.split_at(num_len);
+        let (exp, unit) = match rest.strip_prefix(['e', 'E']) {
+            Some(e) => {
+                let sign = usize::from(e.starts_with(['+', '-']));
+                let n = e[sign..].bytes().take_while(u8::is_ascii_digit).count();
+                let exp: i32 = e[..sign + n]
+                    .parse()
+                    .map_err(|_| bad("expected digits after the exponent"))?;
+                (exp, e[sign + n..].trim())
+            }
+            None => (0, rest.trim()),
+        };
+        let unit_exp: i32 = match unit {
+            "s" => 12,
+            "ms" => 9,
+            "us" | "µs" | "μs" => 6,
+            "ns" => 3,
+            "ps" => 0,
+            _ => return Err(bad("use a number and one unit of s, ms, us, ns or ps")),
+        };
+        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+            return Err(bad(
+                "expected a decimal number such as 1700000000.000000120",
+            ));
+        }
+        let frac_digits = i32::try_from(frac.len()).map_err(|_| bad("too many digits"))?;
+        let too_large = || bad("too large");
+        let mut digits: i128 = 0;
+        for b in int.bytes().chain(frac.bytes()) {
+            digits = digits
+                .checked_mul(10)
+                .and_then(|d| d.checked_add(i128::from(b - b'0')))
+                .ok_or_else(too_large)?;
+        }
+        let shift = exp
+            .checked_add(unit_exp)
+            .and_then(|e| e.checked_sub(frac_digits))
+            .ok_or_else(too_large)?;
+        let ps = if shift >= 0 {
+            10i128
+                .checked_pow(shift.unsigned_abs())
+                .and_then(|p| digits.checked_mul(p))
+                .ok_or_else(too_large)?
+        } else {
+            match 10i128.checked_pow(shift.unsigned_abs()) {
+                Some(p) if digits % p == 0 => digits / p,
+                None if digits == 0 => 0,
+                _ => return Err(bad("finer than one picosecond")),
+            }
+        };
+        Ok(Timestamp::from_picos(ps))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    /// Seconds with every significant digit: `1700000000.00000012 s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const PS: i128 = 1_000_000_000_000;
+        let sign = if self.picoseconds < 0 { "-" } else { "" };
+        let abs = self.picoseconds.unsigned_abs();
+        let (secs, frac) = (abs / PS as u128, abs % PS as u128);
+        if frac == 0 {
+            write!(f, "{sign}{secs} s")
+        } else {
+            let frac = format!("{frac:012}");
+            write!(f, "{sign}{secs}.{} s", frac.trim_end_matches('0'))
         }
     }
 }
@@ -365,6 +489,44 @@ mod tests {
         assert_eq!(d.to_string(), "1.5 us");
     }
 
+    /// Epoch-sized readings keep every picosecond: near 1.7e9 s an f64 of seconds resolves
+    /// only 238 ns, so 1700000000.000000120 s and ...320 s would be 0 or 238 ns apart.
+    #[test]
+    fn timestamps_are_exact() {
+        let t = |s: &str| s.parse::<Timestamp>().unwrap();
+        assert_eq!(
+            t("1700000000.000000120s").picos(),
+            1_700_000_000_000_000_120_000
+        );
+        assert_eq!(
+            t("1700000000.000000320s").picos() - t("1700000000.000000120s").picos(),
+            200_000
+        );
+        assert_eq!(t("10.2us").picos(), 10_200_000);
+        assert_eq!(t("1.7e9s"), t("1700000000s"));
+        assert_eq!(t("250ps").picos(), 250);
+        assert_eq!(t("5e-3ns").picos(), 5);
+        assert_eq!(t("0ns").picos(), 0);
+        assert_eq!(t("1.5 ms").to_string(), "0.0015 s");
+        assert_eq!(
+            t("1700000000.000000120s").to_string(),
+            "1700000000.00000012 s"
+        );
+        for bad in [
+            "1.5",
+            "-1s",
+            "1.0001ps",
+            "1e99s",
+            "s",
+            ".s",
+            "1.2.3s",
+            "99999999999999999999999999999999999999999s",
+        ] {
+            let e = bad.parse::<Timestamp>().unwrap_err();
+            assert_eq!(e.quantity(), Quantity::Timestamps, "{bad}");
+        }
+    }
+
     #[test]
     fn byte_sizes() {
         assert_eq!("9216".parse::<ByteSize>().unwrap().0, 9216);
@@ -385,7 +547,13 @@ mod tests {
             .unwrap()
             .propagation(Medium::Copper);
         assert!((t.nanos() - 555.5556).abs() < 1e-3);
-        assert_eq!(Speed::from_gbps(10).unwrap().bit_times_in(t), 5_556);
+        assert_eq!(
+            Speed::from_gbps(10)
+                .unwrap()
+                .bit_times_in(t, Quantity::CableLength)
+                .unwrap(),
+            5_556
+        );
         // 1 km of fibre: 1000 / 1.98e8 = 5.0505 us.
         let f = Distance::from_meters(1000.0)
             .unwrap()

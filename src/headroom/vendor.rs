@@ -38,7 +38,7 @@
 //! for 1000, so its cable and gearbox bytes are 2.3% low; reproduced as is.)
 
 use super::units::Speed;
-use super::{HeadroomError, Quantity, Term, BIT_TIMES_PER_QUANTUM};
+use super::{HeadroomError, Quantity, Term, BIT_TIMES_PER_QUANTUM, MAX_TERM_BIT_TIMES};
 use serde::Serialize;
 
 /// The mlx5 driver's default cable length, metres.
@@ -87,8 +87,22 @@ pub struct Mlx5Result {
 /// The mlx5 driver's xoff (headroom) and thresholds.
 pub fn mlx5(input: &Mlx5Input) -> Result<Mlx5Result, HeadroomError> {
     let speed = input.speed.mbps().max(40_000);
-    let per_gb = 301 + 216 * input.cable_length_m / 100;
-    let link = per_gb * speed / 1000;
+    let link = input
+        .cable_length_m
+        .checked_mul(216)
+        .map(|c| 301 + c / 100)
+        .and_then(|per_gb| per_gb.checked_mul(speed))
+        .map(|l| l / 1000)
+        .filter(|&l| l <= MAX_TERM_BIT_TIMES)
+        .ok_or_else(|| {
+            HeadroomError::invalid(
+                Quantity::CableLength,
+                format!(
+                    "{} m is beyond what the mlx5 formula can be evaluated for",
+                    input.cable_length_m
+                ),
+            )
+        })?;
     let fixed = 301 * speed / 1000;
     let mtu_term = 272 * input.mtu / 100;
     let xoff = link + mtu_term;
@@ -401,6 +415,15 @@ mod tests {
         assert_eq!(r.xon_threshold, Some(55_104));
         i.buffer_bytes = Some(40_000);
         assert_eq!(mlx5(&i).unwrap_err().quantity(), Quantity::Buffer);
+    }
+
+    /// A cable too long for the integer formula (216·len·speed wrapped) is an error.
+    #[test]
+    fn mlx5_cable_beyond_the_formula() {
+        for len in [u64::MAX, 600_000_000_000_000] {
+            let e = mlx5(&mlx(100, len, 1500)).unwrap_err();
+            assert_eq!(e.quantity(), Quantity::CableLength, "{len}");
+        }
     }
 
     /// Spectrum-2, 100G, 5 m, port MTU 9100: occupancy 2.25; cable 616.52 B; MAC/PHY 819.2 B;

@@ -3,7 +3,7 @@
 
 use crate::headroom::presets::{self, PhyPreset};
 use crate::headroom::vendor::{self, SonicAsic};
-use crate::headroom::{ByteSize, Distance, Duration, HeadroomError, Medium, Speed};
+use crate::headroom::{ByteSize, Distance, Duration, HeadroomError, Medium, Speed, Timestamp};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -46,7 +46,9 @@ pub enum HeadroomCommand {
 #[derive(Debug, Clone, Args)]
 pub struct LinkArgs {
     /// Interface-delay preset (see `lossless headroom presets`), e.g. 10gbase-t, 100g, 400g.
-    /// Defaults to the response-allowance preset for --speed.
+    /// Defaults to the response-allowance preset for --speed. Its delays and allowance hold
+    /// only at its own speed: with another --speed, or a speed with no preset, give all of
+    /// --local-tx, --local-rx, --remote-tx, --remote-rx and --response-quanta.
     #[arg(long, value_parser = parse_preset)]
     pub preset: Option<&'static PhyPreset>,
 
@@ -139,21 +141,22 @@ pub struct AdaptiveArgs {
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, conflicts_with_all = ["t1", "t2", "t3", "t4"])]
     pub rtt: Option<Duration>,
 
-    /// T1: peer-delay request sent (local clock), e.g. 0ns.
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, requires_all = ["t2", "t3", "t4"])]
-    pub t1: Option<Duration>,
+    /// T1: peer-delay request sent (local clock), read exactly, e.g. 0ns or
+    /// 1700000000.000000120s.
+    #[arg(long, value_parser = parse_timestamp, allow_hyphen_values = true, requires_all = ["t2", "t3", "t4"])]
+    pub t1: Option<Timestamp>,
 
     /// T2: request received (peer clock).
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, requires_all = ["t1", "t3", "t4"])]
-    pub t2: Option<Duration>,
+    #[arg(long, value_parser = parse_timestamp, allow_hyphen_values = true, requires_all = ["t1", "t3", "t4"])]
+    pub t2: Option<Timestamp>,
 
     /// T3: reply sent (peer clock).
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, requires_all = ["t1", "t2", "t4"])]
-    pub t3: Option<Duration>,
+    #[arg(long, value_parser = parse_timestamp, allow_hyphen_values = true, requires_all = ["t1", "t2", "t4"])]
+    pub t3: Option<Timestamp>,
 
     /// T4: reply received (local clock).
-    #[arg(long, value_parser = parse_duration, allow_hyphen_values = true, requires_all = ["t1", "t2", "t3"])]
-    pub t4: Option<Duration>,
+    #[arg(long, value_parser = parse_timestamp, allow_hyphen_values = true, requires_all = ["t1", "t2", "t3"])]
+    pub t4: Option<Timestamp>,
 
     /// The peer's response time as a duration (overrides the quanta allowance), e.g. 2us.
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
@@ -198,11 +201,12 @@ pub struct ThresholdsArgs {
     #[arg(long, value_parser = parse_bytes, allow_hyphen_values = true)]
     pub buffer: ByteSize,
 
-    /// Time to generate PFC (default: one max frame plus the PFC frame at line rate).
+    /// Time to generate PFC (default: one max frame plus the PFC frame at line rate, plus --hd).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub t_gen: Option<Duration>,
 
-    /// One-way link delay (default: cable propagation over --length).
+    /// One-way link delay (default: half of 2 x cable propagation over --length plus both
+    /// stations' TX + RX interface delays).
     #[arg(long, value_parser = parse_duration, allow_hyphen_values = true)]
     pub t_link: Option<Duration>,
 
@@ -322,6 +326,9 @@ pub(super) fn parse_distance(s: &str) -> Result<Distance, String> {
     s.parse().map_err(|e: HeadroomError| e.to_string())
 }
 pub(super) fn parse_duration(s: &str) -> Result<Duration, String> {
+    s.parse().map_err(|e: HeadroomError| e.to_string())
+}
+pub(super) fn parse_timestamp(s: &str) -> Result<Timestamp, String> {
     s.parse().map_err(|e: HeadroomError| e.to_string())
 }
 pub(super) fn parse_medium(s: &str) -> Result<Medium, String> {
