@@ -606,3 +606,56 @@ fn a_lossy_flood_cannot_exhaust_the_pool_for_a_lossless_priority() {
     }
     assert_eq!(n(&d0["kernel_drops"]["fill_ring_empty"]), 0, "{d0}");
 }
+
+/// A second lossless process on a running daemon's ports is refused before it touches them:
+/// a second `run` (its own control socket, no metrics) and a `gen` exit with an error naming
+/// the interface and the daemon's pid, and the daemon keeps its XDP program and forwards
+/// every frame. Before, either replaced the daemon's program, after which the daemon received
+/// nothing and counted nothing, its heartbeats going on.
+#[test]
+fn a_second_process_on_a_running_daemons_ports_is_refused() {
+    let _l = traffic_lock();
+    let l = line();
+    let (dut, _cfg, _socket) = daemon(&l, PFC);
+    let sink = common::start_sink(&l.ns, &l.s0);
+    let (control, _second_socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{}\"\nspeed = \"1Gbit\"\n\
+             [linkup]\nenabled = false\n{control}",
+            l.d0, l.d1
+        ),
+    );
+    let second = Proc::spawn(&l.nd, &["run", "--config", cfg.path()]);
+    let (status, log) = second.finish_and_log(T);
+    let in_use = |iface: &str| {
+        format!(
+            "{iface} is in use by another lossless process (pid {})",
+            dut.pid()
+        )
+    };
+    assert!(!status.success() && log.contains(&in_use(&l.d0)), "{log}");
+    let tool = Proc::spawn(
+        &l.nd,
+        &[
+            "gen",
+            "--iface",
+            &l.d1,
+            "--rate",
+            "1Mbit",
+            "--duration",
+            "1s",
+        ],
+    );
+    let (status, log) = tool.finish_and_log(T);
+    assert!(!status.success() && log.contains(&in_use(&l.d1)), "{log}");
+    assert!(common::has_xdp(&l.nd, &l.d0) && common::has_xdp(&l.nd, &l.d1));
+    let g = gen(&l, "1Gbit", &["--duration", "1s"]).json(T);
+    let sink = sink.json(T);
+    dut.interrupt();
+    let report = dut.json(T);
+    assert_no_daemon_drops(&report);
+    assert_eq!(n(&sink["unique"]), n(&g["frames_sent"]), "{sink}");
+    assert_eq!(n(&sink["lost"]), 0, "{sink}");
+}

@@ -14,6 +14,7 @@ pub mod forward;
 pub mod handoff;
 pub mod hwstamp;
 pub mod idle;
+pub mod iface_lock;
 pub mod ingress;
 pub mod mem_port;
 pub mod open;

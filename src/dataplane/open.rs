@@ -107,9 +107,15 @@ pub fn attach_for(
     match backend {
         Backend::AfPacket => Ok(None),
         Backend::AfXdp => attach_all(ifaces, mode, steering).map(Some),
-        Backend::Auto => Ok(attach_all(ifaces, mode, steering)
-            .map_err(|e| tracing::warn!(error = %e, "XDP refused; using AF_PACKET"))
-            .ok()),
+        Backend::Auto => match attach_all(ifaces, mode, steering) {
+            Ok(a) => Ok(Some(a)),
+            // Not a refusal of XDP: AF_PACKET beside the other process would forward too.
+            Err(e @ XdpError::InUse(_)) => Err(e),
+            Err(e) => {
+                tracing::warn!(error = %e, "XDP refused; using AF_PACKET");
+                Ok(None)
+            }
+        },
     }
 }
 

@@ -18,7 +18,13 @@ use std::{
 use libbpf_rs::{AsRawLibbpf, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, Xdp, XdpFlags};
 use serde::Deserialize;
 
-use super::{classify::Trust, hwstamp, ingress::IngressMap, pool::XSK_MAX_FRAME};
+use super::{
+    classify::Trust,
+    hwstamp,
+    iface_lock::{IfaceLock, InUse},
+    ingress::IngressMap,
+    pool::XSK_MAX_FRAME,
+};
 
 /// The program's doorbells for the stall guard, one per guard thread at most
 /// (`bell0`, `bell1` in `bpf/lossless.bpf.c`).
@@ -135,6 +141,9 @@ pub enum XdpError {
         /// The kernel's answer.
         reason: String,
     },
+    /// Another lossless process has the interface.
+    #[error(transparent)]
+    InUse(#[from] InUse),
     /// A map update failed.
     #[error("updating XDP map {map} on {iface} failed: {reason}")]
     Map {
@@ -170,6 +179,9 @@ pub struct XdpProgram {
     hw_rx_phc: Option<u32>,
     /// Attached (so detached on drop).
     attached: bool,
+    /// The interface's lock, held while attached and let go after the detach (a field is
+    /// dropped after `Drop::drop` runs).
+    lock: Option<IfaceLock>,
 }
 
 impl std::fmt::Debug for XdpProgram {
@@ -221,9 +233,12 @@ impl XdpProgram {
     /// the mode allows a native attachment and the kernel takes it, else the plain one.
     pub fn attach(iface: &str, mode: XdpMode, steering: Steering) -> Result<Self, XdpError> {
         let ifindex = ifindex(iface).ok_or_else(|| XdpError::NoInterface(iface.to_string()))?;
+        // Before anything on the interface is touched: a live process's program is not stale.
+        let mut lock = IfaceLock::take(iface, ifindex)?;
         if mode != XdpMode::Skb {
             match Self::load(iface, ifindex, mode, steering, true) {
                 Ok(mut prog) => {
+                    prog.lock = lock.take();
                     prog.hw_rx_phc = match hwstamp::enable_rx(iface) {
                         Ok(phc) => {
                             tracing::info!(
@@ -253,7 +268,9 @@ impl XdpProgram {
                 ),
             }
         }
-        Self::load(iface, ifindex, mode, steering, false)
+        let mut prog = Self::load(iface, ifindex, mode, steering, false)?;
+        prog.lock = lock;
+        Ok(prog)
     }
 
     /// Loads the program (`dev_bound`: the device-bound variant, bound to `ifindex`, attached
@@ -327,6 +344,7 @@ impl XdpProgram {
             device_bound: dev_bound,
             hw_rx_phc: None,
             attached: false,
+            lock: None,
         };
         prog.write_settings(IngressPolicy::default())?;
         prog.attach_mode(if dev_bound { XdpMode::Native } else { mode })?;

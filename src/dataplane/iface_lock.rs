@@ -1,0 +1,127 @@
+//! One lossless process per interface: the lock an attach of our XDP program takes first.
+//!
+//! Attaching replaces whatever XDP program the interface holds, since a run that crashed
+//! leaves its program behind (netlink attachments outlive their process) and it must go. A
+//! running daemon's program is another matter: replacing it takes the daemon's traffic away
+//! without a word (its sockets receive nothing more, its heartbeats and health checks go on),
+//! and so would a `gen`, `sink` or second `run` started on its ports by mistake. So every
+//! attach first takes an exclusive `flock` on a file named for the interface and holds it for
+//! as long as the program is attached. The kernel releases a `flock` when its process ends,
+//! however it ends: a crashed run's lock never outlives it, while its program may, which is
+//! exactly the line between stale and in use.
+//!
+//! The file is named for the network namespace and the ifindex, not the interface's name:
+//! names repeat across namespaces (every test's `d0`), an ifindex and a namespace's inode do
+//! not while both live. It holds the holder's pid, for the error. Where no lock file can be
+//! made (a `/run` this process may not write), the attach goes on unguarded, logged at debug.
+
+use std::{
+    fs::{File, OpenOptions},
+    io::{Read, Seek, Write},
+    os::{fd::AsRawFd, unix::fs::MetadataExt},
+    path::PathBuf,
+};
+
+/// Where the lock files live (the systemd unit's `RuntimeDirectory`).
+const LOCK_DIR: &str = "/run/lossless";
+
+/// The lock of one interface, held until dropped.
+#[derive(Debug)]
+pub struct IfaceLock {
+    _file: File,
+}
+
+/// Another process holds the interface.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{iface} is in use by another lossless process{}: attaching would take its traffic \
+     away; stop it first (or use other ports)",
+    holder.map(|pid| format!(" (pid {pid})")).unwrap_or_default()
+)]
+pub struct InUse {
+    /// The interface.
+    pub iface: String,
+    /// The holder's pid, as it wrote it.
+    pub holder: Option<u32>,
+}
+
+impl IfaceLock {
+    /// Takes the lock of `iface` (index `ifindex` in this thread's network namespace):
+    /// `Ok(None)` where no lock file can be made, [`InUse`] where another process holds it.
+    pub fn take(iface: &str, ifindex: i32) -> Result<Option<IfaceLock>, InUse> {
+        let Some(path) = lock_path(ifindex) else {
+            return Ok(None);
+        };
+        Self::take_at(iface, &path)
+    }
+
+    fn take_at(iface: &str, path: &std::path::Path) -> Result<Option<IfaceLock>, InUse> {
+        let opened = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+            });
+        let mut file = match opened {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!(iface, path = %path.display(), error = %e, "no interface lock");
+                return Ok(None);
+            }
+        };
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let mut text = String::new();
+            let _ = file.read_to_string(&mut text);
+            return Err(InUse {
+                iface: iface.to_string(),
+                holder: text.trim().parse().ok(),
+            });
+        }
+        let _ = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| write!(file, "{}", std::process::id()));
+        Ok(Some(IfaceLock { _file: file }))
+    }
+}
+
+/// The lock file of interface `ifindex` in this thread's network namespace.
+fn lock_path(ifindex: i32) -> Option<PathBuf> {
+    let netns = std::fs::metadata("/proc/thread-self/ns/net").ok()?.ino();
+    Some(PathBuf::from(LOCK_DIR).join(format!("xdp-{netns}-{ifindex}.lock")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_taker_is_refused_until_the_first_lets_go() {
+        let path = std::env::temp_dir().join(format!("lossless-lock-{}", std::process::id()));
+        let first = IfaceLock::take_at("d0", &path)
+            .unwrap()
+            .expect("a lock file");
+        // A second open file description conflicts even within one process.
+        let refused = IfaceLock::take_at("d0", &path).unwrap_err();
+        assert_eq!(
+            refused,
+            InUse {
+                iface: "d0".into(),
+                holder: Some(std::process::id()),
+            }
+        );
+        assert!(refused
+            .to_string()
+            .contains("d0 is in use by another lossless process (pid"));
+        drop(first);
+        let again = IfaceLock::take_at("d0", &path).unwrap();
+        assert!(again.is_some());
+        let _ = std::fs::remove_file(&path);
+    }
+}
