@@ -474,10 +474,12 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
         match (&facts.dcb_pfc, needs.headroom_bytes) {
             (Fact::Known(_), Some(h)) => {
                 let on: Vec<String> = prios.split(',').map(|p| format!("{p}:on")).collect();
+                // No `delay`: it is 16 bits (at most 8 KiB of headroom in bits, below any real
+                // one, so dcb refuses the command) and drivers read it differently (mlx5: the
+                // cable's length in metres); the headroom goes in the buffer's size instead.
                 hardware_pfc.push(format!(
-                    "dcb pfc set dev {x} prio-pfc all:off {} delay {}",
-                    on.join(" "),
-                    h * 8
+                    "dcb pfc set dev {x} prio-pfc all:off {}",
+                    on.join(" ")
                 ));
                 let map: Vec<String> = prios.split(',').map(|p| format!("{p}:1")).collect();
                 hardware_pfc.push(format!(
@@ -487,7 +489,8 @@ pub fn diagnose(facts: &NicFacts, row: Option<&DriverRow>, needs: &Needs) -> Dia
             }
             (Fact::Known(_), None) => hardware_pfc.push(format!(
                 "measure first (`lossless measure --iface {x} --json`, plan.headroom_bytes = H), then \
-                 `dcb pfc set dev {x} prio-pfc all:off {prios}:on delay <H x 8>`"
+                 `dcb pfc set dev {x} prio-pfc all:off {prios}:on` and `dcb buffer set dev {x} \
+                 prio-buffer all:0 {prios}:1 buffer-size all:0 1:<H>`"
             )),
             _ => hardware_pfc.push(format!(
                 "the kernel reports no DCB on {x}: this port can carry neither our PFC nor its own"
@@ -698,7 +701,7 @@ mod tests {
         assert_eq!(
             d.hardware_pfc,
             [
-                "dcb pfc set dev vd0 prio-pfc all:off 3:on delay 80000",
+                "dcb pfc set dev vd0 prio-pfc all:off 3:on",
                 "dcb buffer set dev vd0 prio-buffer all:0 3:1 buffer-size all:0 1:10000"
             ]
         );
