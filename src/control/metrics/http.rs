@@ -5,6 +5,7 @@
 use std::{
     fmt::Write as _,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use prometheus_client::registry::Registry;
@@ -58,28 +59,42 @@ pub(super) fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Reports whether every worker's loop advanced since the previous call.
+/// Reports whether every worker's loop advanced within the last [`STALLED`]: a worker whose
+/// heartbeat stood still that long is stalled. Judged by time, not by the call before: two
+/// probers checking a few milliseconds apart (a liveness and a readiness probe) would
+/// otherwise fail the second, an idle worker's loop turning only every 10 ms.
 #[derive(Debug)]
 pub struct Liveness {
     workers: Vec<Arc<WorkerStats>>,
-    last: Mutex<Vec<u64>>,
+    /// Per worker, the heartbeat last seen and when it was first seen at that value.
+    seen: Mutex<Vec<(u64, Instant)>>,
 }
 
+/// How long a worker's heartbeat may stand still before the worker counts as stalled.
+pub const STALLED: Duration = Duration::from_secs(1);
+
 impl Liveness {
-    /// Watches `workers`' heartbeats.
+    /// Watches `workers`' heartbeats, from now.
     pub fn new(workers: Vec<Arc<WorkerStats>>) -> Self {
-        let last = Mutex::new(vec![u64::MAX; workers.len()]);
-        Liveness { workers, last }
+        let now = Instant::now();
+        let seen = Mutex::new(workers.iter().map(|w| (w.heartbeat.get(), now)).collect());
+        Liveness { workers, seen }
     }
 
-    /// True if every heartbeat moved since the last check (the first check always passes).
+    /// True if every heartbeat moved within the last [`STALLED`].
     pub fn check(&self) -> bool {
-        let mut last = self.last.lock().expect("liveness lock");
+        self.check_at(Instant::now())
+    }
+
+    fn check_at(&self, now: Instant) -> bool {
+        let mut seen = self.seen.lock().expect("liveness lock");
         let mut alive = true;
-        for (w, l) in self.workers.iter().zip(last.iter_mut()) {
-            let now = w.heartbeat.get();
-            alive &= *l == u64::MAX || now != *l;
-            *l = now;
+        for (w, (beat, since)) in self.workers.iter().zip(seen.iter_mut()) {
+            let b = w.heartbeat.get();
+            if b != *beat {
+                (*beat, *since) = (b, now);
+            }
+            alive &= now.saturating_duration_since(*since) < STALLED;
         }
         alive
     }
@@ -203,12 +218,16 @@ mod tests {
     }
 
     #[test]
-    fn liveness_needs_moving_heartbeats() {
+    fn liveness_needs_a_heartbeat_within_a_second() {
         let w = Arc::new(WorkerStats::new(1));
         let l = Liveness::new(vec![w.clone()]);
-        assert!(l.check());
-        assert!(!l.check(), "no progress since the last check");
+        let t0 = Instant::now();
+        assert!(l.check_at(t0));
+        // A second prober 5 ms later: the heartbeat has not moved yet, and that is no stall.
+        assert!(l.check_at(t0 + Duration::from_millis(5)));
+        assert!(!l.check_at(t0 + STALLED), "still for a second");
         w.heartbeat.add(1);
-        assert!(l.check());
+        assert!(l.check_at(t0 + STALLED + Duration::from_millis(1)));
+        assert!(!l.check_at(t0 + 2 * STALLED + Duration::from_millis(1)));
     }
 }
