@@ -45,7 +45,7 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use tokio::{sync::Notify, task::JoinSet};
@@ -54,6 +54,9 @@ use tokio::{sync::Notify, task::JoinSet};
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 /// How long one connection may take, from accept to the end of its answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections a server answers at once; more are closed as they come.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// How long the connections in flight at shutdown get to finish before they are aborted.
 pub const DRAIN: Duration = Duration::from_secs(1);
@@ -151,6 +154,7 @@ where
     F: Future<Output = ()> + Send + 'static,
 {
     let mut conns = JoinSet::new();
+    let (mut refused, mut warned) = (0u64, None);
     loop {
         tokio::select! {
             biased;
@@ -158,6 +162,21 @@ where
             // Finished connections are reaped as they end, so the set holds only live ones.
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
             accepted = listener.accept() => match accepted {
+                // Each connection holds a descriptor for up to ANSWER_TIMEOUT: without a bound,
+                // clients that connect and say nothing would take them all (the reload's file,
+                // the status socket with them). Beyond the bound a connection is closed at once.
+                Ok(conn) if conns.len() >= MAX_CONNECTIONS => {
+                    drop(conn);
+                    refused += 1;
+                    if warned.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(10)) {
+                        tracing::warn!(
+                            open = conns.len(),
+                            refused,
+                            "connections beyond {MAX_CONNECTIONS} at once closed unanswered"
+                        );
+                        warned = Some(Instant::now());
+                    }
+                }
                 Ok(conn) => {
                     conns.spawn(tokio::time::timeout(ANSWER_TIMEOUT, answer(conn)));
                 }
@@ -187,7 +206,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
+
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     fn runtime() -> tokio::runtime::Runtime {
@@ -297,6 +316,37 @@ mod tests {
             assert!(took >= DRAIN && took < DRAIN * 2, "{took:?}");
             let mut b = [0u8; 1];
             assert_eq!(silent.read(&mut b).await.unwrap(), 0, "closed");
+        });
+    }
+
+    /// Connections beyond the bound are closed at once, so silent clients cannot take every
+    /// descriptor; one that ends makes room for the next.
+    #[test]
+    fn serve_closes_connections_beyond_the_bound() {
+        let rt = runtime();
+        let shutdown = Arc::new(Shutdown::default());
+        rt.block_on(async {
+            let (l, path) = listener("bound");
+            let server = tokio::spawn({
+                let shutdown = shutdown.clone();
+                async move { serve(l, &shutdown, echo).await }
+            });
+            let mut silent = Vec::new();
+            for _ in 0..MAX_CONNECTIONS {
+                silent.push(tokio::net::UnixStream::connect(&path).await.unwrap());
+            }
+            let mut b = [0u8; 1];
+            let mut extra = tokio::net::UnixStream::connect(&path).await.unwrap();
+            let closed = tokio::time::timeout(Duration::from_secs(1), extra.read(&mut b)).await;
+            assert_eq!(closed.unwrap().unwrap(), 0, "closed unanswered");
+            drop(silent.pop());
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let mut next = tokio::net::UnixStream::connect(&path).await.unwrap();
+            next.write_all(b"n").await.unwrap();
+            next.read_exact(&mut b).await.unwrap();
+            assert_eq!(&b, b"n");
+            shutdown.trigger();
+            server.await.unwrap();
         });
     }
 
