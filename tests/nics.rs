@@ -214,6 +214,33 @@ fn selftest_passes_on_a_veth_pair() {
     }
 }
 
+/// A selftest stopped by SIGINT while it waits on a port that hears nothing (peer delay
+/// waits up to 17 s a direction there) releases both ports: before, the signal killed it and
+/// its XDP programs stayed attached to both.
+#[test]
+fn an_interrupted_selftest_releases_its_ports() {
+    let _l = traffic_lock();
+    let (ns, peers) = (Netns::new("I"), Netns::new("Ip"));
+    let (a, b) = (unique("ia"), unique("ib"));
+    veth(&ns, &a, &peers, &unique("ix"));
+    veth(&ns, &b, &peers, &unique("iy"));
+    let mut t = Proc::spawn(&ns, &["selftest", "--a", &a, "--b", &b]);
+    t.wait_ready(T);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        common::has_xdp(&ns, &a) && common::has_xdp(&ns, &b),
+        "still running"
+    );
+    t.interrupt();
+    let (status, log) = t.finish_and_log(Duration::from_secs(5));
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("interrupted"), "{log}");
+    assert!(
+        !common::has_xdp(&ns, &a) && !common::has_xdp(&ns, &b),
+        "{log}"
+    );
+}
+
 /// ns S: a0 — c0 [`lossless cable` in ns C] c1 — b0, both ends in S for the selftest.
 fn through_cable(tag: &str, rules: &[&str]) -> (Netns, Netns, String, String, Proc) {
     let s = Netns::new(&format!("{tag}S"));

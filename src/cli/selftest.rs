@@ -6,6 +6,7 @@ use std::{fmt::Write as _, time::Duration};
 use clap::Args;
 
 use super::{common, error::CliError};
+use crate::control::signals;
 use crate::{
     config::Plan,
     dataplane::{open::Backend, xdp_prog::XdpMode},
@@ -69,6 +70,7 @@ pub fn run(args: &SelftestArgs) -> Result<bool, CliError> {
         xdp_mode: args.xdp_mode,
         frames: args.frames,
         required,
+        stop: signals::install(),
     };
     let report = selftest::run(&cfg)?;
     common::print_report(&report, args.json, text);

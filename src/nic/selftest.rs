@@ -5,7 +5,10 @@
 //! Frames are built with the project's codecs (`wire/`) and the exchange runs the link-up
 //! state machines (`linkup::pdelay`), so a pass means the daemon's own frames get through.
 
-use std::time::Duration;
+use std::{
+    sync::atomic::{AtomicBool, Ordering},
+    time::Duration,
+};
 
 use serde::Serialize;
 
@@ -96,6 +99,19 @@ pub struct SelftestConfig {
     pub frames: u32,
     /// What must get through for a pass (others are reported but do not fail the test).
     pub required: Required,
+    /// Set to stop early (SIGINT, SIGTERM): the run returns [`SelftestError::Interrupted`]
+    /// after detaching what it attached, which a process killed by the signal never does.
+    pub stop: &'static AtomicBool,
+}
+
+impl SelftestConfig {
+    /// [`SelftestError::Interrupted`] once [`SelftestConfig::stop`] is set.
+    fn go_on(&self) -> Result<(), SelftestError> {
+        match self.stop.load(Ordering::Relaxed) {
+            true => Err(SelftestError::Interrupted),
+            false => Ok(()),
+        }
+    }
 }
 
 /// The classes (and the peer-delay exchange) a pass requires.
@@ -251,6 +267,9 @@ pub enum SelftestError {
     /// The frame pool ran dry.
     #[error("frame pool exhausted")]
     NoFrames,
+    /// SIGINT or SIGTERM came before the end.
+    #[error("interrupted: nothing to report (the ports were released)")]
+    Interrupted,
 }
 
 /// A frame sent and waiting to be matched on the other side.
@@ -445,6 +464,7 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
     // Let anything in flight from before (an earlier run, the kernel) go by.
     let settle = now_ns() + 50_000_000;
     while now_ns() < settle {
+        cfg.go_on()?;
         drain(&mut wp, 0, &mut rx, |_, _| {})?;
         drain(&mut wp, 1, &mut rx, |_, _| {})?;
         std::thread::sleep(Duration::from_millis(1));
@@ -482,9 +502,11 @@ pub fn run(cfg: &SelftestConfig) -> Result<SelftestReport, SelftestError> {
         }
         // Receive as we go, so a slow receiver is not what is measured.
         drain_both(&mut wp, &mut rx, &mut expected, macs, &mut tally)?;
+        cfg.go_on()?;
     }
     let deadline = now_ns() + cfg.timeout.as_nanos() as u64;
     loop {
+        cfg.go_on()?;
         drain_both(&mut wp, &mut rx, &mut expected, macs, &mut tally)?;
         if expected.iter().all(|e| e.iter().all(|x| x.seen)) || now_ns() >= deadline {
             break;
@@ -633,6 +655,7 @@ fn pdelay_exchange(
     let hard_stop = now_ns()
         + (cfg.timeout.as_nanos() as u64 + 5_000_000) * u64::from(cfg.pdelay_samples * 3 + 2);
     let result = loop {
+        cfg.go_on()?;
         let now = now_ns();
         init.poll(now);
         if let Some(res) = init.take_result() {
