@@ -59,9 +59,9 @@ pub(super) fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Reports whether every worker's loop advanced within the last [`STALLED`]: a worker whose
-/// heartbeat stood still that long is stalled. Judged by time, not by the call before: two
-/// probers checking a few milliseconds apart (a liveness and a readiness probe) would
+/// Reports whether every worker's loop advanced within the last second (`STALLED`): a worker
+/// whose heartbeat stood still that long is stalled. Judged by time, not by the call before:
+/// two probers checking a few milliseconds apart (a liveness and a readiness probe) would
 /// otherwise fail the second, an idle worker's loop turning only every 10 ms.
 #[derive(Debug)]
 pub struct Liveness {
@@ -71,7 +71,7 @@ pub struct Liveness {
 }
 
 /// How long a worker's heartbeat may stand still before the worker counts as stalled.
-pub const STALLED: Duration = Duration::from_secs(1);
+const STALLED: Duration = Duration::from_secs(1);
 
 impl Liveness {
     /// Watches `workers`' heartbeats, from now.
@@ -81,7 +81,7 @@ impl Liveness {
         Liveness { workers, seen }
     }
 
-    /// True if every heartbeat moved within the last [`STALLED`].
+    /// True if every heartbeat moved within the last second.
     pub fn check(&self) -> bool {
         self.check_at(Instant::now())
     }
