@@ -705,7 +705,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         time_stamping: time_stamping.clone(),
         xdp: xdp_programs.clone(),
     }));
-    let liveness = Arc::new(Liveness::new(all_stats.clone()));
+    let liveness = Arc::new(Liveness::new(all_stats.clone(), metrics::HEALTHZ_STALLED));
     let control_listener = match &plan.control_socket {
         None => None,
         Some(path) => Some(status::bind(path)?),
@@ -730,7 +730,15 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         "READY=1\nSTATUS=forwarding {} <-> {}",
         ifaces[0], ifaces[1]
     ));
-    let watchdog_liveness = Liveness::new(all_stats.clone());
+    // A worker that did not move between two pings is wedged: the ping is withheld. (Half
+    // the period: a tick that comes a little early still finds the heartbeat it last saw
+    // older than that.)
+    let watchdog_liveness = Liveness::new(
+        all_stats.clone(),
+        notifier
+            .watchdog_interval()
+            .map_or(metrics::HEALTHZ_STALLED, |p| p / 2),
+    );
     let mut drop_log = DropLog::new(ifaces.len(), d.workers);
     let snapshots = || {
         let refs: Vec<&WorkerStats> = all_stats.iter().map(|s| s.as_ref()).collect();

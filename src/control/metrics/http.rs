@@ -59,29 +59,36 @@ pub(super) fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Reports whether every worker's loop advanced within the last second (`STALLED`): a worker
-/// whose heartbeat stood still that long is stalled. Judged by time, not by the call before:
-/// two probers checking a few milliseconds apart (a liveness and a readiness probe) would
+/// Reports whether every worker's loop advanced within a given time: a worker whose
+/// heartbeat stood still that long is stalled. Judged by time, not by the call before: two
+/// probers checking a few milliseconds apart (a liveness and a readiness probe) would
 /// otherwise fail the second, an idle worker's loop turning only every 10 ms.
 #[derive(Debug)]
 pub struct Liveness {
     workers: Vec<Arc<WorkerStats>>,
+    /// How long a heartbeat may stand still.
+    stalled: Duration,
     /// Per worker, the heartbeat last seen and when it was first seen at that value.
     seen: Mutex<Vec<(u64, Instant)>>,
 }
 
-/// How long a worker's heartbeat may stand still before the worker counts as stalled.
-const STALLED: Duration = Duration::from_secs(1);
+/// How long a worker's heartbeat may stand still before `/healthz` calls it stalled.
+pub const HEALTHZ_STALLED: Duration = Duration::from_secs(1);
 
 impl Liveness {
-    /// Watches `workers`' heartbeats, from now.
-    pub fn new(workers: Vec<Arc<WorkerStats>>) -> Self {
+    /// Watches `workers`' heartbeats from now: stalled once one stood still for `stalled`
+    /// ([`HEALTHZ_STALLED`]; the systemd watchdog's ping period for its pings).
+    pub fn new(workers: Vec<Arc<WorkerStats>>, stalled: Duration) -> Self {
         let now = Instant::now();
         let seen = Mutex::new(workers.iter().map(|w| (w.heartbeat.get(), now)).collect());
-        Liveness { workers, seen }
+        Liveness {
+            workers,
+            stalled,
+            seen,
+        }
     }
 
-    /// True if every heartbeat moved within the last second.
+    /// True if every heartbeat moved within the time given at [`Liveness::new`].
     pub fn check(&self) -> bool {
         self.check_at(Instant::now())
     }
@@ -94,7 +101,7 @@ impl Liveness {
             if b != *beat {
                 (*beat, *since) = (b, now);
             }
-            alive &= now.saturating_duration_since(*since) < STALLED;
+            alive &= now.saturating_duration_since(*since) < self.stalled;
         }
         alive
     }
@@ -220,14 +227,14 @@ mod tests {
     #[test]
     fn liveness_needs_a_heartbeat_within_a_second() {
         let w = Arc::new(WorkerStats::new(1));
-        let l = Liveness::new(vec![w.clone()]);
+        let l = Liveness::new(vec![w.clone()], HEALTHZ_STALLED);
         let t0 = Instant::now();
         assert!(l.check_at(t0));
         // A second prober 5 ms later: the heartbeat has not moved yet, and that is no stall.
         assert!(l.check_at(t0 + Duration::from_millis(5)));
-        assert!(!l.check_at(t0 + STALLED), "still for a second");
+        assert!(!l.check_at(t0 + HEALTHZ_STALLED), "still for a second");
         w.heartbeat.add(1);
-        assert!(l.check_at(t0 + STALLED + Duration::from_millis(1)));
-        assert!(!l.check_at(t0 + 2 * STALLED + Duration::from_millis(1)));
+        assert!(l.check_at(t0 + HEALTHZ_STALLED + Duration::from_millis(1)));
+        assert!(!l.check_at(t0 + 2 * HEALTHZ_STALLED + Duration::from_millis(1)));
     }
 }

@@ -3,7 +3,7 @@
 
 mod http;
 
-pub use http::{serve, Liveness};
+pub use http::{serve, Liveness, HEALTHZ_STALLED};
 
 use std::sync::Arc;
 
