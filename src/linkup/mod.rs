@@ -33,7 +33,7 @@ use serde::Serialize;
 
 use crate::headroom::{
     adaptive::{self, AdaptiveInput, AdaptiveResult, RoundTrip},
-    frame_bit_times, presets,
+    frame_bit_times, presets, round_up_to_cells,
     thresholds::{self, ThresholdInput},
     Duration, HeadroomError, Quantity, Speed, BIT_TIMES_PER_QUANTUM,
 };
@@ -256,7 +256,8 @@ pub fn plan_for_round_trip(
         cell_size: link.cell_size,
     })?;
     let headroom = adaptive.headroom_bytes;
-    let needed = headroom + link.max_frame_octets;
+    // XOFF is the rest in whole cells: it holds one frame only if the frame's cells fit.
+    let needed = headroom + round_up_to_cells(link.max_frame_octets, link.cell_size);
     if link.buffer_bytes < needed {
         return Err(HeadroomError::BufferTooSmall {
             buffer: link.buffer_bytes,
@@ -360,6 +361,35 @@ mod tests {
             plan_for_round_trip(-5, &link).unwrap_err().quantity(),
             Quantity::Timestamps
         );
+        // In cells of 144 bytes XOFF is whole cells: 9,000-byte frames need 63 of them
+        // (9,072 bytes) below it, not 9,000 bytes rounded down to 62 (8,928).
+        let mut cells = LinkParams::new(10_000_000_000, 9_000, 0);
+        cells.cell_size = 144;
+        let headroom = plan_for_round_trip(
+            10_000,
+            &LinkParams {
+                buffer_bytes: 1 << 20,
+                ..cells
+            },
+        )
+        .unwrap()
+        .headroom_bytes;
+        let just = LinkParams {
+            buffer_bytes: headroom + 9_072,
+            ..cells
+        };
+        assert_eq!(
+            plan_for_round_trip(10_000, &just).unwrap().xoff_bytes,
+            9_072
+        );
+        let short = LinkParams {
+            buffer_bytes: headroom + 9_071,
+            ..cells
+        };
+        assert!(matches!(
+            plan_for_round_trip(10_000, &short),
+            Err(HeadroomError::BufferTooSmall { needed, .. }) if needed == headroom + 9_072
+        ));
         // No tabulated response allowance at 1 Gbit/s: zero.
         assert_eq!(
             LinkParams::new(1_000_000_000, 1518, 1 << 20).peer_response_bit_times,
