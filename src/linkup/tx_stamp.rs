@@ -197,8 +197,11 @@ impl TxStamper {
                 events: 0, // the error queue shows as POLLERR, always reported
                 revents: 0,
             };
-            // SAFETY: one valid pollfd.
-            let r = unsafe { libc::poll(&mut pfd, 1, left.as_millis().max(1) as i32) };
+            // ppoll: poll's milliseconds would round the 50 us a forwarding thread waits up to
+            // a whole millisecond.
+            let wait = timespec(left);
+            // SAFETY: one valid pollfd and a valid timespec; no signal mask.
+            let r = unsafe { libc::ppoll(&mut pfd, 1, &wait, std::ptr::null()) };
             if r < 0 && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
                 return Err(io_err("poll"));
             }
@@ -265,9 +268,27 @@ impl TxStamper {
     }
 }
 
+/// `d` as a `timespec`, to the nanosecond.
+fn timespec(d: Duration) -> libc::timespec {
+    libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: libc::c_long::from(d.subsec_nanos() as i32),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The wait for a stamp keeps its microseconds (poll's milliseconds made 50 us a 1 ms
+    /// block of the forwarding thread).
+    #[test]
+    fn a_stamp_wait_keeps_its_microseconds() {
+        let t = timespec(Duration::from_micros(50));
+        assert_eq!((t.tv_sec, t.tv_nsec), (0, 50_000));
+        let t = timespec(Duration::from_nanos(2_000_000_123));
+        assert_eq!((t.tv_sec, t.tv_nsec), (2, 123));
+    }
 
     #[test]
     fn offset_places_the_realtime_read_at_the_midpoint() {
