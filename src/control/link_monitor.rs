@@ -35,6 +35,7 @@ use crate::{
         model_for_round_trip, pdelay::MeasureError, shared::LinkShared, LinkParams, LinkupSettings,
         Measurement,
     },
+    wire::ethernet::FCS_OCTETS,
 };
 
 /// What the monitor keeps of one port.
@@ -176,11 +177,7 @@ impl<'a> LinkMonitor<'a> {
         }
         let rtt = m.estimate_ns;
         let software = self.ports[i].software.take(snap, rtt.max(0) as u64);
-        // 2·MaxFrame: the port's own longest frame where its mtu is jumbo.
-        let max_frame = self
-            .settings
-            .max_frame
-            .max(self.max_frames.get(i).map_or(0, |&m| u64::from(m)));
+        let max_frame = max_frame_on_wire(self.settings.max_frame, self.max_frames.get(i));
         // The model needs no buffer: each priority fits it into its own below.
         let mut link = LinkParams::new(self.plan.ports[i].speed_bps, max_frame, 0);
         if self.settings.peer_response_ns > 0 {
@@ -252,5 +249,26 @@ impl<'a> LinkMonitor<'a> {
                 );
             }
         }
+    }
+}
+
+/// The headroom's MaxFrame (2·MaxFrame is its term) for a port whose longest frame software
+/// sees is `port` bytes: the larger of `linkup.max_frame` and that frame on the wire, its FCS
+/// (which software never sees) included, as `linkup.max_frame` counts it.
+fn max_frame_on_wire(linkup_max_frame: u64, port: Option<&u32>) -> u64 {
+    linkup_max_frame.max(port.map_or(0, |&m| u64::from(m) + FCS_OCTETS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ports_longest_frame_counts_with_its_fcs() {
+        // MTU 1500 with a tag: 1,518 bytes in software, 1,522 on the wire.
+        assert_eq!(max_frame_on_wire(1518, Some(&1518)), 1522);
+        assert_eq!(max_frame_on_wire(1518, Some(&9018)), 9022);
+        assert_eq!(max_frame_on_wire(2000, Some(&1518)), 2000);
+        assert_eq!(max_frame_on_wire(1518, None), 1518);
     }
 }

@@ -2,6 +2,10 @@
 
 use super::{be16, need, MacAddr, WireError};
 
+/// The frame check sequence a frame carries on the wire after its data (never seen by
+/// software: the NIC adds and strips it).
+pub const FCS_OCTETS: u64 = 4;
+
 /// EtherType values the daemon knows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EtherType;
