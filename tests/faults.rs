@@ -659,3 +659,37 @@ fn a_second_process_on_a_running_daemons_ports_is_refused() {
     assert_eq!(n(&sink["unique"]), n(&g["frames_sent"]), "{sink}");
     assert_eq!(n(&sink["lost"]), 0, "{sink}");
 }
+
+/// A peer that runs credits on a priority the daemon's port does not is named in the log,
+/// once: its lane waits for an answer that never comes and sends nothing, which nothing else
+/// shows (the entries were ignored without a word).
+#[test]
+fn a_peer_running_credits_where_the_port_does_not_is_named() {
+    let _l = traffic_lock();
+    let l = line();
+    let (dut, _cfg, _socket) = daemon(&l, "mode = \"credit\"");
+    let g = Proc::spawn(
+        &l.ng,
+        &[
+            "gen",
+            "--iface",
+            &l.g0,
+            "--rate",
+            "10Mbit",
+            "--priority",
+            "5",
+            "--credit",
+            "--duration",
+            "1s",
+            "--json",
+        ],
+    );
+    let g = g.json(T);
+    let log = dut.stderr();
+    dut.interrupt();
+    assert_no_daemon_drops(&dut.json(T));
+    let warning = "the link partner runs credits on priorities this port does not";
+    assert_eq!(log.matches(warning).count(), 1, "{log}");
+    assert!(log.contains("vls=[5]"), "{log}");
+    assert_eq!(n(&g["frames_sent"]), 0, "no credit, nothing sent: {g}");
+}

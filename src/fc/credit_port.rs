@@ -148,10 +148,12 @@ impl CreditPort {
     }
 
     /// Applies a received credit-update payload (the bytes after the EtherType) at `now`.
-    /// Returns the number of entries for priorities without a lane (ignored).
-    pub fn on_update(&mut self, now: u64, payload: &[u8]) -> Result<usize, WireError> {
+    /// Returns the VLs whose entries found no lane here (bit v: VL v), ignored: the peer runs
+    /// credits where this port does not, and its lane there waits for an `InitAck` that never
+    /// comes, sending nothing.
+    pub fn on_update(&mut self, now: u64, payload: &[u8]) -> Result<u16, WireError> {
         let update = CreditUpdate::parse(payload)?;
-        let mut ignored = 0;
+        let mut unmatched = 0u16;
         for e in update.entries() {
             match self
                 .lanes
@@ -159,10 +161,10 @@ impl CreditPort {
                 .and_then(Option::as_mut)
             {
                 Some(lane) => lane.on_entry(now, e),
-                None => ignored += 1,
+                None => unmatched |= 1 << e.vl,
             }
         }
-        Ok(ignored)
+        Ok(unmatched)
     }
 
     /// May the frame of `len` bytes at the head of `prio`'s queue be sent now?
@@ -326,7 +328,11 @@ mod tests {
         let mut buf = [0u8; 128];
         let len = emit_update(&a.poll(0).unwrap(), A, &mut buf);
         let eth = EthernetFrame::new_checked(&buf[..len]).unwrap();
-        assert_eq!(b.on_update(0, eth.payload()), Ok(1), "the entry of VL 2");
+        assert_eq!(
+            b.on_update(0, eth.payload()),
+            Ok(1 << 2),
+            "the entry of VL 2"
+        );
         assert!(b.on_update(0, &[1, 2, 0, 0]).is_err());
         assert!(b.take_reinits().next().is_none());
         b.reinit(1);

@@ -277,6 +277,8 @@ struct PortState {
     tx_refused_seen: u64,
     /// The port's egress was held at the last transmit ([`Port::hold_tx`]).
     tx_held: bool,
+    /// VLs the peer runs credits on and this port does not, as logged (bit v: VL v).
+    credit_unmatched: u16,
 }
 
 /// Port `p` and the other one of a worker's two, both borrowed mutably at once: a data frame's
@@ -364,6 +366,7 @@ impl ForwardWorker {
                     oversize_seen: [0; PRIORITIES],
                     tx_refused_seen: 0,
                     tx_held: false,
+                    credit_unmatched: 0,
                     io,
                     shared,
                 }

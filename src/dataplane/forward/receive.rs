@@ -162,7 +162,10 @@ impl ForwardWorker {
                     return self.discard(p, rx.frame, DropReason::LinkLocal);
                 }
                 return match self.ports[p].credit.on_update(now, class.payload(data)) {
-                    Ok(_) => self.pool.release(rx.frame),
+                    Ok(unmatched) => {
+                        self.credit_unmatched(p, unmatched);
+                        self.pool.release(rx.frame);
+                    }
                     Err(_) => self.discard(p, rx.frame, DropReason::Malformed),
                 };
             }
@@ -277,6 +280,25 @@ impl ForwardWorker {
         let prio = usize::from(msg.priority & 7);
         let until = SfcRpConfig::default().pause_until(msg, now);
         self.ports[p].shared.sfc_pause(now, prio, until);
+    }
+
+    /// Says once per VL that port `p`'s peer runs credits where the port does not (`unmatched`
+    /// from [`crate::fc::credit_port::CreditPort::on_update`]): nothing is lost here, but the
+    /// peer's lane waits for ever and that priority of the peer sends nothing.
+    fn credit_unmatched(&mut self, p: usize, unmatched: u16) {
+        let new = unmatched & !self.ports[p].credit_unmatched;
+        if new == 0 {
+            return;
+        }
+        self.ports[p].credit_unmatched |= new;
+        let vls: Vec<u16> = (0..16).filter(|v| new & (1 << v) != 0).collect();
+        tracing::warn!(
+            iface = self.ports[p].io.name(),
+            ?vls,
+            "the link partner runs credits on priorities this port does not: its lane waits \
+             for an answer that never comes and sends nothing; make them credit priorities \
+             here, or not there"
+        );
     }
 
     pub(super) fn discard(&mut self, p: usize, frame: Frame, reason: DropReason) {
