@@ -97,7 +97,7 @@ pub struct SinkArgs {
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub credit: Option<u8>,
     /// Receive buffer advertised as credit (3072..=131072 bytes: two full-size frames, at most
-    /// 2048 blocks of 64).
+    /// 2048 blocks of 64; with --drain-rate, at most --buffer).
     #[arg(long, value_parser = common::size, default_value = "64KiB", requires = "credit")]
     pub credit_buffer: u64,
     /// Print the report as JSON.
@@ -122,6 +122,13 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
     let congestion = match args.drain_rate {
         None => None,
         Some(drain_rate_bps) => {
+            if args.credit.is_some() && args.credit_buffer > args.buffer {
+                return Err(CliError::Usage(format!(
+                    "--credit-buffer {} is more than --buffer {}: the sink would grant credit \
+                     for frames its buffer drops",
+                    args.credit_buffer, args.buffer
+                )));
+            }
             if args.xon >= args.xoff || args.xoff > args.buffer {
                 return Err(CliError::Usage(format!(
                     "need --xon ({}) < --xoff ({}) <= --buffer ({})",
