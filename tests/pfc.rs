@@ -561,9 +561,13 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
             let changed = PFC
                 .replace("xoff = \"64KiB\"", "xoff = \"96KiB\"")
                 .replace("xon = \"32KiB\"", "xon = \"48KiB\"");
+            // With a setting that waits for a restart: the rest applies, and what waits is said.
             std::fs::write(
                 &cfg.path,
-                format!("{}{fixed}{control}", config(&w, &changed)),
+                format!(
+                    "{}{fixed}{control}\n[daemon]\nstats_interval_s = 7\n",
+                    config(&w, &changed)
+                ),
             )
             .unwrap();
             dut.hangup();
@@ -572,6 +576,13 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
             assert_eq!(xoff(&st), 98304, "{st}");
             assert_eq!(st["ports"][0]["priorities"][3]["xon_bytes"], 49152);
             assert_eq!(st["last_reload"]["ok"], true, "{st}");
+            assert_eq!(
+                st["last_reload"]["restart_pending"],
+                serde_json::json!(["daemon.stats_interval_s"]),
+                "{st}"
+            );
+            let (_, m) = http_get(&w.dut_ns, "127.0.0.1:9464", "/metrics");
+            assert_eq!(metric(&m, "lossless_restart_pending_settings"), 1.0);
             let (ok, reloaded) = reload_gauge();
             assert!(
                 ok == 1.0 && reloaded >= started,

@@ -257,14 +257,14 @@ fn apply_ingress_policy(attached: Option<&Attached>, plan: &Plan, max_frames: &[
 
 /// Reads the configuration again and publishes its reloadable part; refuses an invalid file
 /// (the error says why). The ports' maximum frames stay those resolved at start
-/// (`max_frames`).
+/// (`max_frames`). Returns the settings the file changes that wait for a restart.
 fn reload_config(
     running: &Plan,
     path: &Path,
     live: &SettingsCell,
     attached: Option<&Attached>,
     max_frames: &[u32],
-) -> Result<(), String> {
+) -> Result<Vec<String>, String> {
     let new = match Plan::load(path) {
         Ok(p) => p,
         Err(e) => {
@@ -275,7 +275,12 @@ fn reload_config(
     for w in &new.warnings {
         tracing::warn!("{w}");
     }
-    for field in running.restart_only_changes(&new) {
+    let pending: Vec<String> = running
+        .restart_only_changes(&new)
+        .into_iter()
+        .map(String::from)
+        .collect();
+    for field in &pending {
         tracing::warn!(
             field,
             "changed in the file but only takes effect after a restart"
@@ -295,11 +300,11 @@ fn reload_config(
     settings.model = running.model;
     if settings == live.get() {
         tracing::info!("configuration reloaded: no live setting changed");
-        return Ok(());
+        return Ok(pending);
     }
     live.publish(settings);
     tracing::info!(priorities = ?new.prios, watchdog = ?new.watchdog, "configuration reloaded");
-    Ok(())
+    Ok(pending)
 }
 
 /// What is wrong with port `port` (`iface`) receiving on `active` RX queues while `workers`

@@ -19,6 +19,10 @@ pub struct ReloadOutcome {
     pub at_unix_s: f64,
     /// Why it was refused (the running configuration stays).
     pub error: Option<String>,
+    /// Settings the file changes that take effect only at a restart: the running values
+    /// stay until then (kept from the last valid file while a reload is refused).
+    #[serde(default)]
+    pub restart_pending: Vec<String>,
 }
 
 /// The last load's outcome, shared by the reload loop, `status` and the metrics.
@@ -39,15 +43,23 @@ impl ReloadLog {
             ok: true,
             at_unix_s: unix_now_s(),
             error: None,
+            restart_pending: Vec::new(),
         }))
     }
 
-    /// Records a reload: `Ok` when applied, `Err` with the reason when refused.
-    pub fn record(&self, result: Result<(), String>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = ReloadOutcome {
+    /// Records a reload: `Ok` with the settings that wait for a restart when applied, `Err`
+    /// with the reason when refused.
+    pub fn record(&self, result: Result<Vec<String>, String>) {
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let restart_pending = match &result {
+            Ok(pending) => pending.clone(),
+            Err(_) => std::mem::take(&mut last.restart_pending),
+        };
+        *last = ReloadOutcome {
             ok: result.is_ok(),
             at_unix_s: unix_now_s(),
             error: result.err(),
+            restart_pending,
         };
     }
 
@@ -73,8 +85,13 @@ mod tests {
             refused.error.as_deref(),
             Some("port[0].iface: invalid type")
         );
-        log.record(Ok(()));
+        log.record(Ok(vec!["daemon.workers".into()]));
         assert_eq!(log.last().error, None);
         assert!(log.last().ok);
+        // A refused file changes nothing: what waits for a restart still does.
+        log.record(Err("bad".into()));
+        assert_eq!(log.last().restart_pending, ["daemon.workers"]);
+        log.record(Ok(Vec::new()));
+        assert!(log.last().restart_pending.is_empty());
     }
 }

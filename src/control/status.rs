@@ -443,6 +443,14 @@ pub fn text(s: &Status) -> String {
                 );
             }
         }
+        if !r.restart_pending.is_empty() {
+            let _ = writeln!(
+                out,
+                "configuration: the file changes what takes effect only at a restart (the \
+                 running values stay until then): {}",
+                r.restart_pending.join(", ")
+            );
+        }
     }
     for p in &s.ports {
         let _ = writeln!(

@@ -1010,6 +1010,13 @@ impl Collector for DaemonCollector {
             None,
             Gauge,
         )?)?;
+        ConstGauge::new(reload.restart_pending.len() as i64).encode(enc.encode_descriptor(
+            "restart_pending_settings",
+            "Settings the configuration file changes that take effect only at a restart (the \
+             running values stay until then; status names them).",
+            None,
+            Gauge,
+        )?)?;
         ConstGauge::new(reload.at_unix_s).encode(enc.encode_descriptor(
             "reload_timestamp",
             "When the configuration was last loaded or a reload refused, Unix time.",
