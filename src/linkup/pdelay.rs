@@ -321,10 +321,20 @@ impl PdelayInitiator {
             run.late += 1;
             return;
         };
-        // The first responder to answer owns the exchange; a Follow_Up must come from it.
+        // The first responder to answer owns the exchange; a Follow_Up must come from it. One
+        // that comes before any response is kept until a response says whose exchange it is
+        // (another responder's, on a segment with two, is then let go, not left to block the
+        // right one).
         match (resp, fup) {
-            (Some(r), _) if o.resp.is_none() => o.resp = Some(r),
-            (_, Some(f)) if o.fup.is_none() => o.fup = Some(f),
+            (Some(r), _) if o.resp.is_none() => {
+                if o.fup.as_ref().is_some_and(|f| f.source != r.source) {
+                    o.fup = None;
+                }
+                o.resp = Some(r);
+            }
+            (_, Some(f)) if o.resp.as_ref().is_none_or(|r| r.source == f.source) => {
+                o.fup = Some(f);
+            }
             _ => return,
         }
         let Some(sample) = complete(o) else { return };
@@ -544,6 +554,30 @@ mod tests {
             (100_000, 100_000, 0)
         );
         assert_eq!(m.responder, Some(ids().1));
+    }
+
+    /// On a segment with two responders, a Follow_Up of the other one that arrives first does
+    /// not take the slot of the one whose response came first.
+    #[test]
+    fn another_responders_follow_up_does_not_block_the_exchange() {
+        let (a, b) = ids();
+        let c = PortIdentity::from_mac(MacAddr([2, 0, 0, 0, 0, 3]), 1);
+        let mut ini = PdelayInitiator::new(InitiatorConfig::new(2, 10 * MS), a);
+        let (mut rb, mut rc) = (PdelayResponder::new(b), PdelayResponder::new(c));
+        let mut now = 5 * MS;
+        ini.start(now);
+        let req = ini.poll_transmit(now).expect("a request");
+        ini.on_sent(req.sequence_id, now);
+        let (from_b, from_c) = (
+            rb.handle_request(now + 10_000, &req).unwrap(),
+            rc.handle_request(now + 10_000, &req).unwrap(),
+        );
+        now += 40_000;
+        ini.handle(now, &from_c.follow_up(now - 25_000));
+        ini.handle(now + 10_000, &from_b.resp);
+        ini.handle(now + 20_000, &from_b.follow_up(now - 30_000));
+        ini.handle(now + 30_000, &from_c.resp);
+        assert_eq!(ini.samples_so_far(), 1, "b's exchange completed");
     }
 
     #[test]
