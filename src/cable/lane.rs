@@ -55,6 +55,8 @@ struct Counters {
     peak_bytes: u64,
     peak_frames: usize,
     first_tx_ns: u64,
+    /// Length of the first frame sent: it starts the interval the rate is measured over.
+    first_tx_len: u64,
     last_tx_ns: u64,
     delay_sum_ns: u128,
 }
@@ -254,6 +256,7 @@ impl Lane {
         self.c.tx_bytes += u64::from(len);
         if self.c.first_tx_ns == 0 {
             self.c.first_tx_ns = now;
+            self.c.first_tx_len = u64::from(len);
         }
         self.c.last_tx_ns = now;
     }
@@ -346,7 +349,8 @@ impl Lane {
             tx_elapsed_s: if c.tx_frames > 1 { elapsed } else { 0.0 },
             rate_bps: if c.tx_frames > 1 {
                 // The first frame starts the interval; count the others' wire time.
-                (c.tx_bytes + c.tx_frames * WIRE_OVERHEAD) as f64 * 8.0 / elapsed
+                (c.tx_bytes - c.first_tx_len + (c.tx_frames - 1) * WIRE_OVERHEAD) as f64 * 8.0
+                    / elapsed
             } else {
                 0.0
             },
@@ -511,6 +515,26 @@ mod tests {
             span.abs_diff(expect) < expect / 100,
             "{span} vs {expect} ns"
         );
+        let r = lane.report("a->b", "x", "y");
+        assert!((r.rate_bps - 1e9).abs() < 2e7, "{}", r.rate_bps);
+    }
+
+    /// Two frames give the line's rate, not twice it: the interval between their departures
+    /// holds one frame's wire time.
+    #[test]
+    fn two_frames_give_the_line_rate() {
+        let mut sim = Sim { frames: vec![] };
+        let s = LaneSettings {
+            rate_bps: Some(1_000_000_000),
+            fifo_limit: Some(10_000_000),
+            ..settings()
+        };
+        let mut lane = Lane::new(&s, 1, 0, 0);
+        for i in 0..2u64 {
+            let f = sim.test_frame(i, 1000);
+            sim.ingress(&mut lane, f, 1);
+        }
+        assert_eq!(drain_until(&mut lane, 1, 1_000_000, 2).len(), 2);
         let r = lane.report("a->b", "x", "y");
         assert!((r.rate_bps - 1e9).abs() < 2e7, "{}", r.rate_bps);
     }
