@@ -191,6 +191,10 @@ pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
     Ok(total)
 }
 
+/// Longest duration a setting or a flag may have (2^62 ns, about 146 years), so that a
+/// deadline computed as a clock reading plus the setting cannot overflow.
+pub const MAX_DURATION_NS: u64 = 1 << 62;
+
 /// Parses a duration (see [`parse_duration_secs`]), to the nearest nanosecond.
 pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_nanos(

@@ -179,6 +179,10 @@ fn tool_usage_errors_name_the_flag_and_exit_2() {
         ),
         (&["status", "--watch", "0s"], "--watch"),
         (
+            &["cable", "--a", "x", "--b", "y", "--jitter", "2562048h"],
+            "--jitter",
+        ),
+        (
             &["cable", "--a", "x", "--b", "y", "--loss-match", "data"],
             "--loss",
         ),

@@ -110,9 +110,16 @@ pub fn size(s: &str) -> Result<u64, String> {
     units::parse_size(s).map_err(|e| e.to_string())
 }
 
-/// Parses a duration flag ("5s").
+/// Parses a duration flag ("5s"), at most [`units::MAX_DURATION_NS`]: a deadline of a clock
+/// reading plus a longer one would wrap (a jitter of 2^63 ns became none at all).
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {
-    units::parse_duration(s).map_err(|e| e.to_string())
+    let d = units::parse_duration(s).map_err(|e| e.to_string())?;
+    if d.as_nanos() > u128::from(units::MAX_DURATION_NS) {
+        return Err(format!(
+            "{s:?} is longer than the longest duration, 2^62 ns (146 years)"
+        ));
+    }
+    Ok(d)
 }
 
 /// Parses a duration flag that must be longer than zero (a stop time, a watch interval):

@@ -53,9 +53,7 @@ pub const MAX_CREDIT_BUFFER: u64 = 2048 * 64;
 /// small enough that sums of thresholds (XOFF + headroom, the buffer of all priorities times
 /// the ports) and frame counts added to them cannot overflow.
 pub const MAX_BUFFER_BYTES: u64 = 1 << 48;
-/// Longest duration a setting may have (2^62 ns, about 146 years), so that a deadline computed
-/// as a clock reading plus the setting cannot overflow.
-pub const MAX_DURATION_NS: u64 = 1 << 62;
+pub use crate::units::MAX_DURATION_NS;
 
 impl Plan {
     /// Reads and validates `path`.
