@@ -370,7 +370,8 @@ fn round_trip_tracks_the_cable_delay() {
 /// The daemon measures its link at start through a 1 ms cable and applies measured PFC
 /// thresholds (`status` says `measured`, the headroom covers the loop, the buffer is kept);
 /// a port whose peer cannot measure keeps the configured thresholds; a link flap triggers a
-/// new measurement while the measured thresholds stay in force.
+/// new measurement while the measured thresholds stay in force, and when the peer is gone
+/// after a flap, the configured ones apply again.
 #[test]
 fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     let _l = traffic_lock();
@@ -519,12 +520,30 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(dut.stderr().contains("link up"), "{}", dut.stderr());
+    // The peer goes (another cable, another host) and the link comes up again: the first
+    // measurement fails, and what was measured of the link before no longer holds.
+    resp.interrupt();
+    let _ = resp.finish(T);
+    nd.run(&["ip", "link", "set", &d0, "down"]);
+    std::thread::sleep(Duration::from_millis(300));
+    nd.run(&["ip", "link", "set", &d0, "up"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !dut.stderr().contains("no longer holds") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old measurement kept: {}",
+            dut.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let s = status_of(&socket);
+    assert_eq!(prio3(&s, 0)["source"], "config", "{s}");
+    assert_eq!(prio3(&s, 0)["headroom_bytes"], 2 * 1024 * 1024, "{s}");
+    assert!(s["ports"][0]["round_trip_ns"].is_null(), "{s}");
     dut.interrupt();
     let report = dut.json(T);
     assert_eq!(report["ports"][0]["iface"], d0.as_str());
-    resp.interrupt();
     cable.interrupt();
-    let _ = resp.finish(T);
     let _ = cable.finish(T);
 }
 

@@ -51,6 +51,9 @@ struct PortModel {
     answered: bool,
     /// That none answers was logged (once: most hosts, `gen` and `sink` included, run none).
     told_silent: bool,
+    /// A measurement succeeded since the carrier last came up: what is in force describes
+    /// this link, not the one before a flap (a new cable, another peer).
+    measured_since_up: bool,
 }
 
 /// Watches each port's carrier, drives link-up measurements (at start, on every link-up and
@@ -93,6 +96,7 @@ impl<'a> LinkMonitor<'a> {
                     software: SoftwareWindow::default(),
                     answered: false,
                     told_silent: false,
+                    measured_since_up: false,
                 }
             })
             .collect();
@@ -130,6 +134,9 @@ impl<'a> LinkMonitor<'a> {
             tracing::info!(iface = %iface, up, "link state changed");
             port.up = up;
         }
+        if came_up {
+            port.measured_since_up = false;
+        }
         let due = !period.is_zero() && port.last_request.elapsed() >= period;
         if up && (came_up || due) {
             tracing::info!(iface = %iface, reason = if came_up { "link up" } else { "periodic" }, "measuring the link");
@@ -148,12 +155,20 @@ impl<'a> LinkMonitor<'a> {
                     );
                 }
             }
+            // The first measurement since the carrier came back failed: what is in force
+            // describes the link before (another cable, another peer), not this one.
+            Some(Err(e)) if !port.measured_since_up && forget(live, i) => tracing::warn!(
+                iface = %iface, error = %e,
+                "link measurement failed after the link came up; the measurement of the link \
+                 before no longer holds: the thresholds as configured apply until one succeeds"
+            ),
             Some(Err(e)) => tracing::warn!(
                 iface = %iface, error = %e,
                 "link measurement failed; keeping the thresholds in force"
             ),
             Some(Ok(m)) => {
                 port.answered = true;
+                port.measured_since_up = true;
                 let mut s = live.get();
                 s.rtt_ns[i] = u64::try_from(m.estimate_ns).ok();
                 live.publish(s);
@@ -252,6 +267,18 @@ impl<'a> LinkMonitor<'a> {
     }
 }
 
+/// Takes port `i`'s measurement (round trip, headroom, model) out of the live settings; whether
+/// there was one.
+fn forget(live: &SettingsCell, i: usize) -> bool {
+    let mut s = live.get();
+    let held = s.rtt_ns[i].is_some() || s.measured[i].is_some() || s.model[i].is_some();
+    if held {
+        (s.rtt_ns[i], s.measured[i], s.model[i]) = (None, None, None);
+        live.publish(s);
+    }
+    held
+}
+
 /// The headroom's MaxFrame (2·MaxFrame is its term) for a port whose longest frame software
 /// sees is `port` bytes: the larger of `linkup.max_frame` and that frame on the wire, its FCS
 /// (which software never sees) included, as `linkup.max_frame` counts it.
@@ -262,6 +289,32 @@ fn max_frame_on_wire(linkup_max_frame: u64, port: Option<&u32>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Forgetting a port's measurement takes out its three facts and leaves the other port's.
+    #[test]
+    fn forgetting_a_measurement_leaves_the_other_port() {
+        use crate::dataplane::settings::LiveSettings;
+        use crate::fc::plan::PrioPlan;
+        let held = MeasuredHeadroom {
+            headroom: 100_000,
+            min_xoff: 3_044,
+        };
+        let live = SettingsCell::new(LiveSettings {
+            prios: [PrioPlan::lossy(1); crate::fc::PRIORITIES],
+            watchdog: None,
+            pause_quanta: vec![1, 1],
+            sfc: Default::default(),
+            measured: vec![Some(held); 2],
+            rtt_ns: vec![Some(10_000); 2],
+            model: vec![None; 2],
+            headroom: Default::default(),
+        });
+        assert!(forget(&live, 0));
+        let s = live.get();
+        assert_eq!((s.rtt_ns[0], s.measured[0]), (None, None));
+        assert_eq!((s.rtt_ns[1], s.measured[1]), (Some(10_000), Some(held)));
+        assert!(!forget(&live, 0), "nothing left to forget");
+    }
 
     #[test]
     fn a_ports_longest_frame_counts_with_its_fcs() {
