@@ -30,6 +30,7 @@ use crate::{
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         handoff::handoff_ends,
+        leader_bell::LeaderBell,
         open::{
             attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
         },
@@ -564,6 +565,12 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let memory_locked = realtime.is_some() && sched::lock_memory();
     let (started_tx, started) = mpsc::channel();
     // Link-up runs on the leader: the others hand it what its agents take.
+    // With several workers, PFC frames may reach one other than the leader, which runs the
+    // congestion points: it rings the leader awake.
+    let leader_bell = match d.workers {
+        1 => None,
+        _ => Some(Arc::new(LeaderBell::new().map_err(DaemonError::Runtime)?)),
+    };
     let mut handoffs = match plan.linkup {
         Some(_) => handoff_ends(d.workers),
         None => (0..d.workers).map(|_| None).collect(),
@@ -621,7 +628,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
             now_ns(),
         )
         .with_agents(agents)
-        .with_handoff(handoffs.next().flatten());
+        .with_handoff(handoffs.next().flatten())
+        .with_leader_bell(leader_bell.clone());
         let core = d.cores.get(w).copied();
         let required = d.realtime == RealtimeMode::On;
         let started = started_tx.clone();

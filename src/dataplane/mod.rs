@@ -16,6 +16,7 @@ pub mod hwstamp;
 pub mod idle;
 pub mod iface_lock;
 pub mod ingress;
+pub mod leader_bell;
 pub mod mem_port;
 pub mod open;
 pub mod pfc_headroom;

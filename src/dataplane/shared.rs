@@ -13,7 +13,7 @@ use std::sync::{
 
 use super::{eventfd::EventFd, shaper::LineClock};
 use crate::{
-    fc::{PauseTimers, PRIORITIES},
+    fc::{priorities, PauseTimers, PfcThresholds, PRIORITIES},
     wire::MacControl,
 };
 
@@ -66,6 +66,11 @@ pub struct SharedPort {
     /// ran (none on the RX queue they arrived on: gone to the kernel, never forwarded), as
     /// the control plane last read the program's count.
     unsteered: AtomicU64,
+    /// The XOFF and XON in force per priority, as the leader's congestion point holds them
+    /// (XOFF 0: no PFC, never a real XOFF), for the other workers to tell a crossing
+    /// ([`SharedPort::pfc_crossing`]).
+    pfc_xoff: [AtomicU64; PRIORITIES],
+    pfc_xon: [AtomicU64; PRIORITIES],
 }
 
 /// What the stall guard met and did on a port ([`SharedPort::stall_counts`]).
@@ -168,6 +173,34 @@ impl SharedPort {
                 self.upstream_pause[p].store(*until, Relaxed);
             }
         }
+    }
+
+    /// The leader's XOFF/XON in force, per priority (`None`: no PFC).
+    pub fn set_pfc_thresholds(&self, t: &[Option<PfcThresholds>; PRIORITIES]) {
+        for (p, t) in t.iter().enumerate() {
+            let (xoff, xon) = t.map_or((0, 0), |t| (t.xoff, t.xon));
+            self.pfc_xoff[p].store(xoff, Relaxed);
+            self.pfc_xon[p].store(xon, Relaxed);
+        }
+    }
+
+    /// Whether a priority of `mask` stands where the leader's congestion point would send
+    /// PFC at `now`: at or above XOFF and not paused upstream, or paused and at or below XON
+    /// (a leader that sleeps notices either only when it wakes).
+    pub fn pfc_crossing(&self, now: u64, mask: u8) -> bool {
+        priorities(mask).any(|p| {
+            let xoff = self.pfc_xoff[p].load(Relaxed);
+            if xoff == 0 {
+                return false;
+            }
+            let occ = self.occupancy[p]
+                .load(Relaxed)
+                .wrapping_add(self.rx_backlog[p].load(Relaxed));
+            match self.upstream_pause[p].load(Relaxed) > now {
+                false => occ >= xoff,
+                true => occ <= self.pfc_xon[p].load(Relaxed),
+            }
+        })
     }
 
     /// Until when the PFC this port last sent pauses priority `p` upstream.

@@ -205,6 +205,11 @@ impl PfcGenerator {
             .min()
     }
 
+    /// The XOFF/XON per priority in force (`None`: no PFC).
+    pub fn thresholds(&self) -> &[Option<PfcThresholds>; PRIORITIES] {
+        &self.thresholds
+    }
+
     /// Bitmask of priorities this generator currently holds paused upstream.
     pub fn xoff_mask(&self) -> u8 {
         self.xoff

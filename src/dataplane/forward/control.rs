@@ -5,7 +5,7 @@
 
 use crate::dataplane::{pool::Frame, queue::Queued, stats::DropReason};
 use crate::{
-    fc::{credit_port::emit_update, priorities, sfc::FrameSource, PRIORITIES},
+    fc::{credit_port::emit_update, plan::pfc_mask, priorities, sfc::FrameSource, PRIORITIES},
     wire::{
         sfcm::{self, Ipv4Flow},
         MacAddr, MacControl,
@@ -102,6 +102,7 @@ impl ForwardWorker {
     /// Congestion point: turns port `p`'s ingress occupancy into PFC frames sent on `p`, and
     /// watches what arrives after each XOFF (the overshoot the headroom must hold).
     pub(super) fn generate_pfc(&mut self, p: usize, now: u64) {
+        self.note_pfc_arrivals(p);
         if self.ports[p].shared.egress_held() {
             // No frame leaves a port without a carrier: what is due goes at the first poll
             // after it returns, rather than filling the control queue with retries.
@@ -151,6 +152,25 @@ impl ForwardWorker {
             c.xoff_held_ns[prio].set(*ns);
         }
         self.send_pfc(p, &m, now);
+    }
+
+    /// Leader: whether frames of a PFC priority arrived at port `p` (on any worker's queue)
+    /// since the previous turn; if so it watches by the clock ([`crate::dataplane::leader_bell::LEADER_WATCH_NS`]).
+    fn note_pfc_arrivals(&mut self, p: usize) {
+        if self.leader_bell.is_none() {
+            return;
+        }
+        // The thresholds in force, for the other workers to tell a crossing.
+        let port = &mut self.ports[p];
+        if *port.generator.thresholds() != port.published {
+            port.published = *port.generator.thresholds();
+            port.shared.set_pfc_thresholds(&port.published);
+        }
+        let mask = pfc_mask(&self.setup.prios);
+        let arrived = self.ports[p].shared.arrived_all();
+        let sum = priorities(mask).fold(0u64, |s, prio| s.wrapping_add(arrived[prio]));
+        let port = &mut self.ports[p];
+        self.pfc_flowing |= sum != std::mem::replace(&mut port.pfc_arrived_seen, sum);
     }
 
     /// Port `p`'s headroom in force changed: its generator gets the new XOFF/XON, and the log

@@ -2,9 +2,12 @@
 //! per-priority egress queues, buffer accounting per (ingress port, priority), the PFC
 //! congestion point, the PFC reaction point and a shaper at each port's line rate.
 
-use std::sync::{
-    atomic::{AtomicBool, Ordering},
-    Arc,
+use std::{
+    os::fd::AsRawFd,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
 };
 
 use super::{
@@ -16,6 +19,7 @@ use super::{
     handoff::HandoffEnd,
     idle::Idler,
     ingress::FillWatch,
+    leader_bell::{LeaderBell, LEADER_WATCH_NS},
     pfc_headroom::PortHeadroom,
     pool::{Frame, FramePool},
     port::{FillDepth, Port, PortError, RxFrame},
@@ -29,7 +33,7 @@ use super::{
 use crate::fc::{
     adaptive::HeadroomSettings,
     credit_port::{CreditPort, CreditTimers},
-    plan::{PrioPlan, SfcSettings},
+    plan::{pfc_mask, PrioPlan, SfcSettings},
     sfc::{SfcCongestionPoint, SfcCpConfig},
     sfc_guard::SfcGuard,
     watchdog::{PfcWatchdog, WatchdogConfig},
@@ -225,6 +229,11 @@ pub struct ForwardWorker {
     /// Where link-local control frames for the link agents go between workers, with several
     /// and link-up on ([`ForwardWorker::with_handoff`]).
     handoff: Option<HandoffEnd>,
+    /// The leader's doorbell, with several workers ([`ForwardWorker::with_leader_bell`]).
+    leader_bell: Option<Arc<LeaderBell>>,
+    /// Leader: frames of a PFC priority arrived at a port (on any worker's queue) since its
+    /// previous turn, so it watches by the clock ([`LEADER_WATCH_NS`]).
+    pfc_flowing: bool,
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -279,6 +288,11 @@ struct PortState {
     tx_held: bool,
     /// VLs the peer runs credits on and this port does not, as logged (bit v: VL v).
     credit_unmatched: u16,
+    /// Leader: the port's arrivals of PFC priorities (every worker's queues), summed, as it
+    /// last read them.
+    pfc_arrived_seen: u64,
+    /// Leader: the XOFF/XON in force as last published to the other workers.
+    published: [Option<crate::fc::PfcThresholds>; PRIORITIES],
 }
 
 /// Port `p` and the other one of a worker's two, both borrowed mutably at once: a data frame's
@@ -367,6 +381,8 @@ impl ForwardWorker {
                     tx_refused_seen: 0,
                     tx_held: false,
                     credit_unmatched: 0,
+                    pfc_arrived_seen: 0,
+                    published: [None; PRIORITIES],
                     io,
                     shared,
                 }
@@ -381,6 +397,8 @@ impl ForwardWorker {
             tx: Vec::with_capacity(BATCH),
             tx_prios: [0; BATCH],
             handoff: None,
+            leader_bell: None,
+            pfc_flowing: false,
             pool,
             ports,
             stats,
@@ -478,6 +496,14 @@ impl ForwardWorker {
         self
     }
 
+    /// Gives the worker the leader's doorbell ([`crate::dataplane::leader_bell`]), shared by
+    /// every worker of a daemon with more than one: the leader sleeps on it, the others ring
+    /// it when frames of a PFC priority reach their queues while the leader sleeps long.
+    pub fn with_leader_bell(mut self, bell: Option<Arc<LeaderBell>>) -> Self {
+        self.leader_bell = bell;
+        self
+    }
+
     /// The frames the other workers handed over, to the agents of their ports (leader only).
     fn take_handed_over(&mut self, now: u64) {
         let Some(HandoffEnd::FromOthers(mailboxes)) = &mut self.handoff else {
@@ -503,8 +529,14 @@ impl ForwardWorker {
     /// `ForwardWorker::drain`) and releases the rest, counted; also when a port fails, which
     /// ends the run at once with what it held counted as `shutdown` drops.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), WorkerError> {
+        // The leader also wakes for its doorbell (after the ports: `Idler::hold` counts them).
+        let bell = self
+            .leader_bell
+            .as_ref()
+            .filter(|_| self.setup.pfc_generator)
+            .map(|b| b.as_raw_fd());
         let mut idler = Idler::new(
-            self.ports.iter().map(|p| p.io.poll_fd()),
+            self.ports.iter().map(|p| p.io.poll_fd()).chain([bell]),
             self.setup.busy_poll,
         );
         if self.setup.pfc_generator {
@@ -532,7 +564,18 @@ impl ForwardWorker {
             if self.step(now)? == 0 {
                 let deadline = self.next_deadline(now);
                 self.hold_idler(idler);
+                // The leader's sleep is cut short by a crossing another worker sees.
+                let bell = self
+                    .leader_bell
+                    .as_ref()
+                    .filter(|_| self.setup.pfc_generator);
+                if let Some(b) = bell {
+                    b.sleeping();
+                }
                 idler.wait(now, deadline);
+                if let Some(b) = bell {
+                    b.woke();
+                }
             }
             turns = turns.wrapping_add(1);
             if turns % KERNEL_STATS_EVERY == 0 {
@@ -601,6 +644,7 @@ impl ForwardWorker {
             work += self.receive(p, now)?;
         }
         if self.setup.pfc_generator {
+            self.pfc_flowing = false;
             for p in 0..self.ports.len() {
                 self.generate_pfc(p, now);
             }
@@ -610,6 +654,7 @@ impl ForwardWorker {
             self.send_credit(e, now);
             self.hold_if_refused(e);
         }
+        self.wake_the_leader_at_a_crossing(now);
         self.take_handed_over(now);
         self.run_link_agents(now);
         if now >= self.gauges_due {
@@ -617,6 +662,26 @@ impl ForwardWorker {
             self.gauges_due = now + GAUGE_PERIOD_NS;
         }
         Ok(work)
+    }
+
+    /// A worker other than the leader: rings the leader if it sleeps while a PFC priority of
+    /// a port stands where it would send PFC ([`crate::dataplane::leader_bell`]).
+    #[inline]
+    fn wake_the_leader_at_a_crossing(&self, now: u64) {
+        let Some(bell) = self
+            .leader_bell
+            .as_ref()
+            .filter(|_| !self.setup.pfc_generator)
+        else {
+            return;
+        };
+        if !bell.leader_asleep() {
+            return;
+        }
+        let mask = pfc_mask(&self.setup.prios);
+        if self.ports.iter().any(|p| p.shared.pfc_crossing(now, mask)) {
+            bell.ring();
+        }
     }
 
     /// The earliest time something can happen without a frame arriving.
@@ -665,6 +730,10 @@ impl ForwardWorker {
             } else if let Some(r) = resume {
                 consider(r);
             }
+        }
+        if self.pfc_flowing && self.leader_bell.is_some() {
+            // PFC frames arrive, maybe on another worker's queue: look again soon.
+            consider(now + LEADER_WATCH_NS);
         }
         if let Some(HandoffEnd::FromOthers(mailboxes)) = &self.handoff {
             if mailboxes.iter().any(|m| !m.is_empty()) {
