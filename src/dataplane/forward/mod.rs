@@ -1241,6 +1241,45 @@ mod tests {
         assert_eq!(stats.ports[1].watchdog_storms[3].get(), 0);
     }
 
+    /// A link agent that takes every frame it is offered, counting them.
+    struct Taker(Arc<std::sync::atomic::AtomicUsize>);
+
+    impl PortAgent for Taker {
+        fn on_frame(&mut self, _: crate::wire::FrameKind, _: &[u8], _: u64, _: u64) -> Taken {
+            self.0.fetch_add(1, Ordering::Relaxed);
+            Taken::Consumed
+        }
+        fn poll(&mut self, _: &mut dyn Port, _: &mut FramePool, _: u64) {}
+        fn next_deadline(&self) -> u64 {
+            u64::MAX
+        }
+        fn set_pfc_enabled(&mut self, _: u8, _: u64) {}
+    }
+
+    /// The link agent is offered LLDP and PTP to the bridge group addresses and to the port,
+    /// not to another host (the leader answered a unicast peer-delay request to anyone, while
+    /// another worker forwarded it: the same frame met another fate on another queue).
+    #[test]
+    fn the_link_agent_gets_frames_to_the_group_or_the_port_only() {
+        let (w, src, _dst, _stats) = worker(PrioPlan::lossy(64 * 1024));
+        let offered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut w = w.with_agents(vec![Some(Box::new(Taker(offered.clone()))), None]);
+        let frame = |dst: [u8; 6], ethertype: u16| {
+            let mut b = vec![0u8; 60];
+            b[..6].copy_from_slice(&dst);
+            b[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 3]);
+            b[12..14].copy_from_slice(&ethertype.to_be_bytes());
+            b
+        };
+        let port = [2, 0, 0, 0, 0, 10];
+        src.inject(&frame([0x01, 0x80, 0xc2, 0, 0, 0x0e], EtherType::LLDP), 0);
+        src.inject(&frame([0x01, 0x80, 0xc2, 0, 0, 0x0e], EtherType::PTP), 0);
+        src.inject(&frame(port, EtherType::PTP), 0);
+        src.inject(&frame([2, 0, 0, 0, 0, 99], EtherType::PTP), 0);
+        w.step(1_000).unwrap();
+        assert_eq!(offered.load(Ordering::Relaxed), 3);
+    }
+
     #[test]
     fn what_a_held_egress_keeps_at_the_stop_is_counted() {
         let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));

@@ -114,7 +114,14 @@ impl ForwardWorker {
         let data = self.pool.data(&rx.frame);
         // The frame's header is read here, once: everything below goes by this.
         let class = wire::classify(data);
-        if matches!(class.kind, FrameKind::Lldp | FrameKind::Ptp) {
+        // The link agents' frames: LLDP and PTP to the bridge group addresses or to the port;
+        // to another host they go the way of data (end-to-end PTP, say), on every worker.
+        let own = self.ports[p].io.mac();
+        if matches!(class.kind, FrameKind::Lldp | FrameKind::Ptp)
+            && class
+                .eth(data)
+                .is_some_and(|e| e.dst().is_bridge_filtered() || e.dst() == own)
+        {
             if let Some(agent) = &mut self.ports[p].agent {
                 match agent.on_frame(class.kind, data, rx.rx_ns, now) {
                     Taken::Consumed => return self.pool.release(rx.frame),
@@ -122,17 +129,12 @@ impl ForwardWorker {
                     Taken::NotMine => {}
                 }
             } else if let Some(HandoffEnd::ToLeader(leader)) = &mut self.handoff {
-                // The leader runs the port's agent: what it would take (to the bridge group
-                // addresses; end-to-end PTP goes the way of data) is handed over with its stamp.
-                if class
-                    .eth(data)
-                    .is_some_and(|e| e.dst().is_bridge_filtered())
-                {
-                    if leader.post(p, class.kind, data, rx.rx_ns) {
-                        return self.pool.release(rx.frame);
-                    }
-                    return self.discard(p, rx.frame, DropReason::NoBuffer);
+                // The leader runs the port's agent: what it would take is handed over with its
+                // stamp.
+                if leader.post(p, class.kind, data, rx.rx_ns) {
+                    return self.pool.release(rx.frame);
                 }
+                return self.discard(p, rx.frame, DropReason::NoBuffer);
             }
         }
         let c = &self.stats.ports[p];
