@@ -477,6 +477,9 @@ fn daemon_applies_measured_headroom_and_remeasures_after_a_flap() {
     assert_eq!(common::metric(&m, &measured_source), 1.0);
     let rtt = format!("lossless_link_round_trip_seconds{{device=\"{d0}\"}}");
     assert!(common::metric(&m, &rtt) >= 0.002, "{m}");
+    // What link-up counted: the responses and follow-ups of the measurement among others.
+    let ptp_rx = format!("lossless_linkup_events_total{{device=\"{d0}\",event=\"ptp_rx\"}}");
+    assert!(common::metric(&m, &ptp_rx) >= 16.0, "{m}");
     let stamping =
         format!("lossless_time_stamping_info{{device=\"{d0}\",rx=\"xdp\",tx=\"kernel\"}}");
     assert_eq!(common::metric(&m, &stamping), 1.0, "{m}");

@@ -3,11 +3,41 @@
 //! finishes or is collected, never per frame).
 
 use std::sync::{
-    atomic::{AtomicBool, Ordering},
+    atomic::{AtomicBool, AtomicU64, Ordering},
     Mutex,
 };
 
-use super::{pdelay::MeasureError, Measurement};
+use super::{pdelay::MeasureError, run::LinkCounters, Measurement};
+
+/// What link-up counts on a port, each with its name (the metric's `event` label).
+pub const LINK_EVENTS: [&str; 9] = [
+    "ptp_rx",
+    "lldp_rx",
+    "malformed",
+    "tx",
+    "tx_dropped",
+    "requests_answered",
+    "requests_refused",
+    "tx_stamp_missed",
+    "lldp_table_full",
+];
+
+impl LinkCounters {
+    /// The counts in [`LINK_EVENTS`] order, with the LLDP neighbours refused for a full table.
+    pub fn by_event(&self, lldp_table_full: u64) -> [u64; LINK_EVENTS.len()] {
+        [
+            self.rx_ptp,
+            self.rx_lldp,
+            self.rx_malformed,
+            self.tx,
+            self.tx_dropped,
+            self.answered,
+            self.requests_refused,
+            self.tx_stamp_missed,
+            lldp_table_full,
+        ]
+    }
+}
 
 /// One port's link-up exchange between control plane and worker.
 #[derive(Debug, Default)]
@@ -15,6 +45,8 @@ pub struct LinkShared {
     measure: AtomicBool,
     result: Mutex<Option<Result<Measurement, MeasureError>>>,
     peer: Mutex<Option<String>>,
+    /// The agent's counts, [`LINK_EVENTS`] order, as the worker last published them.
+    events: [AtomicU64; LINK_EVENTS.len()],
 }
 
 impl LinkShared {
@@ -42,6 +74,18 @@ impl LinkShared {
     /// The LLDP neighbour, as "chassis / port".
     pub fn peer(&self) -> Option<String> {
         self.peer.lock().expect("link peer lock").clone()
+    }
+
+    /// Publishes the agent's counts (worker side: plain stores, no lock).
+    pub fn publish_events(&self, counts: &[u64; LINK_EVENTS.len()]) {
+        for (a, v) in self.events.iter().zip(counts) {
+            a.store(*v, Ordering::Relaxed);
+        }
+    }
+
+    /// The agent's counts as last published, [`LINK_EVENTS`] order.
+    pub fn events(&self) -> [u64; LINK_EVENTS.len()] {
+        std::array::from_fn(|i| self.events[i].load(Ordering::Relaxed))
     }
 
     /// Takes the finished measurement, if any (control-plane side).

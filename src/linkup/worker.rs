@@ -10,7 +10,7 @@ use super::{
     lldp::LldpConfig,
     pdelay::InitiatorConfig,
     run::{LinkAgent, LinkAgentConfig},
-    shared::LinkShared,
+    shared::{LinkShared, LINK_EVENTS},
     tx_stamp::DATAPLANE_STAMP_TIMEOUT,
     LinkupSettings,
 };
@@ -34,6 +34,8 @@ pub struct ForwardingAgent {
     /// deadline as of its last turn. The worker turns every few microseconds; the agent has
     /// work every few milliseconds at most.
     idle_until: u64,
+    /// The agent's counts as last published ([`LINK_EVENTS`] order).
+    events_seen: [u64; LINK_EVENTS.len()],
 }
 
 impl ForwardingAgent {
@@ -63,6 +65,7 @@ impl ForwardingAgent {
             link,
             neighbours_seen: usize::MAX,
             idle_until: 0,
+            events_seen: [0; LINK_EVENTS.len()],
         }
     }
 }
@@ -95,6 +98,16 @@ impl PortAgent for ForwardingAgent {
                 .first()
                 .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
             self.link.set_peer(peer);
+        }
+        // What the agent counted (refused requests, missed stamps, a full LLDP table: none
+        // of them a frame the worker drops), for the metrics.
+        let events = self
+            .agent
+            .counters()
+            .by_event(self.agent.lldp().counters().table_drops);
+        if events != self.events_seen {
+            self.events_seen = events;
+            self.link.publish_events(&events);
         }
         self.idle_until = self.agent.next_deadline();
     }

@@ -8,7 +8,7 @@ pub use http::{serve, Liveness, HEALTHZ_STALLED};
 use std::sync::Arc;
 
 use super::reload::ReloadLog;
-use crate::linkup::shared::LinkShared;
+use crate::linkup::shared::{LinkShared, LINK_EVENTS};
 use crate::{
     dataplane::{
         clock::now_ns,
@@ -921,6 +921,28 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "linkup_events",
+            "What link-up counted on the port, by event: PTP and LLDP frames received \
+             (ptp_rx, lldp_rx), those that did not parse (malformed), frames sent and not sent \
+             (tx, tx_dropped), peer-delay requests answered and refused (requests_answered; \
+             requests_refused: less than 1 ms after the last answered), answers sent without a \
+             kernel TX stamp in time (tx_stamp_missed), LLDP neighbours refused for a full table \
+             (lldp_table_full).",
+            None,
+            Counter,
+            s.iter().zip(&self.links).flat_map(|(port, link)| {
+                LINK_EVENTS
+                    .iter()
+                    .zip(link.events())
+                    .map(move |(event, n)| {
+                        let mut l = device(port);
+                        l.push(("event", event.to_string()));
+                        (l, ConstCounter::new(n))
+                    })
+            }),
+        )?;
+        family(
+            &mut enc,
             "link_round_trip",
             "Round trip of the link measured at link-up (IEEE 1588 peer delay).",
             Some(Unit::Seconds),
@@ -1077,6 +1099,8 @@ mod tests {
         pfc[3] = Some(1_500_000_000);
         shared[1].set_pause(0, &pfc);
         shared[1].sfc_pause(now_ns(), 3, u64::MAX);
+        let link = Arc::new(LinkShared::default());
+        link.publish_events(&[5, 2, 0, 7, 0, 4, 3, 0, 0]);
         let r = registry(DaemonCollector {
             ifaces: vec!["a0".into(), "b0".into()],
             live,
@@ -1084,7 +1108,7 @@ mod tests {
             worker_tids: vec![crate::dataplane::sched::this_thread_id()],
             reloads: Arc::new(ReloadLog::started()),
             shared: shared.clone(),
-            links: Vec::new(),
+            links: vec![link, Arc::default()],
             time_stamping: vec![
                 TimeStamping {
                     rx: Stamping::Xdp,
@@ -1118,6 +1142,8 @@ mod tests {
             "lossless_paused{device=\"a0\",priority=\"3\"} 0",
             "lossless_reload_timestamp_seconds 1",
             "lossless_build_info{version=",
+            "lossless_linkup_events_total{device=\"a0\",event=\"requests_refused\"} 3",
+            "lossless_linkup_events_total{device=\"b0\",event=\"ptp_rx\"} 0",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }
