@@ -493,16 +493,20 @@ mod tests {
         assert!(spread.1 - spread.0 > 10_000, "{spread:?}");
     }
 
-    #[test]
-    fn rate_serialises_frames() {
-        let mut sim = Sim { frames: vec![] };
-        // 1 Gbit/s: a 1000-byte frame is 1024 bytes on the wire = 8192 ns.
+    /// A lane shaped to 1 Gbit/s with room for every frame, and its simulator: a 1000-byte
+    /// frame is 1024 bytes on the wire, 8192 ns.
+    fn one_gbit_lane() -> (Sim, Lane) {
         let s = LaneSettings {
             rate_bps: Some(1_000_000_000),
             fifo_limit: Some(10_000_000),
             ..settings()
         };
-        let mut lane = Lane::new(&s, 1, 0, 0);
+        (Sim { frames: vec![] }, Lane::new(&s, 1, 0, 0))
+    }
+
+    #[test]
+    fn rate_serialises_frames() {
+        let (mut sim, mut lane) = one_gbit_lane();
         for i in 0..2000u64 {
             let f = sim.test_frame(i, 1000);
             sim.ingress(&mut lane, f, 1 + i * 4096); // offered at 2 Gbit/s
@@ -523,13 +527,7 @@ mod tests {
     /// holds one frame's wire time.
     #[test]
     fn two_frames_give_the_line_rate() {
-        let mut sim = Sim { frames: vec![] };
-        let s = LaneSettings {
-            rate_bps: Some(1_000_000_000),
-            fifo_limit: Some(10_000_000),
-            ..settings()
-        };
-        let mut lane = Lane::new(&s, 1, 0, 0);
+        let (mut sim, mut lane) = one_gbit_lane();
         for i in 0..2u64 {
             let f = sim.test_frame(i, 1000);
             sim.ingress(&mut lane, f, 1);

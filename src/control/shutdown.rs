@@ -261,6 +261,20 @@ mod tests {
         (tokio::net::UnixListener::bind(&path).unwrap(), path)
     }
 
+    /// An echo server on a fresh listener named `name`, serving until `shutdown` (inside the
+    /// runtime), and the listener's path.
+    fn echo_server(
+        name: &str,
+        shutdown: &Arc<Shutdown>,
+    ) -> (tokio::task::JoinHandle<()>, std::path::PathBuf) {
+        let (l, path) = listener(name);
+        let shutdown = shutdown.clone();
+        (
+            tokio::spawn(async move { serve(l, &shutdown, echo).await }),
+            path,
+        )
+    }
+
     /// Echoes one byte back.
     async fn echo(mut conn: tokio::net::UnixStream) {
         let mut b = [0u8; 1];
@@ -274,11 +288,7 @@ mod tests {
         let rt = runtime();
         let shutdown = Arc::new(Shutdown::default());
         rt.block_on(async {
-            let (l, path) = listener("flight");
-            let server = tokio::spawn({
-                let shutdown = shutdown.clone();
-                async move { serve(l, &shutdown, echo).await }
-            });
+            let (server, path) = echo_server("flight", &shutdown);
             let mut c = tokio::net::UnixStream::connect(&path).await.unwrap();
             c.write_all(b"a").await.unwrap();
             let mut b = [0u8; 1];
@@ -302,11 +312,7 @@ mod tests {
         let rt = runtime();
         let shutdown = Arc::new(Shutdown::default());
         rt.block_on(async {
-            let (l, path) = listener("silent");
-            let server = tokio::spawn({
-                let shutdown = shutdown.clone();
-                async move { serve(l, &shutdown, echo).await }
-            });
+            let (server, path) = echo_server("silent", &shutdown);
             let mut silent = tokio::net::UnixStream::connect(&path).await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
             let start = Instant::now();
@@ -326,11 +332,7 @@ mod tests {
         let rt = runtime();
         let shutdown = Arc::new(Shutdown::default());
         rt.block_on(async {
-            let (l, path) = listener("bound");
-            let server = tokio::spawn({
-                let shutdown = shutdown.clone();
-                async move { serve(l, &shutdown, echo).await }
-            });
+            let (server, path) = echo_server("bound", &shutdown);
             let mut silent = Vec::new();
             for _ in 0..MAX_CONNECTIONS {
                 silent.push(tokio::net::UnixStream::connect(&path).await.unwrap());
