@@ -11,11 +11,12 @@
 //! `one_flow_through_two_workers_gets_the_whole_line`), while the leader's notice term
 //! measured the 10 ms and squeezed XOFF to its minimum, to no avail.
 //!
-//! **How.** The leader publishes the XOFF and XON in force in each port's shared state, and
-//! says here when it goes to sleep. Another worker, at the end of each of its turns while the
-//! leader sleeps, looks whether a PFC priority of a port stands where the leader would send
-//! PFC (at or above XOFF and not paused upstream, or paused and at or below XON:
-//! [`super::shared::SharedPort::pfc_crossing`]) and if so rings this eventfd, which the
+//! **How.** The leader publishes the XOFF and XON in force and the priorities it holds in
+//! XOFF in each port's shared state, and says here when it goes to sleep. Another worker, at
+//! the end of each of its turns while the leader sleeps, looks whether a PFC priority of a
+//! port stands where the leader would send PFC (at or above XOFF and not in XOFF, or in XOFF
+//! and at or below XON: [`super::shared::SharedPort::pfc_crossing`]) and if so rings this
+//! eventfd, which the
 //! leader's `ppoll` waits on beside its ports: XOFF and XON go out a wake-up after the
 //! crossing, whoever's queue it happened on. One ring a sleep: the ring clears the flag. And
 //! while frames of a PFC priority arrive at a port (on any worker's queue, from the ports'

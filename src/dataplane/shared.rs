@@ -5,7 +5,7 @@
 
 use std::sync::{
     atomic::{
-        AtomicBool, AtomicU32, AtomicU64,
+        AtomicBool, AtomicU32, AtomicU64, AtomicU8,
         Ordering::{AcqRel, Acquire, Relaxed},
     },
     OnceLock,
@@ -71,6 +71,8 @@ pub struct SharedPort {
     /// ([`SharedPort::pfc_crossing`]).
     pfc_xoff: [AtomicU64; PRIORITIES],
     pfc_xon: [AtomicU64; PRIORITIES],
+    /// The priorities the leader's congestion point holds in XOFF (bit p: priority p).
+    leader_xoff: AtomicU8,
 }
 
 /// What the stall guard met and did on a port ([`SharedPort::stall_counts`]).
@@ -184,10 +186,17 @@ impl SharedPort {
         }
     }
 
+    /// The priorities the leader's congestion point holds in XOFF now.
+    pub fn set_leader_xoff(&self, xoff: u8) {
+        self.leader_xoff.store(xoff, Relaxed);
+    }
+
     /// Whether a priority of `mask` stands where the leader's congestion point would send
-    /// PFC at `now`: at or above XOFF and not paused upstream, or paused and at or below XON
-    /// (a leader that sleeps notices either only when it wakes).
-    pub fn pfc_crossing(&self, now: u64, mask: u8) -> bool {
+    /// PFC: at or above XOFF and not in XOFF, or in XOFF and at or below XON (a leader that
+    /// sleeps notices either only when it wakes). The leader's own state, not the pause
+    /// upstream: the stall guard's pause, which the leader does not end, is no XON due.
+    pub fn pfc_crossing(&self, mask: u8) -> bool {
+        let xoff_held = self.leader_xoff.load(Relaxed);
         priorities(mask).any(|p| {
             let xoff = self.pfc_xoff[p].load(Relaxed);
             if xoff == 0 {
@@ -196,7 +205,7 @@ impl SharedPort {
             let occ = self.occupancy[p]
                 .load(Relaxed)
                 .wrapping_add(self.rx_backlog[p].load(Relaxed));
-            match self.upstream_pause[p].load(Relaxed) > now {
+            match xoff_held & (1 << p) != 0 {
                 false => occ >= xoff,
                 true => occ <= self.pfc_xon[p].load(Relaxed),
             }
@@ -476,6 +485,41 @@ impl PauseClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A crossing is where the leader's congestion point would act: at XOFF while it holds no
+    /// XOFF, at XON while it holds one; a pause of the stall guard's, which the leader does
+    /// not end, is none.
+    #[test]
+    fn a_crossing_is_where_the_leader_would_send_pfc() {
+        let s = SharedPort::default();
+        let mut t = [None; PRIORITIES];
+        t[3] = Some(PfcThresholds {
+            xoff: 10_000,
+            xon: 5_000,
+        });
+        assert!(!s.pfc_crossing(1 << 3), "no thresholds published yet");
+        s.set_pfc_thresholds(&t);
+        assert!(s.try_charge(3, 12_000, u64::MAX));
+        assert!(s.pfc_crossing(1 << 3), "at XOFF, no XOFF held");
+        assert!(!s.pfc_crossing(1 << 2), "another priority");
+        s.set_leader_xoff(1 << 3);
+        assert!(!s.pfc_crossing(1 << 3), "XOFF held, above XON");
+        s.release(3, 8_000);
+        assert!(s.pfc_crossing(1 << 3), "XOFF held, at XON");
+        // The stall guard's pause alone: no XON is due from the leader.
+        s.set_leader_xoff(0);
+        let mut quanta = [0; PRIORITIES];
+        quanta[3] = 1954;
+        s.sent_pause(
+            &MacControl::Pfc {
+                enable: 1 << 3,
+                quanta,
+            },
+            0,
+            1_000_000_000,
+        );
+        assert!(!s.pfc_crossing(1 << 3));
+    }
 
     #[test]
     fn a_charge_beyond_the_limit_is_refused_and_given_back() {

@@ -125,6 +125,9 @@ impl ForwardWorker {
         let before = self.ports[p].generator.xoff_mask();
         let sent = self.ports[p].generator.poll(now, &occupancy, congested);
         let after = self.ports[p].generator.xoff_mask();
+        if after != before && self.leader_bell.is_some() {
+            self.ports[p].shared.set_leader_xoff(after);
+        }
         let c = &self.stats.ports[p];
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {
@@ -160,12 +163,14 @@ impl ForwardWorker {
         if self.leader_bell.is_none() {
             return;
         }
-        // The thresholds in force, for the other workers to tell a crossing.
+        // The thresholds in force and the XOFF held, for the other workers to tell a crossing
+        // (the XOFF also right after each poll, below).
         let port = &mut self.ports[p];
         if *port.generator.thresholds() != port.published {
             port.published = *port.generator.thresholds();
             port.shared.set_pfc_thresholds(&port.published);
         }
+        port.shared.set_leader_xoff(port.generator.xoff_mask());
         let mask = pfc_mask(&self.setup.prios);
         let arrived = self.ports[p].shared.arrived_all();
         let sum = priorities(mask).fold(0u64, |s, prio| s.wrapping_add(arrived[prio]));

@@ -654,7 +654,7 @@ impl ForwardWorker {
             self.send_credit(e, now);
             self.hold_if_refused(e);
         }
-        self.wake_the_leader_at_a_crossing(now);
+        self.wake_the_leader_at_a_crossing();
         self.take_handed_over(now);
         self.run_link_agents(now);
         if now >= self.gauges_due {
@@ -667,7 +667,7 @@ impl ForwardWorker {
     /// A worker other than the leader: rings the leader if it sleeps while a PFC priority of
     /// a port stands where it would send PFC ([`crate::dataplane::leader_bell`]).
     #[inline]
-    fn wake_the_leader_at_a_crossing(&self, now: u64) {
+    fn wake_the_leader_at_a_crossing(&self) {
         let Some(bell) = self
             .leader_bell
             .as_ref()
@@ -679,7 +679,7 @@ impl ForwardWorker {
             return;
         }
         let mask = pfc_mask(&self.setup.prios);
-        if self.ports.iter().any(|p| p.shared.pfc_crossing(now, mask)) {
+        if self.ports.iter().any(|p| p.shared.pfc_crossing(mask)) {
             bell.ring();
         }
     }
