@@ -62,8 +62,7 @@ impl LeaderBell {
     /// The leader woke; if it was rung meanwhile, the ring is taken back.
     pub fn woke(&self) {
         if !self.asleep.swap(false, Ordering::AcqRel) {
-            // Cleared by a ring (or never set: a reset of an unrung eventfd is one failed
-            // read, which only a leader that did not sleep pays).
+            // Cleared by a ring: the eventfd is readable until read.
             self.fd.reset();
         }
     }

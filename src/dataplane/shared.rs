@@ -160,11 +160,14 @@ impl SharedPort {
     /// What the PFC congestion point of this port acts on, per priority: bytes queued plus
     /// bytes still waiting in its RX rings (a frame counts from the XDP hook on).
     pub fn pfc_occupancy(&self) -> [u64; PRIORITIES] {
-        std::array::from_fn(|p| {
-            self.occupancy[p]
-                .load(Relaxed)
-                .wrapping_add(self.rx_backlog[p].load(Relaxed))
-        })
+        std::array::from_fn(|p| self.pfc_occupancy_of(p))
+    }
+
+    /// [`SharedPort::pfc_occupancy`] of priority `p` alone.
+    fn pfc_occupancy_of(&self, p: usize) -> u64 {
+        self.occupancy[p]
+            .load(Relaxed)
+            .wrapping_add(self.rx_backlog[p].load(Relaxed))
     }
 
     /// This port sent the PAUSE/PFC frame `m` at `now` at `speed_bps`: until when it pauses
@@ -198,17 +201,11 @@ impl SharedPort {
     pub fn pfc_crossing(&self, mask: u8) -> bool {
         let xoff_held = self.leader_xoff.load(Relaxed);
         priorities(mask).any(|p| {
-            let xoff = self.pfc_xoff[p].load(Relaxed);
-            if xoff == 0 {
-                return false;
-            }
-            let occ = self.occupancy[p]
-                .load(Relaxed)
-                .wrapping_add(self.rx_backlog[p].load(Relaxed));
-            match xoff_held & (1 << p) != 0 {
-                false => occ >= xoff,
-                true => occ <= self.pfc_xon[p].load(Relaxed),
-            }
+            let t = PfcThresholds {
+                xoff: self.pfc_xoff[p].load(Relaxed),
+                xon: self.pfc_xon[p].load(Relaxed),
+            };
+            t.xoff != 0 && t.crossed(self.pfc_occupancy_of(p), xoff_held & (1 << p) != 0)
         })
     }
 

@@ -146,14 +146,17 @@ impl Log2Snapshot {
         u64::MAX
     }
 
-    /// Cumulative counts at the upper bounds `2^b - 1` for `b` in `range` (Prometheus `le`).
-    pub fn cumulative(&self, range: std::ops::RangeInclusive<usize>) -> Vec<(u64, u64)> {
-        let mut acc = 0;
+    /// Each bucket's own count at its upper bound `2^b - 1` for `b` in `range` (Prometheus
+    /// `le`), the first with every value below it too; what lies beyond the range is
+    /// [`Log2Snapshot::count`] less their sum.
+    pub fn in_range(&self, range: std::ops::RangeInclusive<usize>) -> Vec<(u64, u64)> {
+        let mut below = 0;
         let mut out = Vec::new();
         for (b, n) in self.buckets.iter().enumerate() {
-            acc += n;
-            if range.contains(&b) {
-                out.push((((1u128 << b) - 1) as u64, acc));
+            if b < *range.start() {
+                below += n;
+            } else if range.contains(&b) {
+                out.push((((1u128 << b) - 1) as u64, n + std::mem::take(&mut below)));
             }
         }
         out

@@ -13,6 +13,18 @@ pub struct PfcThresholds {
     pub xon: u64,
 }
 
+impl PfcThresholds {
+    /// Whether a priority holding `bytes` is due a PFC frame: at or above XOFF while not
+    /// paused upstream (`in_xoff` false), at or below XON while paused. The one rule of the
+    /// congestion point, which the other workers also judge a crossing by.
+    pub fn crossed(&self, bytes: u64, in_xoff: bool) -> bool {
+        match in_xoff {
+            false => bytes >= self.xoff,
+            true => bytes <= self.xon,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Signal {
     /// Not pausing the upstream.
@@ -140,11 +152,13 @@ impl PfcGenerator {
                 (None, Signal::Xon) => None,
                 (None, Signal::Xoff { .. }) => Some(0),
                 (Some(t), state) => match state {
-                    Signal::Xon if bytes >= t.xoff || forced => {
+                    Signal::Xon if t.crossed(bytes, false) || forced => {
                         self.xoff_transitions[p] += 1;
                         Some(self.pause_quanta)
                     }
-                    Signal::Xoff { .. } if bytes <= t.xon && !forced && !self.holding => Some(0),
+                    Signal::Xoff { .. } if t.crossed(bytes, true) && !forced && !self.holding => {
+                        Some(0)
+                    }
                     Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),
                     _ => None,
                 },

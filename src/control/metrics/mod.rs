@@ -47,17 +47,14 @@ impl std::fmt::Debug for Log2Histogram<'_> {
 impl EncodeMetric for Log2Histogram<'_> {
     fn encode(&self, mut encoder: MetricEncoder) -> std::fmt::Result {
         let count = self.snap.count();
-        let mut below = 0;
         let mut buckets: Vec<(f64, u64)> = self
             .snap
-            .cumulative(self.range.clone())
+            .in_range(self.range.clone())
             .into_iter()
-            .map(|(le, at_or_below)| {
-                let own = at_or_below - std::mem::replace(&mut below, at_or_below);
-                (le as f64 / self.per_unit, own)
-            })
+            .map(|(le, n)| (le as f64 / self.per_unit, n))
             .collect();
-        buckets.push((f64::INFINITY, count - below));
+        let in_range: u64 = buckets.iter().map(|b| b.1).sum();
+        buckets.push((f64::INFINITY, count - in_range));
         encoder.encode_histogram::<Vec<(String, String)>>(
             self.snap.sum as f64 / self.per_unit,
             count,

@@ -125,7 +125,7 @@ impl ForwardWorker {
         let before = self.ports[p].generator.xoff_mask();
         let sent = self.ports[p].generator.poll(now, &occupancy, congested);
         let after = self.ports[p].generator.xoff_mask();
-        if after != before && self.leader_bell.is_some() {
+        if self.leader_bell.is_some() {
             self.ports[p].shared.set_leader_xoff(after);
         }
         let c = &self.stats.ports[p];
@@ -157,20 +157,21 @@ impl ForwardWorker {
         self.send_pfc(p, &m, now);
     }
 
-    /// Leader: whether frames of a PFC priority arrived at port `p` (on any worker's queue)
-    /// since the previous turn; if so it watches by the clock ([`crate::dataplane::leader_bell::LEADER_WATCH_NS`]).
+    /// Leader, with several workers: publishes port `p`'s thresholds in force for the others,
+    /// and notes whether frames of a PFC priority arrived at the port (on any worker's queue)
+    /// since the previous turn; if so it watches by the clock
+    /// ([`crate::dataplane::leader_bell::LEADER_WATCH_NS`]).
     fn note_pfc_arrivals(&mut self, p: usize) {
         if self.leader_bell.is_none() {
             return;
         }
-        // The thresholds in force and the XOFF held, for the other workers to tell a crossing
-        // (the XOFF also right after each poll, below).
+        // The thresholds in force, for the other workers to tell a crossing (the XOFF held
+        // goes right after each poll).
         let port = &mut self.ports[p];
         if *port.generator.thresholds() != port.published {
             port.published = *port.generator.thresholds();
             port.shared.set_pfc_thresholds(&port.published);
         }
-        port.shared.set_leader_xoff(port.generator.xoff_mask());
         let mask = pfc_mask(&self.setup.prios);
         let arrived = self.ports[p].shared.arrived_all();
         let sum = priorities(mask).fold(0u64, |s, prio| s.wrapping_add(arrived[prio]));

@@ -116,11 +116,10 @@ impl ForwardWorker {
         let class = wire::classify(data);
         // The link agents' frames: LLDP and PTP to the bridge group addresses or to the port;
         // to another host they go the way of data (end-to-end PTP, say), on every worker.
-        let own = self.ports[p].io.mac();
         if matches!(class.kind, FrameKind::Lldp | FrameKind::Ptp)
             && class
                 .eth(data)
-                .is_some_and(|e| e.dst().is_bridge_filtered() || e.dst() == own)
+                .is_some_and(|e| e.dst().is_bridge_filtered() || e.dst() == self.ports[p].io.mac())
         {
             if let Some(agent) = &mut self.ports[p].agent {
                 match agent.on_frame(class.kind, data, rx.rx_ns, now) {
