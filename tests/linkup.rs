@@ -12,7 +12,7 @@ use std::{
 
 use common::{
     histogram_top, once_more_after_a_loss, ptp4l, status_of, traffic_lock, unique, veth,
-    where_frames_went, Guard, Netns, Proc,
+    where_frames_went, Daemon, Guard, Netns, Proc, TempFile,
 };
 use serde_json::Value;
 
@@ -157,17 +157,18 @@ fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
     let (a, ai, b, bi) = pair();
     let sock = std::env::temp_dir().join(unique("lldp"));
     let sock = sock.to_str().unwrap().to_string();
-    let _lldpd = Guard(
+    let _lldpd = Daemon::new(
         b.cmd("lldpd")
             .args(["-d", "-u", &sock, "-I", &bi])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("lldpd is installed by scripts/setup"),
+        &[&sock, &format!("{sock}.lock")],
     );
-    let pcap = std::env::temp_dir().join(format!("{}.pcap", unique("lldp")));
-    let pcap = pcap.to_str().unwrap().to_string();
-    let mut tshark = capture_lldp(&b, &bi, &mac_of(&a, &ai), &pcap);
+    let pcap_file = TempFile::new("lldpcap", "");
+    let pcap = pcap_file.path();
+    let mut tshark = capture_lldp(&b, &bi, &mac_of(&a, &ai), pcap);
     let mut ours = Proc::spawn(
         &a,
         &[
@@ -210,10 +211,9 @@ fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
     let status = tshark.0.wait().expect("tshark");
     assert!(status.success());
     let out = std::process::Command::new("tshark")
-        .args(["-r", &pcap, "-V"])
+        .args(["-r", pcap, "-V"])
         .output()
         .expect("tshark");
-    let _ = std::fs::remove_file(&pcap);
     let v = String::from_utf8_lossy(&out.stdout);
     for want in [
         "Chassis Id Subtype: MAC address (4)".to_string(),

@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use common::{traffic_lock, unique, veth, Guard, Netns, Proc, TempFile};
+use common::{traffic_lock, unique, veth, Daemon, Netns, Proc, TempFile};
 
 const T: Duration = Duration::from_secs(30);
 
@@ -40,7 +40,7 @@ const SPREAD_BOUND_NS: f64 = 2_000.0;
 
 /// `ptp4l` in peer-to-peer mode over layer 2, software stamps, 4 requests a second; returns
 /// the process and a channel of the raw path delays (ns) it logs.
-fn ptp4l_delays(ns: &Netns, iface: &str) -> (Guard, mpsc::Receiver<i64>) {
+fn ptp4l_delays(ns: &Netns, iface: &str) -> (Daemon, mpsc::Receiver<i64>) {
     let (guard, out) = common::ptp4l(ns, iface);
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {

@@ -251,14 +251,34 @@ mod tests {
         }
     }
 
+    /// A Unix socket's path in a fresh directory of its own, which goes when this is dropped,
+    /// whether the test passed or not.
+    struct SocketPath {
+        dir: std::path::PathBuf,
+        sock: std::path::PathBuf,
+    }
+
+    impl AsRef<std::path::Path> for SocketPath {
+        fn as_ref(&self) -> &std::path::Path {
+            &self.sock
+        }
+    }
+
+    impl Drop for SocketPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     /// A bound Unix listener in a fresh directory, and its path.
-    fn listener(name: &str) -> (tokio::net::UnixListener, std::path::PathBuf) {
+    fn listener(name: &str) -> (tokio::net::UnixListener, SocketPath) {
         let dir =
             std::env::temp_dir().join(format!("lossless-shutdown-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sock");
-        (tokio::net::UnixListener::bind(&path).unwrap(), path)
+        let sock = dir.join("sock");
+        let l = tokio::net::UnixListener::bind(&sock).unwrap();
+        (l, SocketPath { dir, sock })
     }
 
     /// An echo server on a fresh listener named `name`, serving until `shutdown` (inside the
@@ -266,7 +286,7 @@ mod tests {
     fn echo_server(
         name: &str,
         shutdown: &Arc<Shutdown>,
-    ) -> (tokio::task::JoinHandle<()>, std::path::PathBuf) {
+    ) -> (tokio::task::JoinHandle<()>, SocketPath) {
         let (l, path) = listener(name);
         let shutdown = shutdown.clone();
         (

@@ -394,22 +394,39 @@ impl Drop for Guard {
     }
 }
 
+/// Another project's daemon, killed and reaped on drop and then the files it leaves behind
+/// when killed (its sockets, its lock file) removed.
+pub struct Daemon {
+    _process: Guard,
+    _leaves: Vec<SocketPath>,
+}
+
+impl Daemon {
+    pub fn new(process: Child, leaves: &[&str]) -> Self {
+        Daemon {
+            _process: Guard(process),
+            _leaves: leaves.iter().map(|p| SocketPath(p.to_string())).collect(),
+        }
+    }
+}
+
 /// `ptp4l` on `iface` in `ns`: peer-to-peer mode over layer 2 with software timestamps, 4
 /// requests a second, debug logging (which prints each peer-delay result), its control socket
 /// unique to the test. Returns the process and its stdout.
-pub fn ptp4l(ns: &Netns, iface: &str) -> (Guard, BufReader<std::process::ChildStdout>) {
+pub fn ptp4l(ns: &Netns, iface: &str) -> (Daemon, BufReader<std::process::ChildStdout>) {
     let uds = std::env::temp_dir().join(unique("ptp"));
+    let uds = uds.to_str().expect("utf-8 temp path");
     let mut child = ns
         .cmd("ptp4l")
         .args(["-i", iface, "-P", "-2", "-S", "-m", "-l", "7"])
         .args(["--logMinPdelayReqInterval", "-2", "--uds_address"])
-        .arg(&uds)
+        .arg(uds)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("ptp4l is installed by scripts/setup (Debian linuxptp)");
     let out = BufReader::new(child.stdout.take().expect("piped"));
-    (Guard(child), out)
+    (Daemon::new(child, &[uds]), out)
 }
 
 /// Starts tshark on `iface` in `ns` for MAC control frames, returning once it captures.
@@ -510,7 +527,7 @@ pub fn metric(exposition: &str, series: &str) -> f64 {
         .expect("numeric sample")
 }
 
-/// A control-socket path that is removed when dropped (a killed daemon leaves its socket).
+/// A socket's path that is removed when dropped (a killed daemon leaves its socket).
 pub struct SocketPath(String);
 
 impl std::ops::Deref for SocketPath {
