@@ -14,21 +14,37 @@
 //! names repeat across namespaces (every test's `d0`), an ifindex and a namespace's inode do
 //! not while both live. It holds the holder's pid, for the error. Where no lock file can be
 //! made (a `/run` this process may not write), the attach goes on unguarded, logged at debug.
+//!
+//! The holder removes the file when it lets go, still holding the lock, so the files do not
+//! pile up (one per namespace and interface ever attached: thousands under the tests). That
+//! opens one race, closed the usual way: a taker may have opened the file just before it was
+//! removed and then win the lock on a file no longer anyone's path, while a third opens a new
+//! one. So a taker that wins checks that the file it locked is still the one at the path, and
+//! starts over if not. A crashed holder removes nothing; its file is taken as it is.
 
 use std::{
     fs::{File, OpenOptions},
     io::{Read, Seek, Write},
     os::{fd::AsRawFd, unix::fs::MetadataExt},
-    path::PathBuf,
+    path::{Path, PathBuf},
 };
 
 /// Where the lock files live (the systemd unit's `RuntimeDirectory`).
 const LOCK_DIR: &str = "/run/lossless";
 
-/// The lock of one interface, held until dropped.
+/// The lock of one interface, held until dropped (which removes its file).
 #[derive(Debug)]
 pub struct IfaceLock {
     _file: File,
+    path: PathBuf,
+}
+
+impl Drop for IfaceLock {
+    fn drop(&mut self) {
+        // Before the descriptor closes, so no one can lock this file at its path once it is
+        // unlocked (see the module doc).
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Another process holds the interface.
@@ -55,7 +71,17 @@ impl IfaceLock {
         Self::take_at(iface, &path)
     }
 
-    fn take_at(iface: &str, path: &std::path::Path) -> Result<Option<IfaceLock>, InUse> {
+    fn take_at(iface: &str, path: &Path) -> Result<Option<IfaceLock>, InUse> {
+        loop {
+            if let Some(taken) = Self::try_take_at(iface, path) {
+                return taken;
+            }
+        }
+    }
+
+    /// One attempt: `Ok(None)` inside the `Some` as [`IfaceLock::take`] says, `None` where the
+    /// file locked was removed by its last holder meanwhile (try again).
+    fn try_take_at(iface: &str, path: &Path) -> Option<Result<Option<IfaceLock>, InUse>> {
         let opened = path
             .parent()
             .map_or(Ok(()), std::fs::create_dir_all)
@@ -71,23 +97,37 @@ impl IfaceLock {
             Ok(f) => f,
             Err(e) => {
                 tracing::debug!(iface, path = %path.display(), error = %e, "no interface lock");
-                return Ok(None);
+                return Some(Ok(None));
             }
         };
         // SAFETY: flock on a descriptor this function owns.
         if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             let mut text = String::new();
             let _ = file.read_to_string(&mut text);
-            return Err(InUse {
+            return Some(Err(InUse {
                 iface: iface.to_string(),
                 holder: text.trim().parse().ok(),
-            });
+            }));
+        }
+        if !still_at(&file, path) {
+            return None;
         }
         let _ = file
             .set_len(0)
             .and_then(|()| file.rewind())
             .and_then(|()| write!(file, "{}", std::process::id()));
-        Ok(Some(IfaceLock { _file: file }))
+        Some(Ok(Some(IfaceLock {
+            _file: file,
+            path: path.to_path_buf(),
+        })))
+    }
+}
+
+/// Whether `file` is the file at `path` (not one removed from it since it was opened).
+fn still_at(file: &File, path: &Path) -> bool {
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(f), Ok(p)) => f.dev() == p.dev() && f.ino() == p.ino(),
+        _ => false,
     }
 }
 
@@ -120,8 +160,26 @@ mod tests {
             .to_string()
             .contains("d0 is in use by another lossless process (pid"));
         drop(first);
+        assert!(!path.exists(), "the holder removes its file");
         let again = IfaceLock::take_at("d0", &path).unwrap();
         assert!(again.is_some());
-        let _ = std::fs::remove_file(&path);
+        drop(again);
+        assert!(!path.exists());
+    }
+
+    /// A taker that opened the file just before its holder removed it and let go holds a lock
+    /// on a file no longer at the path: it must not count (a third taker would make a new file
+    /// and lock that too).
+    #[test]
+    fn a_lock_on_a_removed_file_is_not_taken_for_the_interface() {
+        let path = std::env::temp_dir().join(format!("lossless-lock-gone-{}", std::process::id()));
+        let first = IfaceLock::take_at("d0", &path).unwrap().unwrap();
+        let opened_before = File::open(&path).unwrap();
+        assert!(still_at(&opened_before, &path));
+        drop(first);
+        assert!(!still_at(&opened_before, &path), "removed");
+        let third = IfaceLock::take_at("d0", &path).unwrap().unwrap();
+        assert!(!still_at(&opened_before, &path), "another file at the path");
+        assert!(still_at(&third._file, &path));
     }
 }
