@@ -1,7 +1,8 @@
 //! Faults in the middle of traffic: a link losing its carrier on either side of the daemon, and
 //! a credit peer killed and restarted. Afterwards nothing of the lossless priority is lost
-//! unless the link itself dropped it (then the kernel counted it), nothing is duplicated, and
-//! flow control resumes.
+//! unless the link itself dropped it (then the kernel counted it, but for the frame or two a
+//! veth frees from its receive ring when set down), nothing is duplicated, and flow control
+//! resumes.
 
 mod common;
 
@@ -136,7 +137,17 @@ struct Flapped {
     /// Per daemon port, whether `status` said its egress was held halfway through the last
     /// flap.
     held: Vec<bool>,
+    /// How many flaps.
+    flaps: u64,
 }
+
+/// Frames a flap may lose uncounted, per flap: those waiting in the receive ring of the veth
+/// set down. With XDP on a veth, its peer's transmit puts frames in a ring the receiving
+/// side's NAPI empties, and setting that side down frees what is still in it without
+/// counting it anywhere (drivers/net/veth.c, `veth_napi_del`: `ptr_ring_cleanup(..,
+/// veth_ptr_free)`), as a NIC set down loses its RX FIFO. A frame or two in flight at the
+/// moment: on the lab VM, 0 in six runs of seven and 1 in the seventh.
+const UNCOUNTED_PER_FLAP: u64 = 2;
 
 /// Takes `iface` in `ns` down for 300 ms in the middle of a 2 s PFC run.
 fn flap_during_pfc_run(l: &Line, ns: &Netns, iface: &str) -> Flapped {
@@ -181,6 +192,7 @@ fn flaps_during_pfc_run(l: &Line, ns: &Netns, iface: &str, flaps: usize, backend
         log,
         dropped,
         held,
+        flaps: flaps as u64,
     }
 }
 
@@ -216,7 +228,8 @@ fn egress_carrier_loss_holds_frames_and_pfc_pauses_the_source() {
 }
 
 /// After a flap: the daemon saw the carrier go and dropped nothing itself, nothing arrived
-/// twice, and what the sink is missing is at most what the kernel dropped on the dying link.
+/// twice, and what the sink is missing is at most what the kernel dropped on the dying link
+/// (and the few frames its ring held when set down, [`UNCOUNTED_PER_FLAP`]).
 fn assert_flap_lost_only_the_dying_links_frames(what: &str, f: &Flapped) {
     let Flapped {
         g,
@@ -224,6 +237,7 @@ fn assert_flap_lost_only_the_dying_links_frames(what: &str, f: &Flapped) {
         report,
         log,
         dropped,
+        flaps,
         ..
     } = f;
     let dropped = *dropped;
@@ -232,12 +246,17 @@ fn assert_flap_lost_only_the_dying_links_frames(what: &str, f: &Flapped) {
     assert_no_daemon_drops(report);
     assert_eq!(n(&sink["duplicates"]), 0, "{sink}");
     let lost = sent - n(&sink["unique"]);
+    let uncounted = lost.saturating_sub(dropped);
     assert!(
-        lost <= dropped,
-        "every frame delivered or dropped by the dying link: {lost} lost, {dropped} dropped; {sink}"
+        uncounted <= UNCOUNTED_PER_FLAP * flaps,
+        "every frame delivered or dropped by the dying link: {lost} lost, {dropped} dropped; \
+         gen {g}; sink {sink}"
     );
     assert!(lost < 200, "only frames in flight at the loss: {lost}");
-    println!("{what} flap: {sent} sent, {lost} lost in the dying link ({dropped} kernel drops)");
+    println!(
+        "{what} flap: {sent} sent, {lost} lost in the dying link ({dropped} kernel drops, \
+         {uncounted} uncounted)"
+    );
 }
 
 /// The kernel reports a carrier change of a physical NIC, and of a veth sharing its peer's
