@@ -138,7 +138,60 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
         ("gb", 1e9),
         ("gib", 1073741824.0),
     ];
-    Ok(scaled("size", s, U)?.round() as u64)
+    let bytes = scaled("size", s, U)?;
+    // A byte is the smallest unit: "0.4" (0 bytes when rounded) or "0.9" (1 byte) is a typo
+    // or a unit left out, not a size; "1.5KiB" is 1,536 bytes and stays. The value is
+    // checked exactly, in decimal, so that "1.1kB" (1,100, which is 1100.0000000000002 in
+    // binary floating point) is whole.
+    if !whole_bytes(s, bytes, U) {
+        return Err(UnitError {
+            what: "size",
+            input: s.to_string(),
+            reason: "not a whole number of bytes",
+        });
+    }
+    Ok(bytes.round() as u64)
+}
+
+/// True if `s`, which [`scaled`] read as `value` with the integer factors of `units`, is a
+/// whole number: its digits, decimal point and exponent read exactly, times the unit's
+/// factor. A number with more significant digits than 128-bit arithmetic carries is judged
+/// by `value`.
+fn whole_bytes(s: &str, value: f64, units: &[(&str, f64)]) -> bool {
+    let s = s.trim();
+    let Some((_, unit)) = split_number(s) else {
+        return false;
+    };
+    let number = s[..s.len() - unit.len()].trim_end();
+    let factor = units
+        .iter()
+        .find(|(u, _)| u.eq_ignore_ascii_case(unit.trim()))
+        .map_or(1, |(_, f)| *f as u128);
+    let (mantissa, exponent) = match number.find(['e', 'E']) {
+        Some(i) => (&number[..i], number[i + 1..].parse::<i64>().unwrap_or(0)),
+        None => (number, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let frac = frac.trim_end_matches('0');
+    // The value is digits × 10^scale × factor, the digits being `int` and `frac` together.
+    let scale = exponent.saturating_sub(frac.len() as i64);
+    let product = int.bytes().chain(frac.bytes()).try_fold(0u128, |n, b| {
+        n.checked_mul(10)?.checked_add(u128::from(b - b'0'))
+    });
+    let Some(product) = product.and_then(|d| d.checked_mul(factor)) else {
+        return value.fract() == 0.0;
+    };
+    if product == 0 || scale >= 0 {
+        return true;
+    }
+    match u32::try_from(-scale)
+        .ok()
+        .and_then(|k| 10u128.checked_pow(k))
+    {
+        Some(divisor) => product % divisor == 0,
+        // 10^39 or more: above any u128, so the value is a fraction between 0 and 1.
+        None => false,
+    }
 }
 
 /// Parses a duration into seconds, exactly enough for picoseconds: one or more terms of a
@@ -249,6 +302,38 @@ mod tests {
         assert_eq!(parse_size("2MiB").unwrap(), 2_097_152);
         assert_eq!(parse_size("1.5GB").unwrap(), 1_500_000_000);
         assert!(parse_size("-1").is_err());
+        // Not a whole number of bytes: refused, not rounded to 0 or 1.
+        for fraction in [
+            "0.4",
+            "0.9",
+            "1.5",
+            "1.5B",
+            "0.0005kB",
+            "1.0001KiB",
+            "1e-1",
+            "2.5e0",
+        ] {
+            let e = parse_size(fraction).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{fraction:?}")) && e.contains("not a whole number of bytes"),
+                "{e}"
+            );
+        }
+        // Fractions of a larger unit that come to whole bytes, exactly.
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert_eq!(parse_size("1.1kB").unwrap(), 1100);
+        assert_eq!(parse_size("0.001kB").unwrap(), 1);
+        assert_eq!(parse_size("1.50KiB").unwrap(), 1536);
+        assert_eq!(parse_size("0.5MiB").unwrap(), 524_288);
+        assert_eq!(parse_size("1e3").unwrap(), 1000);
+        assert_eq!(parse_size("1.5e3").unwrap(), 1500);
+        assert_eq!(parse_size("1500.0").unwrap(), 1500);
+        assert_eq!(parse_size("0").unwrap(), 0);
+        assert_eq!(parse_size("0.0").unwrap(), 0);
+        assert!(
+            parse_size("1e-400").is_err(),
+            "a fraction too small for a float is one"
+        );
         for ambiguous in ["64k", "1M", "2G"] {
             let e = parse_size(ambiguous).unwrap_err().to_string();
             assert!(e.contains("tc reads 1024"), "{e}");

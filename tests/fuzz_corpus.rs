@@ -228,7 +228,7 @@ pause_quanta = 65535
 [[port]]
 iface = "eth1"
 speed = "100Gbit"
-pause_quanta = 4096
+pause_quanta = 32768
 
 [priority.0]
 limit = "1MB"

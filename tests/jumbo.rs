@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use common::{
     control_section, has_native_xdp, http_get, json_u64 as u, metric, pcap_fields,
-    report_port as port, run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire,
+    report_port as port, run_scapy, set_mtu, status_of, traffic_lock, Proc, TempFile, Wire, BIN,
 };
 
 /// Normal frames offered (1,000 bytes, priority 3).
@@ -389,7 +389,8 @@ fn credits_carry_jumbo_frames() {
 }
 
 /// Without `mtu`, the interface's MTU applies: at 16000 the daemon refuses to start, naming
-/// the field and what it can carry, instead of losing every long frame.
+/// the field and what it can carry, instead of losing every long frame; `check-config` on
+/// the same host refuses it the same way.
 #[test]
 fn an_interface_mtu_the_backend_cannot_carry_is_a_config_error() {
     let w = wire_at(16000);
@@ -402,6 +403,55 @@ fn an_interface_mtu_the_backend_cannot_carry_is_a_config_error() {
         log.contains("port[0].mtu") && log.contains("MTU 16000") && log.contains("mtu <= 9198"),
         "{log}"
     );
+    let error = refused_by_check_config(&w, &cfg);
+    assert!(
+        log.contains(&error),
+        "run said what check-config says: {error}\n{log}"
+    );
+}
+
+/// `check-config` on `cfg` in the daemon's namespace: exit 78 and one error line, returned.
+fn refused_by_check_config(w: &Wire, cfg: &TempFile) -> String {
+    let out = w
+        .dut_ns
+        .cmd(BIN)
+        .args(["check-config", cfg.path()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    err.strip_prefix("lossless: error: ")
+        .unwrap_or_else(|| panic!("{err}"))
+        .to_string()
+}
+
+/// A PFC priority whose XOFF is below two of the interface's longest frames (`mtu` unset, the
+/// interfaces at 9000): the file alone passes, but at start the dataplane would take the
+/// difference out of the headroom, so `run` refuses it naming `priority.3.xoff`, and
+/// `check-config` too.
+#[test]
+fn a_pfc_xoff_below_two_jumbo_frames_is_a_config_error() {
+    let w = wire_at_9000();
+    let (control, _socket) = control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "{}[priority.3]\nmode = \"pfc\"\nxoff = \"16KiB\"\nxon = \"8KiB\"\n{control}",
+            config(&w, "", "")
+        ),
+    );
+    let error = refused_by_check_config(&w, &cfg);
+    assert!(
+        error.contains("priority.3.xoff")
+            && error.contains("16384 bytes")
+            && error.contains("18036")
+            && error.contains("MTU 9000"),
+        "{error}"
+    );
+    let dut = Proc::spawn(&w.dut_ns, &["run", "--config", cfg.path()]);
+    let (status, log) = dut.finish_and_log(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(78), "a configuration error: {log}");
+    assert!(log.contains(&error), "{log}");
 }
 
 /// scapy in `w.gen_ns` sends `JUMBO` test-port frames of [`TOO_LONG`] bytes on `w.g`, after

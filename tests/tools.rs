@@ -248,6 +248,88 @@ fn config_errors_name_the_field_and_exit_78() {
     );
 }
 
+/// `check-config` checks the ports' interfaces that exist as `run` does at start, and refuses
+/// what `run` would with the same error and exit 78: here `lo`, whose MTU (65536, `mtu`
+/// unset) no backend carries. It also prints the thresholds a PFC priority runs from start
+/// where they are not the file's (the adaptive headroom's prior: half the buffer).
+#[test]
+fn check_config_refuses_what_run_refuses_and_tells_what_runs() {
+    let ns = Netns::new("cc");
+    let lo = TempFile::new(
+        "lo",
+        "[control]\nsocket = \"\"\n[metrics]\nlisten = \"\"\n[[port]]\niface = \"lo\"\n\
+         speed = \"10Gbit\"\n[[port]]\niface = \"nosuch0\"\nspeed = \"10Gbit\"\n\
+         [priority.3]\nmode = \"credit\"\nlimit = \"8KiB\"\n",
+    );
+    let out = ns
+        .cmd(BIN)
+        .args(["check-config", lo.path()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    assert!(
+        err.contains("field `port[0].mtu`") && err.contains("lo's MTU 65536"),
+        "{err}"
+    );
+    let out = ns
+        .cmd(BIN)
+        .args(["check-config", "--json", lo.path()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ok"], false);
+    assert!(r["error"].as_str().unwrap().contains("port[0].mtu"), "{r}");
+    // With `mtu` set, lo is checked against it and passes.
+    let fixed = TempFile::new(
+        "lo",
+        &std::fs::read_to_string(lo.path())
+            .unwrap()
+            .replace("iface = \"lo\"\n", "iface = \"lo\"\nmtu = 1500\n"),
+    );
+    let out = ns
+        .cmd(BIN)
+        .args(["check-config", fixed.path()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let prior = TempFile::new(
+        "prior",
+        "[[port]]\niface = \"a\"\nspeed = \"10G\"\n[[port]]\niface = \"b\"\nspeed = \"10G\"\n\
+         [priority.3]\nmode = \"pfc\"\nxoff = \"1MiB\"\nxon = \"512KiB\"\nheadroom = \"8KiB\"\n",
+    );
+    let text = String::from_utf8_lossy(&stdout_of(
+        Command::new(BIN).args(["check-config", prior.path()]),
+    ))
+    .into_owned();
+    assert!(
+        text.contains(
+            "priority 3: lossless (PFC), XOFF 1048576 B, XON 524288 B, headroom 8192 B\n  \
+             runs from start with XOFF 528384 B, XON 4096 B, headroom 528384 B: the adaptive \
+             headroom's prior"
+        ),
+        "{text}"
+    );
+    let r: serde_json::Value = serde_json::from_slice(&stdout_of(Command::new(BIN).args([
+        "check-config",
+        "--json",
+        prior.path(),
+    ])))
+    .unwrap();
+    let start = &r["priorities"][3]["at_start"];
+    assert_eq!(start.as_array().unwrap().len(), 2, "{r}");
+    assert_eq!(start[1]["iface"], "b");
+    assert_eq!(start[1]["xoff_bytes"], 528384);
+    assert_eq!(start[1]["source"], "observed");
+    assert_eq!(r["priorities"][0]["at_start"], serde_json::json!([]));
+}
+
 /// With the stall guard off, nothing bounds what arrives while a worker does not run but the
 /// PFC headroom: `check-config` (and `run`, which validates the same way) says how long each
 /// PFC priority's headroom lasts at the fastest port's speed.
@@ -1061,7 +1143,8 @@ fn a_queue_added_under_a_running_daemon_is_an_error_in_its_log() {
 
 /// A daemon whose port receives on more RX queues than it has workers refuses to start,
 /// naming the port, the queues and both remedies: a frame on a queue no worker binds would go
-/// to the kernel, never forwarded or counted. `doctor` fails the port for it too.
+/// to the kernel, never forwarded or counted. It is a configuration error (exit 78), which
+/// `check-config` gives too, with the same message. `doctor` fails the port for it too.
 #[test]
 fn a_port_with_more_queues_than_workers_is_refused() {
     let w = two_queue_wire("lq");
@@ -1072,19 +1155,47 @@ fn a_port_with_more_queues_than_workers_is_refused() {
             w.d0, w.d1
         ),
     );
+    let mut errors = Vec::new();
+    for args in [
+        vec!["run", "--config", cfg.path()],
+        vec!["check-config", cfg.path()],
+    ] {
+        let out = w.ns.cmd(BIN).args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!(
+                "field `port[0].iface`: {} receives on 2 RX queues",
+                w.d0
+            )) && err.contains("daemon.workers = 1")
+                && err.contains("workers = 2")
+                && err.contains(&format!("ethtool -L {} combined 1", w.d0)),
+            "{args:?}: {err}"
+        );
+        let line = err.lines().find(|l| l.starts_with("lossless: error:"));
+        errors.push(line.map(str::to_string));
+    }
+    assert_eq!(
+        errors[0], errors[1],
+        "check-config refuses what run refuses, in its words"
+    );
+    // With a worker per queue, both accept it.
+    let two = TempFile::new(
+        "cfg",
+        &format!(
+            "[daemon]\nworkers = 2\n{}",
+            std::fs::read_to_string(cfg.path()).unwrap()
+        ),
+    );
     let out =
         w.ns.cmd(BIN)
-            .args(["run", "--config", cfg.path()])
+            .args(["check-config", two.path()])
             .output()
             .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
-        err.contains(&format!("port[0].iface: {} receives on 2 RX queues", w.d0))
-            && err.contains("daemon.workers = 1")
-            && err.contains("workers = 2")
-            && err.contains(&format!("ethtool -L {} combined 1", w.d0)),
-        "{err}"
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
     // `doctor` says so before anything is run.
     let out =

@@ -7,7 +7,10 @@ use serde::Serialize;
 
 use super::common;
 use crate::{
-    config::Plan, control::daemon, dataplane::sched::RealtimeMode, nic::needs::startup_warnings,
+    config::{plan::StartThresholds, ConfigError, Plan},
+    control::daemon,
+    dataplane::sched::RealtimeMode,
+    nic::needs::startup_warnings,
     units::format_rate,
 };
 
@@ -119,10 +122,61 @@ struct PrioCheck {
     /// Tail-drop limit (lossy) or buffer (credit), bytes.
     limit_bytes: u64,
     sfc_threshold_bytes: Option<u64>,
+    /// Where a PFC priority's thresholds from start differ from the file's, per port: the
+    /// ones that run (`[headroom] min_headroom`, the adaptive prior). Empty: as in the file.
+    at_start: Vec<StartCheck>,
+}
+
+/// A PFC priority's thresholds as they run from start on one port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct StartCheck {
+    iface: String,
+    xoff_bytes: u64,
+    xon_bytes: u64,
+    headroom_bytes: u64,
+    /// What set the headroom: `configured` (the floor, `[headroom] min_headroom`) or
+    /// `observed` (the adaptive headroom's prior, half the buffer).
+    source: &'static str,
+}
+
+impl StartCheck {
+    fn of(iface: &str, t: StartThresholds) -> Self {
+        StartCheck {
+            iface: iface.to_string(),
+            xoff_bytes: t.xoff,
+            xon_bytes: t.xon,
+            headroom_bytes: t.headroom,
+            source: t.source,
+        }
+    }
+
+    /// The thresholds in words, for the text report.
+    fn words(&self) -> String {
+        let why = match self.source {
+            "observed" => {
+                "the adaptive headroom's prior, half the buffer, until XOFFs show \
+                           what it needs ([headroom] adaptive)"
+            }
+            _ => "[headroom] min_headroom is the floor",
+        };
+        format!(
+            "XOFF {} B, XON {} B, headroom {} B: {why}",
+            self.xoff_bytes, self.xon_bytes, self.headroom_bytes
+        )
+    }
 }
 
 impl CheckReport {
-    fn of(file: &std::path::Path, plan: &Plan) -> Self {
+    /// `plan` from `file` explained; `max_frames` are the ports' longest frames as start
+    /// will take them (`None`: not known, no interface and no `mtu`).
+    fn of(file: &std::path::Path, plan: &Plan, max_frames: &[Option<u32>]) -> Self {
+        // What start runs of each PFC priority, per port, where it is not the file's.
+        let starts: Vec<_> = plan
+            .ports
+            .iter()
+            .zip(max_frames)
+            .map(|(port, &m)| (port, plan.start_thresholds(m)))
+            .collect();
         CheckReport {
             file: file.display().to_string(),
             ok: true,
@@ -151,6 +205,21 @@ impl CheckReport {
                     headroom_bytes: p.pfc.map(|f| f.headroom),
                     limit_bytes: p.limit,
                     sfc_threshold_bytes: p.sfc.map(|f| f.threshold),
+                    at_start: match p.pfc {
+                        Some(f) if starts.iter().any(|(_, s)| s[priority].is_some()) => starts
+                            .iter()
+                            .map(|(port, s)| {
+                                let as_configured = StartThresholds {
+                                    xoff: f.xoff,
+                                    xon: f.xon,
+                                    headroom: f.headroom,
+                                    source: "configured",
+                                };
+                                StartCheck::of(&port.iface, s[priority].unwrap_or(as_configured))
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    },
                 })
                 .collect(),
             warnings: plan
@@ -204,6 +273,19 @@ impl CheckReport {
                 out += &format!(", SFC above {t} B queued");
             }
             out += "\n";
+            let same = q.at_start.windows(2).all(|w| {
+                (w[0].xoff_bytes, w[0].xon_bytes, w[0].headroom_bytes)
+                    == (w[1].xoff_bytes, w[1].xon_bytes, w[1].headroom_bytes)
+            });
+            match q.at_start.first() {
+                None => {}
+                Some(s) if same => out += &format!("  runs from start with {}\n", s.words()),
+                Some(_) => {
+                    for s in &q.at_start {
+                        out += &format!("  runs from start on {} with {}\n", s.iface, s.words());
+                    }
+                }
+            }
         }
         for w in &self.warnings {
             out += &format!("warning: {w}\n");
@@ -213,24 +295,31 @@ impl CheckReport {
 }
 
 /// Validates a configuration file and explains what it will do; with `--json`, as one
-/// object (`ok: false` and `error` when the file is invalid).
+/// object (`ok: false` and `error` when the file is invalid). The ports' interfaces that
+/// exist are checked as `run` checks them at start, so that a file `run` would refuse with a
+/// configuration error is refused here with the same error (exit 78).
 pub fn check(args: &CheckArgs) -> Result<(), RunError> {
+    let file = args.file.display().to_string();
+    let refused = |e: ConfigError| {
+        if args.json {
+            let error = e.to_string();
+            println!(
+                "{}",
+                serde_json::json!({ "file": file, "ok": false, "error": error })
+            );
+        }
+        Err(e.into())
+    };
     let plan = match Plan::load(&args.file) {
         Ok(p) => p,
-        Err(e) => {
-            if args.json {
-                let file = args.file.display().to_string();
-                let error = e.to_string();
-                println!(
-                    "{}",
-                    serde_json::json!({ "file": file, "ok": false, "error": error })
-                );
-            }
-            return Err(e.into());
-        }
+        Err(e) => return refused(e),
+    };
+    let max_frames = match daemon::check_against_interfaces(&plan, &file) {
+        Ok(m) => m,
+        Err(e) => return refused(e),
     };
     common::print_report(
-        &CheckReport::of(&args.file, &plan),
+        &CheckReport::of(&args.file, &plan, &max_frames),
         args.json,
         CheckReport::text,
     );

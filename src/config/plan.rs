@@ -8,6 +8,7 @@ use crate::{
     dataplane::{
         classify::Trust,
         open::{Backend, FRAME_OVERHEAD},
+        pfc_headroom::{min_xoff, PortHeadroom},
         settings::LiveSettings,
     },
     fc::{
@@ -18,7 +19,64 @@ use crate::{
         PRIORITIES,
     },
     linkup::LinkupSettings,
+    wire::{ethernet::FCS_OCTETS, MIN_FRAME_LEN},
 };
+
+/// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS): the longest frame a PFC
+/// check assumes of a port whose MTU is not known yet, and the least it assumes of any
+/// ([`min_xoff`] takes the same).
+pub const MAX_STD_FRAME: u64 = 1518;
+
+/// A PFC frame in a buffer: the 60-byte minimum frame it is padded to, and its FCS.
+const PFC_FRAME: u64 = MIN_FRAME_LEN as u64 + FCS_OCTETS;
+
+/// The smallest headroom a PFC priority may have on a port whose longest frame is
+/// `max_frame` bytes (without FCS): what still arrives after XOFF goes out on the shortest
+/// link, two of the port's longest frames on the wire (the one being received and the one
+/// the upstream started before it saw the pause; at least standard ones, 1,522 bytes with
+/// their FCS) and a PFC frame's time.
+pub fn min_pfc_headroom(max_frame: u64) -> u64 {
+    2 * (max_frame.max(MAX_STD_FRAME) + FCS_OCTETS) + PFC_FRAME
+}
+
+/// What start-up reads of one port's interface (`None` in a field: the kernel did not say).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IfaceFacts {
+    /// Its MTU.
+    pub mtu: Option<u32>,
+    /// The RX queues it receives on (ethtool's channels).
+    pub rx_queues: Option<u32>,
+}
+
+/// Why `iface` receiving on `active` RX queues while `workers` workers bind the first
+/// `workers` is refused, and the remedies (the reason of `port[N].iface`'s error at start,
+/// and of the daemon's error line when a queue is added under it).
+pub fn uncovered_queues_reason(iface: &str, active: u32, workers: u32) -> String {
+    format!(
+        "{iface} receives on {active} RX queues, but daemon.workers = {workers} binds the \
+         first {workers} (worker w binds queue w): frames its NIC or peer puts on the others go \
+         to the kernel, never forwarded or counted. Set `[daemon] workers = {active}` (one per \
+         queue, at most 64, and as many TX queues), or reduce its RX queues: `ethtool -L \
+         {iface} combined {workers}` (`rx {workers}` where the driver has RX-only channels, as \
+         veth)"
+    )
+}
+
+/// The XOFF, XON and headroom of one PFC priority as they run from start on one port, where
+/// they differ from the file's (see [`Plan::start_thresholds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct StartThresholds {
+    /// XOFF in force, bytes.
+    pub xoff: u64,
+    /// XON in force, bytes.
+    pub xon: u64,
+    /// What the buffer (XOFF + headroom as configured) leaves above XOFF, bytes.
+    pub headroom: u64,
+    /// What set the headroom in force: `configured` (the floor: `[headroom] min_headroom`
+    /// where it is set) or `observed` (the adaptive headroom's prior, half the buffer until
+    /// overshoots are seen).
+    pub source: &'static str,
+}
 
 /// One port, validated.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -106,8 +164,9 @@ pub struct Plan {
     /// How long a worker may stall before the stall guard pauses for it (`None`: off).
     pub stall_guard_ns: Option<u64>,
     /// What is valid but worth a look (sizing against the pool, the stall guard, credit
-    /// windows), one sentence each naming the fields; `run` and a reload log them,
-    /// `check-config` prints them.
+    /// windows, short pauses), one sentence each naming the fields
+    /// ([`Plan::config_warnings`]); `run` and a reload log them (a reload those of the plan
+    /// it applies, [`Plan::reloadable`]), `check-config` prints them.
     pub warnings: Vec<String>,
 }
 
@@ -143,6 +202,207 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// Refuses what the ports' longest frames do not fit, `max_frames[i]` for port `i` (bytes
+    /// without FCS; `None`: not known yet, the interface's MTU is read at start): a credit
+    /// limit ([`Plan::check_credit_frames`]) and a PFC priority's thresholds
+    /// ([`Plan::check_pfc_frames`]). The file's validation calls it with the configured MTUs,
+    /// `run` and `check-config` with the interfaces' ([`Plan::check_interfaces`]).
+    pub fn check_frames(&self, max_frames: &[Option<u32>], file: &str) -> Result<(), ConfigError> {
+        self.check_pfc_frames(max_frames, file)?;
+        self.check_credit_frames(max_frames, file)
+    }
+
+    /// Refuses a PFC priority that the dataplane would run with less headroom than the file
+    /// says, on a port whose longest frame is `max_frames[i]` bytes (`None`: not known yet, so
+    /// at least a standard frame, [`MAX_STD_FRAME`]):
+    /// - `priority.N.xoff` below the port's smallest XOFF ([`min_xoff`], two of its longest
+    ///   frames): the dataplane holds XOFF at that minimum and takes the difference out of the
+    ///   headroom, all of it where the buffer is smaller (a jumbo port, `xoff = "8KiB"`);
+    /// - `priority.N.headroom` (or `headroom.min_headroom`, which replaces it as the floor)
+    ///   below what arrives after XOFF on the shortest link ([`min_pfc_headroom`]);
+    /// - `headroom.min_headroom` above what a priority's buffer leaves above the smallest
+    ///   XOFF: XOFF would be held there and XON at 0, pausing the source at every burst.
+    pub fn check_pfc_frames(
+        &self,
+        max_frames: &[Option<u32>],
+        file: &str,
+    ) -> Result<(), ConfigError> {
+        let invalid = |field: String, reason: String| ConfigError::Invalid {
+            file: file.to_string(),
+            field,
+            reason,
+        };
+        let pfc: Vec<_> = (0..PRIORITIES)
+            .filter_map(|p| Some((p, self.prios[p].pfc?)))
+            .collect();
+        if pfc.is_empty() {
+            return Ok(());
+        }
+        for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
+            let frame = max_frame.map_or(MAX_STD_FRAME, u64::from);
+            let least_xoff = min_xoff(frame);
+            let least_headroom = min_pfc_headroom(frame);
+            let longest = self.longest_frame_words(i, *max_frame);
+            let mtu_fix = match max_frame {
+                Some(f) if u64::from(*f) > MAX_STD_FRAME => format!(" or lower port[{i}].mtu"),
+                _ => String::new(),
+            };
+            for &(p, plan) in &pfc {
+                if plan.xoff < least_xoff {
+                    return Err(invalid(
+                        format!("priority.{p}.xoff"),
+                        format!(
+                            "{} bytes is below port[{i}]'s ({}) smallest XOFF, {least_xoff} \
+                             bytes: two of its longest frames ({longest}); the daemon would \
+                             run XOFF at {} and leave {} bytes of the {} bytes of headroom \
+                             configured: raise xoff to at least {least_xoff}{mtu_fix}",
+                            plan.xoff,
+                            port.iface,
+                            least_xoff.min(plan.buffer()),
+                            plan.buffer().saturating_sub(least_xoff),
+                            plan.headroom,
+                        ),
+                    ));
+                }
+                if plan.headroom < least_headroom {
+                    return Err(invalid(
+                        format!("priority.{p}.headroom"),
+                        self.short_headroom(plan.headroom, i, &longest, least_headroom),
+                    ));
+                }
+            }
+            let Some(floor) = self.headroom.min_headroom else {
+                continue;
+            };
+            if floor < least_headroom {
+                return Err(invalid(
+                    "headroom.min_headroom".into(),
+                    self.short_headroom(floor, i, &longest, least_headroom),
+                ));
+            }
+            for &(p, plan) in &pfc {
+                let room = plan.buffer().saturating_sub(least_xoff);
+                if floor > room {
+                    return Err(invalid(
+                        "headroom.min_headroom".into(),
+                        format!(
+                            "{floor} bytes is more than priority.{p}'s buffer (xoff + headroom, \
+                             {} bytes) leaves above port[{i}]'s ({}) smallest XOFF, \
+                             {least_xoff} bytes ({longest}): the daemon would hold XOFF at \
+                             {least_xoff} and XON at 0, pausing the source at every burst; \
+                             set it to at most {room}, or raise priority.{p}.xoff",
+                            plan.buffer(),
+                            port.iface,
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Why a headroom (or floor) of `headroom` bytes is refused on port `i`, whose longest
+    /// frame `longest` describes and which needs `least` bytes.
+    fn short_headroom(&self, headroom: u64, i: usize, longest: &str, least: u64) -> String {
+        format!(
+            "{headroom} bytes cannot hold what arrives after XOFF even on the shortest link: \
+             two of port[{i}]'s ({}) longest frames on the wire ({longest}, plus {FCS_OCTETS} \
+             of FCS each) and a PFC frame ({PFC_FRAME}), {least} bytes; raise it to at least \
+             {least}",
+            self.ports[i].iface
+        )
+    }
+
+    /// Port `i`'s longest frame in words, `max_frame` bytes (`None`: not known yet).
+    fn longest_frame_words(&self, i: usize, max_frame: Option<u32>) -> String {
+        let port = &self.ports[i];
+        match (max_frame, port.mtu) {
+            (None, _) => format!(
+                "{MAX_STD_FRAME} bytes at least, a standard frame; port[{i}].mtu is not set, so \
+                 the interface's MTU, read at start, may ask more"
+            ),
+            (Some(f), _) if u64::from(f) < MAX_STD_FRAME => {
+                format!("{f} bytes, counted as a standard frame, {MAX_STD_FRAME}")
+            }
+            (Some(f), Some(mtu)) => format!("{f} bytes each, its mtu {mtu} plus {FRAME_OVERHEAD}"),
+            (Some(f), None) => format!(
+                "{f} bytes each: port[{i}].mtu is not set, so {}'s MTU {} plus {FRAME_OVERHEAD} \
+                 applies",
+                port.iface,
+                f - FRAME_OVERHEAD
+            ),
+        }
+    }
+
+    /// The checks that need the ports' interfaces, done by `run` at start and by
+    /// `check-config` for the interfaces that exist, so that `check-config` refuses what `run`
+    /// would: `ifaces[i]` is what was read of port `i`'s interface (`None`: there is no such
+    /// interface, and only what the file says is checked, as its validation did). Each port's
+    /// longest frame is its `mtu`, else the interface's MTU, which the backend must carry
+    /// ([`PortPlan::max_frame`]), and the credit and PFC settings must fit it
+    /// ([`Plan::check_frames`]); and every RX queue a port receives on needs a worker (worker
+    /// w binds queue w of every port; over AF_PACKET, one socket takes them all). Returns
+    /// each port's longest frame (`None`: no interface and no `mtu`).
+    pub fn check_interfaces(
+        &self,
+        ifaces: &[Option<IfaceFacts>],
+        file: &str,
+    ) -> Result<Vec<Option<u32>>, ConfigError> {
+        let backend = self.daemon.backend;
+        let max_frames = self
+            .ports
+            .iter()
+            .zip(ifaces)
+            .enumerate()
+            .map(|(i, (port, facts))| match facts {
+                Some(f) => port.max_frame(i, f.mtu, backend, file).map(Some),
+                None if port.mtu.is_some() => port.max_frame(i, None, backend, file).map(Some),
+                None => Ok(None),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.check_frames(&max_frames, file)?;
+        // Whatever the backend may fall back to: AF_PACKET carries one worker only.
+        if backend != Backend::AfPacket {
+            let workers = self.daemon.workers as u32;
+            for (i, (port, facts)) in self.ports.iter().zip(ifaces).enumerate() {
+                if let Some(active) = facts.and_then(|f| f.rx_queues).filter(|&n| n > workers) {
+                    return Err(ConfigError::Invalid {
+                        file: file.to_string(),
+                        field: format!("port[{i}].iface"),
+                        reason: uncovered_queues_reason(&port.iface, active, workers),
+                    });
+                }
+            }
+        }
+        Ok(max_frames)
+    }
+
+    /// The XOFF, XON and headroom each PFC priority runs with from start on a port whose
+    /// longest frame is `max_frame` bytes (`None`: not known, a standard frame), where they
+    /// differ from the file's: the dataplane's own division of the buffer
+    /// ([`PortHeadroom`]), with `[headroom] min_headroom` as the floor and, while
+    /// `adaptive`, half the buffer as the prior until overshoots are seen. (Link-up's
+    /// measurement and the overshoots move them later; `status` shows them then.)
+    pub fn start_thresholds(
+        &self,
+        max_frame: Option<u32>,
+    ) -> [Option<StartThresholds>; PRIORITIES] {
+        let frame = max_frame.map_or(MAX_STD_FRAME, u64::from);
+        let h = PortHeadroom::new(self.headroom, frame, &self.prios, None, 0);
+        std::array::from_fn(|p| {
+            let pfc = self.prios[p].pfc?;
+            let r = h.report(p, 0)?;
+            let run = StartThresholds {
+                xoff: r.xoff,
+                xon: r.xon,
+                headroom: pfc.buffer().saturating_sub(r.xoff),
+                source: r.source.label(),
+            };
+            (run.xoff != pfc.xoff || run.xon != pfc.xon || run.headroom != pfc.headroom)
+                .then_some(run)
+        })
     }
 
     /// The settings that differ between `self` and `new` but only take effect after a restart
@@ -243,6 +503,9 @@ impl Plan {
         r.linkup = self.linkup;
         r.stall_guard_ns = self.stall_guard_ns;
         r.headroom.stall_guard_ns = self.stall_guard_ns;
+        // Said of what runs: the running pool and stall guard, not the file's values that
+        // wait for a restart.
+        r.warnings = r.config_warnings();
         r
     }
 

@@ -2,6 +2,7 @@
 //! refused for.
 
 use super::{
+    plan::{min_pfc_headroom, IfaceFacts, StartThresholds},
     validate::{
         DEFAULT_CREDIT_LIMIT, DEFAULT_HEADROOM, DEFAULT_LOSSY_LIMIT, DEFAULT_SFC_THRESHOLD,
         DEFAULT_XOFF, MAX_BUFFER_BYTES, MAX_DURATION_NS,
@@ -12,9 +13,14 @@ use crate::{
     dataplane::{
         classify::Trust,
         open::Backend,
+        pfc_headroom::{min_xoff, PortHeadroom},
         sched::{RealtimeMode, DEFAULT_PRIORITY},
     },
-    fc::plan::{PrioPlan, SfcPlan},
+    fc::{
+        adaptive::HeadroomSettings,
+        plan::{PrioPlan, SfcPlan},
+        PRIORITIES,
+    },
 };
 
 const GOOD: &str = r#"
@@ -460,7 +466,7 @@ fn a_reload_takes_the_live_settings_only() {
             "workers = 1",
             "workers = 1\nframes = 8192\nstall_guard = \"1ms\"\nlog = \"debug\"",
         )
-        .replace("trust = \"dscp\"", "trust = \"pcp\"\npause_quanta = 1000")
+        .replace("trust = \"dscp\"", "trust = \"pcp\"\npause_quanta = 20000")
         .replace("xon = 32768", "xon = 16384")
         + "[linkup]\nenabled = false\n[watchdog]\ndetection = \"50ms\"\n";
     let q = Plan::parse(&text, "x").unwrap();
@@ -484,7 +490,7 @@ fn a_reload_takes_the_live_settings_only() {
     assert_eq!(r.ports[1].trust, p.ports[1].trust);
     // The live ones are the new file's.
     assert_eq!(r.daemon.log.as_deref(), Some("debug"));
-    assert_eq!(r.ports[1].pause_quanta, 1000);
+    assert_eq!(r.ports[1].pause_quanta, 20000);
     assert_eq!(r.prios[3], q.prios[3]);
     assert_eq!(r.watchdog, q.watchdog);
     assert_ne!(r.watchdog, p.watchdog);
@@ -549,4 +555,449 @@ fn a_credit_limit_holds_two_of_the_longest_frames() {
     credit_on_b
         .check_credit_frames(&[None, Some(1518)], "x")
         .unwrap();
+}
+
+/// Two ports at 10 Gbit/s, `mtu` under each (`""`: unset), for the tests below.
+fn ten_gig(mtu: &str) -> String {
+    let mtu = match mtu {
+        "" => String::new(),
+        m => format!("mtu = {m}\n"),
+    };
+    format!(
+        "[[port]]\niface = \"d0\"\nspeed = \"10Gbit\"\n{mtu}[[port]]\niface = \"d1\"\n\
+         speed = \"10Gbit\"\n{mtu}"
+    )
+}
+
+/// A PFC priority's XOFF below the port's smallest XOFF, or a headroom that cannot hold two
+/// of its longest frames and a PFC frame, is refused naming the field and the numbers: the
+/// dataplane would hold XOFF at its minimum and take the difference out of the headroom
+/// (all of it on a jumbo port with `xoff = "8KiB"`). Without `mtu`, a standard frame is the
+/// least the port takes.
+#[test]
+fn a_pfc_priority_fits_two_of_the_ports_longest_frames() {
+    // The audit's e2: standard MTU, XOFF 1 KiB; and e1: MTU 9000, XOFF 8 KiB.
+    let e2 = "[priority.3]\nmode = \"pfc\"\nxoff = \"1KiB\"\nxon = \"512\"\nheadroom = 3044\n";
+    let e = err(&format!("{}{e2}", ten_gig("")));
+    assert!(
+        e.contains("priority.3.xoff") && e.contains("1024 bytes") && e.contains("3036"),
+        "{e}"
+    );
+    let e1 = "[priority.3]\nmode = \"pfc\"\nxoff = \"8KiB\"\nxon = \"4KiB\"\nheadroom = \"4KiB\"\n";
+    let e = err(&format!("{}{e1}", ten_gig("9000")));
+    assert!(
+        e.contains("priority.3.xoff")
+            && e.contains("8192 bytes")
+            && e.contains("18036")
+            && e.contains("port[0].mtu"),
+        "{e}"
+    );
+    // What the dataplane would have run: XOFF at the limit, no headroom at all.
+    let squeezed = {
+        let mut prios = [PrioPlan::lossy(1024); PRIORITIES];
+        prios[3] = PrioPlan::pfc(8192, 4096, 4096);
+        let h = PortHeadroom::new(HeadroomSettings::default(), 9018, &prios, None, 0);
+        h.thresholds()[3].unwrap().xoff
+    };
+    assert_eq!(squeezed, 12288);
+    // The headroom: two of the longest frames with their FCS and a PFC frame.
+    assert_eq!(min_pfc_headroom(1518), 2 * 1522 + 64);
+    assert_eq!(min_pfc_headroom(9018), 2 * 9022 + 64);
+    assert_eq!(
+        min_pfc_headroom(1000),
+        min_pfc_headroom(1518),
+        "at least standard"
+    );
+    let pfc = |xoff: u64, headroom: u64| {
+        format!("[priority.3]\nmode = \"pfc\"\nxoff = {xoff}\nxon = 0\nheadroom = {headroom}\n")
+    };
+    for (mtu, frame) in [("", 1518), ("1500", 1518), ("9000", 9018), ("576", 1518)] {
+        let (xoff, headroom) = (min_xoff(frame), min_pfc_headroom(frame));
+        let p = Plan::parse(&format!("{}{}", ten_gig(mtu), pfc(xoff, headroom)), "x").unwrap();
+        // At the least accepted, the dataplane runs the file's thresholds, squeezing nothing.
+        let h = PortHeadroom::new(p.headroom, frame, &p.prios, None, 0);
+        let r = h.report(3, 0).unwrap();
+        assert!(!r.squeezed && r.xoff >= xoff, "{mtu}: {r:?}");
+        let e = err(&format!("{}{}", ten_gig(mtu), pfc(xoff - 1, headroom)));
+        assert!(e.contains("priority.3.xoff"), "{mtu}: {e}");
+        let e = err(&format!("{}{}", ten_gig(mtu), pfc(xoff, headroom - 1)));
+        assert!(
+            e.contains("priority.3.headroom") && e.contains(&format!("at least {headroom}")),
+            "{mtu}: {e}"
+        );
+    }
+    // The old "two in-flight frames" floor without the PFC frame is short of it now.
+    let e = err(&format!("{}{}", ten_gig(""), pfc(65536, 3044)));
+    assert!(
+        e.contains("priority.3.headroom") && e.contains("3108"),
+        "{e}"
+    );
+}
+
+/// `[headroom] min_headroom` replaces each PFC priority's configured headroom as the floor:
+/// it must hold the two frames too, and leave every PFC buffer its smallest XOFF (else XOFF
+/// sits at that minimum and XON at 0).
+#[test]
+fn min_headroom_leaves_every_pfc_buffer_its_smallest_xoff() {
+    let text = |min: &str| {
+        format!(
+            "{}[headroom]\nmin_headroom = {min}\n[priority.3]\nmode = \"pfc\"\n",
+            ten_gig("")
+        )
+    };
+    // The audit's h2: 1 GiB against the default 384 KiB buffer.
+    let e = err(&text("\"1GiB\""));
+    assert!(
+        e.contains("headroom.min_headroom")
+            && e.contains("priority.3")
+            && e.contains("393216")
+            && e.contains("at most 390180"),
+        "{e}"
+    );
+    Plan::parse(&text("390180"), "x").unwrap();
+    assert!(err(&text("390181")).contains("headroom.min_headroom"));
+    let e = err(&text("3000"));
+    assert!(
+        e.contains("headroom.min_headroom") && e.contains("at least 3108"),
+        "{e}"
+    );
+    // On a jumbo port the smallest XOFF is larger.
+    let jumbo = text("390180").replace("speed = \"10Gbit\"\n", "speed = \"10Gbit\"\nmtu = 9000\n");
+    assert!(err(&jumbo).contains("headroom.min_headroom"));
+}
+
+/// What `check-config` prints beside the file's thresholds: those a PFC priority runs from
+/// start where they differ (the adaptive prior, `min_headroom`), as the dataplane divides
+/// the buffer.
+#[test]
+fn the_thresholds_that_run_from_start_are_told_where_they_differ() {
+    let p = Plan::parse(GOOD, "x").unwrap();
+    assert_eq!(
+        p.start_thresholds(None),
+        [None; PRIORITIES],
+        "as configured"
+    );
+    // XOFF 1 MiB, headroom 8 KiB: the prior (half the buffer) is the headroom at start.
+    let text = format!(
+        "{}[priority.3]\nmode = \"pfc\"\nxoff = \"1MiB\"\nxon = \"512KiB\"\nheadroom = \"8KiB\"\n",
+        ten_gig("")
+    );
+    let p = Plan::parse(&text, "x").unwrap();
+    let half = (1024 + 8) * 1024 / 2;
+    let start = StartThresholds {
+        xoff: half,
+        xon: half - 512 * 1024,
+        headroom: half,
+        source: "observed",
+    };
+    assert_eq!(p.start_thresholds(None)[3], Some(start));
+    assert_eq!(p.start_thresholds(Some(9018))[3], Some(start));
+    let fixed = Plan::parse(&format!("{text}[headroom]\nadaptive = false\n"), "x").unwrap();
+    assert_eq!(fixed.start_thresholds(None)[3], None, "no prior");
+    let floor = Plan::parse(
+        &format!("{text}[headroom]\nadaptive = false\nmin_headroom = \"64KiB\"\n"),
+        "x",
+    )
+    .unwrap();
+    assert_eq!(
+        floor.start_thresholds(None)[3],
+        Some(StartThresholds {
+            xoff: (1024 + 8 - 64) * 1024,
+            xon: (1024 + 8 - 64 - 512) * 1024,
+            headroom: 64 * 1024,
+            source: "configured",
+        }),
+        "the floor"
+    );
+}
+
+/// The checks that need the interfaces are one function, which `run` calls at start and
+/// `check-config` for the interfaces that exist: an interface MTU the backend cannot carry,
+/// credit and PFC settings against the interface's longest frame when `mtu` is unset, and an
+/// RX queue without a worker, each refused naming the field; a missing interface is left to
+/// what the file says.
+#[test]
+fn the_interfaces_are_checked_by_one_function() {
+    let facts = |mtu: u32, queues: u32| {
+        Some(IfaceFacts {
+            mtu: Some(mtu),
+            rx_queues: Some(queues),
+        })
+    };
+    let p = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"pfc\"\nxoff = \"16KiB\"\nxon = \"8KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    assert_eq!(
+        p.check_interfaces(&[facts(1500, 1), facts(1500, 1)], "x")
+            .unwrap(),
+        [Some(1518), Some(1518)]
+    );
+    assert_eq!(
+        p.check_interfaces(&[None, None], "x").unwrap(),
+        [None, None]
+    );
+    // The audit's a1: lo's MTU, 65536.
+    let e = p
+        .check_interfaces(&[facts(65536, 1), None], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("port[0].mtu") && e.contains("MTU 65536"), "{e}");
+    // A 9,000-byte interface with `mtu` unset: XOFF 16 KiB is below its 18,036.
+    let e = p
+        .check_interfaces(&[facts(1500, 1), facts(9000, 1)], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.xoff")
+            && e.contains("port[1]")
+            && e.contains("d1's MTU 9000")
+            && e.contains("18036"),
+        "{e}"
+    );
+    // A credit window against a jumbo interface.
+    let credit = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"credit\"\nlimit = \"16KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    let e = credit
+        .check_interfaces(&[facts(9000, 1), None], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.limit") && e.contains("port[0]"),
+        "{e}"
+    );
+    // Four RX queues and one worker: refused, unless AF_PACKET takes every queue.
+    let e = p
+        .check_interfaces(&[facts(1500, 4), facts(1500, 1)], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field `port[0].iface`")
+            && e.contains("d0 receives on 4 RX queues")
+            && e.contains("ethtool -L d0 combined 1"),
+        "{e}"
+    );
+    let two = Plan::parse(&format!("[daemon]\nworkers = 4\n{}", ten_gig("")), "x").unwrap();
+    two.check_interfaces(&[facts(1500, 4), facts(1500, 4)], "x")
+        .unwrap();
+    let packet = Plan::parse(
+        &format!("[daemon]\nbackend = \"af-packet\"\n{}", ten_gig("")),
+        "x",
+    )
+    .unwrap();
+    packet
+        .check_interfaces(&[facts(1500, 4), facts(1500, 4)], "x")
+        .unwrap();
+}
+
+/// A reload says its warnings of the plan it applies ([`Plan::reloadable`]): the running
+/// pool and stall guard, not the file's values that wait for a restart (the audit's
+/// c_32768 / c_524288).
+#[test]
+fn reload_warnings_are_of_the_plan_that_runs() {
+    let file = |frames: u32, guard: &str| {
+        format!(
+            "[daemon]\nframes = {frames}\nstall_guard = \"{guard}\"\n{}[priority.3]\nmode = \"pfc\"\n\
+             xoff = \"8MiB\"\nxon = \"4MiB\"\nheadroom = \"8MiB\"\n",
+            ten_gig("")
+        )
+    };
+    let running = Plan::parse(&file(32768, "250us"), "x").unwrap();
+    let new = Plan::parse(&file(524288, "off"), "x").unwrap();
+    // The file alone: a pool that holds it above 66-byte frames, and no guard.
+    assert!(new
+        .warnings
+        .iter()
+        .any(|w| w.contains("stall_guard is off")));
+    let applied = running.reloadable(&new);
+    assert!(
+        applied.warnings.iter().any(|w| {
+            w.starts_with("daemon.frames = 32768 cannot hold the buffers")
+                && w.contains("priority.3")
+        }),
+        "{:?}",
+        applied.warnings
+    );
+    assert!(
+        !applied
+            .warnings
+            .iter()
+            .any(|w| w.contains("stall_guard is off")),
+        "the guard still runs: {:?}",
+        applied.warnings
+    );
+    assert_eq!(applied.warnings, applied.config_warnings());
+}
+
+/// The pool holds the lossless buffers of both ingress ports: in wire mode both fill at once
+/// under congestion both ways, in the pool of the worker that received them.
+#[test]
+fn the_pool_is_sized_for_both_ports_buffers() {
+    // 15,872 pool frames beside the fill rings and the control reserve; two PFC priorities of
+    // 384 KiB are 13,108 60-byte frames per port: one port's fit, both ports' do not.
+    let text = format!(
+        "{}[priority.3]\nmode = \"pfc\"\n[priority.4]\nmode = \"pfc\"\n",
+        ten_gig("")
+    );
+    let p = Plan::parse(&text, "x").unwrap();
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].starts_with("daemon.frames = 32768 holds the buffers")
+            && p.warnings[0].contains("priority.3, priority.4 on both ports")
+            && p.warnings[0].contains("daemon.frames = 43112"),
+        "{}",
+        p.warnings[0]
+    );
+    // One such priority fits both ports' in 60-byte frames.
+    let one = Plan::parse(
+        &format!("{}[priority.3]\nmode = \"pfc\"\n", ten_gig("")),
+        "x",
+    )
+    .unwrap();
+    assert!(one.warnings.is_empty(), "{:?}", one.warnings);
+}
+
+/// Each worker is pinned to a CPU of its own: a CPU listed twice is refused, naming it.
+#[test]
+fn a_cpu_listed_twice_in_cores_is_refused() {
+    let e = err(&format!(
+        "[daemon]\nworkers = 2\ncores = [1, 1]\nbusy_poll = true\n{}",
+        ten_gig("")
+    ));
+    assert!(
+        e.contains("daemon.cores") && e.contains("CPU 1 is listed twice"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "[daemon]\nworkers = 2\ncores = [0, 1, 0]\n{}",
+        ten_gig("")
+    ));
+    assert!(
+        e.contains("daemon.cores") && e.contains("cores[0] and cores[2]"),
+        "{e}"
+    );
+    Plan::parse(
+        &format!("[daemon]\nworkers = 2\ncores = [1, 0]\n{}", ten_gig("")),
+        "x",
+    )
+    .unwrap();
+}
+
+/// A priority has one name, "0".."7": "03" and "+3" read as 3 too, and were silently
+/// overwritten (or won) by key order.
+#[test]
+fn a_priority_is_configured_by_one_section() {
+    // The audit's h1.
+    let e = err(&format!(
+        "{}[priority.3]\nmode = \"pfc\"\n[priority.\"+3\"]\nmode = \"lossy\"\nlimit = 0\n\
+         [priority.03]\nmode = \"sfc\"\n",
+        ten_gig("")
+    ));
+    assert!(
+        e.contains("priority.+3")
+            && e.contains("[priority.03] and [priority.3] configure priority 3 too"),
+        "{e}"
+    );
+    let e = err(&format!("{}[priority.03]\nmode = \"sfc\"\n", ten_gig("")));
+    assert!(
+        e.contains("field `priority.03`") && e.contains("write priority 3 as [priority.3]"),
+        "{e}"
+    );
+    for bad in ["8", "x", "-1", "33"] {
+        let e = err(&format!(
+            "{}[priority.\"{bad}\"]\nmode = \"sfc\"\n",
+            ten_gig("")
+        ));
+        assert!(e.contains("priority must be 0..=7"), "{bad}: {e}");
+    }
+}
+
+/// A PFC pause shorter than a worker wakes up in is refused, naming the port's
+/// `pause_quanta` and how long it lasts; one shorter than 1 ms is warned about; the longest
+/// a frame carries is never refused.
+#[test]
+fn a_pause_a_worker_cannot_refresh_in_time_is_named() {
+    let text = |speed: &str, quanta: u16, mode: &str| {
+        format!(
+            "[[port]]\niface = \"d0\"\nspeed = \"{speed}\"\npause_quanta = {quanta}\n\
+             [[port]]\niface = \"d1\"\nspeed = \"10Gbit\"\n[priority.3]\nmode = \"{mode}\"\n"
+        )
+    };
+    // The audit's 100 quanta at 10 Gbit/s: 5 us.
+    let e = err(&text("10Gbit", 100, "pfc"));
+    assert!(
+        e.contains("port[0].pause_quanta")
+            && e.contains("100 quanta last 5 us at 10.000 Gbit/s")
+            && e.contains("at least 1954"),
+        "{e}"
+    );
+    // No PFC priority sends it: nothing to say.
+    let sfc = Plan::parse(&text("10Gbit", 100, "sfc"), "x").unwrap();
+    assert!(!sfc.warnings.iter().any(|w| w.contains("pause_quanta")));
+    // 100 us to 1 ms: a warning with the quanta that last 1 ms.
+    let p = Plan::parse(&text("10Gbit", 10000, "pfc"), "x").unwrap();
+    let w: Vec<_> = p
+        .warnings
+        .iter()
+        .filter(|w| w.contains("pause_quanta"))
+        .collect();
+    assert_eq!(w.len(), 1, "{:?}", p.warnings);
+    assert!(
+        w[0].starts_with("port[0].pause_quanta = 10000 lasts 512 us at 10.000 Gbit/s")
+            && w[0].contains("19532 would last 1 ms"),
+        "{}",
+        w[0]
+    );
+    // The default at 10 Gbit/s (3.4 ms): no warning.
+    let p = Plan::parse(&text("10Gbit", 65535, "pfc"), "x").unwrap();
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // At 100 Gbit/s the longest pause lasts 336 us: warned, and said to be the longest; at
+    // 400 Gbit/s (84 us) too, never refused.
+    for speed in ["100Gbit", "400Gbit"] {
+        let p = Plan::parse(&text(speed, 65535, "pfc"), "x").unwrap();
+        assert!(
+            p.warnings
+                .iter()
+                .any(|w| w.contains("port[0].pause_quanta = 65535")
+                    && w.contains("the longest pause a PFC frame carries")),
+            "{:?}",
+            p.warnings
+        );
+    }
+    assert!(err(&text("400Gbit", 60000, "pfc")).contains("port[0].pause_quanta"));
+}
+
+/// A size that is not a whole number of bytes is refused, naming the field and the value,
+/// not rounded (a unit left out made `xoff = "0.9"` 1 byte); fractions of a unit stay.
+#[test]
+fn a_fractional_byte_size_is_refused() {
+    let e = err(&format!(
+        "{}[priority.3]\nmode = \"pfc\"\nxoff = \"0.9\"\nxon = \"0.4\"\n",
+        ten_gig("")
+    ));
+    assert!(
+        e.contains("priority.3.xoff") && e.contains("size \"0.9\": not a whole number of bytes"),
+        "{e}"
+    );
+    let p = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"pfc\"\nxoff = \"4.5KiB\"\nxon = 0\n[priority.4]\n\
+             limit = \"1.5MB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    assert_eq!(p.prios[3].pfc.unwrap().xoff, 4608);
+    assert_eq!(p.prios[4].limit, 1_500_000);
 }

@@ -11,7 +11,7 @@ use super::{
         MetricsSection, PortSection, PrioMode, PrioritySection, SfcSection, SfcTransport,
         SizeValue, WatchdogSection,
     },
-    plan::{Plan, PortPlan},
+    plan::{Plan, PortPlan, MAX_STD_FRAME},
 };
 use crate::{
     dataplane::{
@@ -21,7 +21,9 @@ use crate::{
     fc::{
         adaptive::{notice_bound_ns, HeadroomSettings},
         credit_port::CreditTimers,
+        ns_to_quanta,
         plan::{PfcPlan, PrioPlan, SfcPlan, SfcSettings},
+        quanta_to_ns,
         sfc_guard::{SfcSourcePolicy, MAX_ALLOWED},
         watchdog::WatchdogConfig,
         PRIORITIES,
@@ -79,25 +81,25 @@ impl Plan {
 /// Longest period between the daemon's progress lines, s.
 const MAX_STATS_INTERVAL_S: u64 = 86_400;
 
-/// Largest standard frame (1,500-byte payload, 802.1Q tag, no FCS).
-const MAX_STD_FRAME: u64 = 1518;
-
 /// What each worker's frame pool must hold for the configuration to be stored as written,
 /// counted in frames (a pool frame holds one Ethernet frame whatever its size): the buffers
 /// every AF_XDP socket keeps in its fill ring, the control frames the daemon must always be
 /// able to build (PFC, SFCM, credit updates), and XOFF + headroom (the limit) of every
-/// lossless priority of one ingress port. Returns the frames needed with frames of `frame`
-/// bytes, and the lossless priorities.
+/// lossless priority of every ingress port: a buffer is per (ingress port, priority), the
+/// frames it holds wait in the pool of the worker that received them, and in wire mode both
+/// ports' buffers fill at once under congestion both ways (one worker receives them all
+/// when there is one). Returns the frames needed with frames of `frame` bytes.
 fn pool_needed(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32, frame: u64) -> u64 {
     // (Only a configuration with a lossless priority is sized, and its fill rings are deep.)
     let fixed =
         ports as u64 * fill_target(frames, FillDepth::Deep) as u64 + control_reserve(frames) as u64;
     fixed
-        + prios
-            .iter()
-            .filter(|p| p.lossless())
-            .map(|p| p.limit.div_ceil(frame))
-            .sum::<u64>()
+        + ports as u64
+            * prios
+                .iter()
+                .filter(|p| p.lossless())
+                .map(|p| p.limit.div_ceil(frame))
+                .sum::<u64>()
 }
 
 /// Warns when the pool cannot hold the lossless buffers as configured (a PFC priority's
@@ -124,20 +126,25 @@ fn check_pool(prios: &[PrioPlan; PRIORITIES], ports: usize, frames: u32) -> Opti
     if large > frames {
         Some(format!(
             "daemon.frames = {frames} cannot hold the buffers (XOFF + headroom with PFC, else limit) of {} \
-             even in {MAX_STD_FRAME}-byte frames: the fill ring will pause upstream before the \
-             configured bytes are reached (still lossless where the workers and the stall \
-             guard run real-time); daemon.frames = {large} would hold them",
+             on both ports even in {MAX_STD_FRAME}-byte frames: the fill ring will pause upstream \
+             before the configured bytes are reached (still lossless where the workers and the \
+             stall guard run real-time); daemon.frames = {large} would hold them",
             names.join(", ")
         ))
     } else if small > frames {
+        let bytes = ports as u64
+            * prios
+                .iter()
+                .filter(|p| p.lossless())
+                .map(|p| p.limit)
+                .sum::<u64>();
         Some(format!(
-            "daemon.frames = {frames} holds the buffers (XOFF + headroom with PFC, else limit) of {} only \
-             in frames above {} bytes: smaller frames are paused by fill-ring starvation first \
-             (still lossless where the workers and the stall guard run real-time); \
-             daemon.frames = {small} would hold {MIN_FRAME_LEN}-byte frames",
+            "daemon.frames = {frames} holds the buffers (XOFF + headroom with PFC, else limit) of {} \
+             on both ports only in frames above {} bytes: smaller frames are paused by fill-ring \
+             starvation first (still lossless where the workers and the stall guard run \
+             real-time); daemon.frames = {small} would hold {MIN_FRAME_LEN}-byte frames",
             names.join(", "),
-            prios.iter().filter(|p| p.lossless()).map(|p| p.limit).sum::<u64>()
-                / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
+            bytes / frames.saturating_sub(pool_needed(prios, ports, frames as u32, u64::MAX)).max(1)
         ))
     } else {
         None
@@ -218,19 +225,135 @@ fn warn_sfc_outrun(
     }
 }
 
+impl Plan {
+    /// What is valid in this plan but worth a look ([`Plan::warnings`]): the pool against the
+    /// lossless buffers, what a stall may fill (with the stall guard off, or beyond an SFC
+    /// limit with it on), credit buffers beyond the largest window, and pauses shorter than
+    /// a worker can be counted on to refresh. A function of the plan alone, so that a reload
+    /// says it of the plan it applies ([`Plan::reloadable`]), whose pool and stall guard are
+    /// the running ones, not the file's.
+    pub fn config_warnings(&self) -> Vec<String> {
+        let mut warnings: Vec<String> =
+            check_pool(&self.prios, self.ports.len(), self.daemon.frames)
+                .into_iter()
+                .collect();
+        match self.stall_guard_ns {
+            None => warn_unguarded(&self.prios, &self.ports, &mut warnings),
+            Some(ns) => warn_sfc_outrun(&self.prios, &self.ports, ns, &mut warnings),
+        }
+        warn_credit_windows(&self.prios, &mut warnings);
+        warn_short_pauses(&self.prios, &self.ports, &mut warnings);
+        warnings
+    }
+}
+
+/// The shortest PFC pause a port may send, ns. The leader worker sends the next XOFF (the
+/// refresh) at half the pause ([`crate::fc::pfc`]), so the pause holds only if the worker
+/// runs within that half. A worker woken from `poll()` takes about 43 us to run (DESIGN.md,
+/// "Rates seen", on an idle vCPU; 4 us busy-polling): below twice that, rounded up to
+/// 100 us, the refresh is late at a typical wake-up even on an idle host, and the source
+/// resumes between most refreshes, into the headroom, while the generator counts it paused.
+/// Refused, unless `pause_quanta` is already the most a PFC frame carries (65,535), whose
+/// pause is this short only from 335 Gbit/s up: warned ([`SHORT_PAUSE_NS`]).
+const MIN_PAUSE_NS: u64 = 100_000;
+
+/// A PFC pause shorter than this is warned about, ns. Half of it, 500 us, covers a worker's
+/// longest turns at normal priority on a busy host (p99 131-524 us on the lab VM,
+/// [`crate::dataplane::pfc_headroom`]) and the stall guard's bound at its default (250 us x
+/// 1.5 = 375 us: a worker that does not run for that long has its sources paused by the
+/// guard instead). A shorter pause lapses whenever a turn runs longer than its half. The
+/// default, 65,535 quanta, lasts less than this from 33.6 Gbit/s up: at 40 and 100 Gbit/s
+/// the warning stands with the longest pause a frame carries, and says so.
+const SHORT_PAUSE_NS: u64 = 1_000_000;
+
+/// `ns` in words ("21 us").
+fn us(ns: u64) -> String {
+    format!("{} us", (ns as f64 / 1e3).round())
+}
+
+/// The time `quanta` last at `speed_bps`, in words ("21 us").
+fn pause_words(quanta: u16, speed_bps: u64) -> String {
+    us(quanta_to_ns(quanta, speed_bps))
+}
+
+/// Refuses a port whose PFC pause ([`MIN_PAUSE_NS`]) is shorter than a worker wakes up in,
+/// where a PFC priority sends it and a larger `pause_quanta` could make it longer.
+fn check_pauses(
+    c: &Check,
+    prios: &[PrioPlan; PRIORITIES],
+    ports: &[PortPlan],
+) -> Result<(), ConfigError> {
+    if prios.iter().all(|p| p.pfc.is_none()) {
+        return Ok(());
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let ns = quanta_to_ns(p.pause_quanta, p.speed_bps);
+        if ns >= MIN_PAUSE_NS || p.pause_quanta == u16::MAX {
+            continue;
+        }
+        let least = ns_to_quanta(MIN_PAUSE_NS, p.speed_bps);
+        let ideal = ns_to_quanta(SHORT_PAUSE_NS, p.speed_bps);
+        return Err(c.invalid(
+            format!("port[{i}].pause_quanta"),
+            format!(
+                "{} quanta last {} at {}: the leader worker refreshes a pause at half its time, \
+                 and {} is less than a worker takes to wake up (about 43 us from poll()), so the \
+                 source would resume between most refreshes, into the headroom; set at least \
+                 {least} ({} at this speed), better {ideal} ({})",
+                p.pause_quanta,
+                pause_words(p.pause_quanta, p.speed_bps),
+                crate::units::format_rate(p.speed_bps as f64),
+                us(ns / 2),
+                pause_words(least, p.speed_bps),
+                pause_words(ideal, p.speed_bps),
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Warns where a port's PFC pause is shorter than [`SHORT_PAUSE_NS`], with a PFC priority
+/// that sends it: it lasts only while the leader worker refreshes it in time.
+fn warn_short_pauses(prios: &[PrioPlan; PRIORITIES], ports: &[PortPlan], out: &mut Vec<String>) {
+    if prios.iter().all(|p| p.pfc.is_none()) {
+        return;
+    }
+    for (i, p) in ports.iter().enumerate() {
+        let ns = quanta_to_ns(p.pause_quanta, p.speed_bps);
+        if ns >= SHORT_PAUSE_NS {
+            continue;
+        }
+        let better = ns_to_quanta(SHORT_PAUSE_NS, p.speed_bps);
+        let fix = if p.pause_quanta == u16::MAX {
+            "; it is the longest pause a PFC frame carries at this speed".to_string()
+        } else if better == u16::MAX {
+            format!(
+                "; {better}, the most a PFC frame carries, would last {}",
+                pause_words(better, p.speed_bps)
+            )
+        } else {
+            format!("; {better} would last 1 ms")
+        };
+        out.push(format!(
+            "port[{i}].pause_quanta = {} lasts {} at {}: a PFC pause holds only while the \
+             leader worker refreshes it within half that, {}, and on a busy host a worker's \
+             turn may take longer (0.5 ms at p99 on a 2-vCPU VM; the stall guard steps in \
+             after daemon.stall_guard x 1.5): the source then resumes into the headroom while \
+             the pause is counted in force{fix}",
+            p.pause_quanta,
+            us(ns),
+            crate::units::format_rate(p.speed_bps as f64),
+            us(ns / 2),
+        ));
+    }
+}
+
 fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let c = Check { file };
     let stall_guard_ns = daemon(&c, &raw.daemon)?;
     let ports = ports(&c, &raw.port, raw.daemon.backend)?;
     let prios = priorities(&c, &raw.priority)?;
-    let mut warnings: Vec<String> = check_pool(&prios, ports.len(), raw.daemon.frames)
-        .into_iter()
-        .collect();
-    match stall_guard_ns {
-        None => warn_unguarded(&prios, &ports, &mut warnings),
-        Some(ns) => warn_sfc_outrun(&prios, &ports, ns, &mut warnings),
-    }
-    warn_credit_windows(&prios, &mut warnings);
+    check_pauses(&c, &prios, &ports)?;
     let metrics_listen = metrics_listen(&c, &raw.metrics)?;
     let control_socket = control_socket(&c, &raw.control)?;
     let watchdog = watchdog(&c, &raw.watchdog)?;
@@ -240,7 +363,7 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     let mut headroom = headroom(&c, &raw.headroom)?;
     // The guard's bound is the headroom's notice term (dataplane::pfc_headroom).
     headroom.stall_guard_ns = stall_guard_ns;
-    let plan = Plan {
+    let mut plan = Plan {
         daemon: raw.daemon,
         ports,
         prios,
@@ -252,9 +375,10 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
         credit,
         headroom,
         stall_guard_ns,
-        warnings,
+        warnings: Vec::new(),
     };
-    // The configured MTUs are checked now; the interfaces' (the default) at start.
+    // The configured MTUs are checked now; the interfaces' (the default) at start, and by
+    // `check-config` where the interface exists (`Plan::check_interfaces`).
     let max_frames: Vec<Option<u32>> = plan
         .ports
         .iter()
@@ -264,7 +388,8 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
                 .and(p.max_frame(i, None, plan.daemon.backend, file).ok())
         })
         .collect();
-    plan.check_credit_frames(&max_frames, file)?;
+    plan.check_frames(&max_frames, file)?;
+    plan.warnings = plan.config_warnings();
     Ok(plan)
 }
 
@@ -352,6 +477,20 @@ fn daemon(c: &Check, d: &DaemonSection) -> Result<Option<u64>, ConfigError> {
             "daemon.cores".into(),
             format!("{} cores listed for {} workers", d.cores.len(), d.workers),
         ));
+    }
+    // Worker w is pinned to cores[w]: two workers on one CPU share it, and two real-time
+    // busy-polling ones starve one of them (SCHED_FIFO at one priority: the one running never
+    // yields), whose RX queues are then served by no one.
+    for (i, cpu) in d.cores.iter().enumerate() {
+        if let Some(j) = d.cores[..i].iter().position(|c| c == cpu) {
+            return Err(c.invalid(
+                "daemon.cores".into(),
+                format!(
+                    "CPU {cpu} is listed twice (cores[{j}] and cores[{i}]): each worker needs a \
+                     CPU of its own"
+                ),
+            ));
+        }
     }
     if let Some(l) = &d.log {
         tracing_subscriber::EnvFilter::try_new(l)
@@ -465,12 +604,38 @@ fn priorities(
     raw: &std::collections::BTreeMap<String, PrioritySection>,
 ) -> Result<[PrioPlan; PRIORITIES], ConfigError> {
     let mut prios = [PrioPlan::lossy(DEFAULT_LOSSY_LIMIT); PRIORITIES];
+    let number = |key: &str| key.parse::<usize>().ok().filter(|p| *p < PRIORITIES);
     for (key, s) in raw {
-        let p: usize = key
-            .parse()
-            .ok()
-            .filter(|p| *p < PRIORITIES)
-            .ok_or_else(|| c.invalid(format!("priority.{key}"), "priority must be 0..=7".into()))?;
+        // One name per priority, "0".."7": "03" and "+3" read as 3 too, and two sections for
+        // one priority would leave one silently ignored (which, by how the keys sort).
+        let p = match key.as_bytes() {
+            &[d @ b'0'..=b'7'] => usize::from(d - b'0'),
+            _ => {
+                let reason = match number(key) {
+                    None => "priority must be 0..=7".to_string(),
+                    Some(p) => {
+                        let others: Vec<String> = raw
+                            .keys()
+                            .filter(|k| *k != key && number(k) == Some(p))
+                            .map(|k| format!("[priority.{k}]"))
+                            .collect();
+                        let also = match others.len() {
+                            0 => String::new(),
+                            1 => format!(
+                                "; {} configures priority {p} too, and only one section may",
+                                others[0]
+                            ),
+                            _ => format!(
+                                "; {} configure priority {p} too, and only one section may",
+                                others.join(" and ")
+                            ),
+                        };
+                        format!("write priority {p} as [priority.{p}]{also}")
+                    }
+                };
+                return Err(c.invalid(format!("priority.{key}"), reason));
+            }
+        };
         prios[p] = priority(c, key, s)?;
     }
     Ok(prios)
@@ -524,12 +689,7 @@ fn priority(c: &Check, key: &str, s: &PrioritySection) -> Result<PrioPlan, Confi
                 format!("xon ({xon}) must be below xoff ({xoff})"),
             ));
         }
-        if headroom < 2 * 1522 {
-            return Err(c.invalid(
-                format!("priority.{key}.headroom"),
-                format!("{headroom} bytes cannot absorb even two in-flight frames"),
-            ));
-        }
+        // XOFF and the headroom against the ports' longest frames: `Plan::check_pfc_frames`.
         Some(PfcPlan {
             xoff,
             xon,

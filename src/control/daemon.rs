@@ -24,17 +24,18 @@ use super::{
 };
 use crate::linkup::{shared::LinkShared, worker::ForwardingAgent};
 use crate::{
-    config::Plan,
+    config::{
+        plan::{uncovered_queues_reason, IfaceFacts},
+        ConfigError, Plan,
+    },
     dataplane::{
         agent::PortAgent,
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         handoff::handoff_ends,
         leader_bell::LeaderBell,
-        open::{
-            attach_for, open_worker_ports, uncovered_queues, Attached, Backend, OpenError, Queues,
-        },
-        port::{iface_mtu, Stamping, TimeStamping},
+        open::{attach_for, open_worker_ports, uncovered_queues, Attached, OpenError, Queues},
+        port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
         sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
         shared::SharedPort,
@@ -88,18 +89,6 @@ pub enum DaemonError {
         port: usize,
         /// The interface name.
         iface: String,
-    },
-    /// A port receives on more RX queues than the workers bind (worker w binds queue w).
-    #[error("{}", uncovered_message(*port, iface, *active, *workers))]
-    QueuesUncovered {
-        /// Index of the port in the configuration.
-        port: usize,
-        /// The interface name.
-        iface: String,
-        /// The RX queues it receives on.
-        active: u32,
-        /// `daemon.workers`.
-        workers: u32,
     },
     /// AF_XDP refused to a worker (`backend = "auto"`) with several workers: AF_PACKET
     /// carries one.
@@ -157,6 +146,25 @@ fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::R
         }
     }
     realtime.map_or(Ok(()), sched::enter_fifo)
+}
+
+/// Checks `plan` (read from `file`) against the ports' interfaces as they are now, as `run`
+/// does at start ([`Plan::check_interfaces`]: the MTU a port takes, the credit and PFC
+/// settings against its longest frame, a worker for every RX queue); an interface that does
+/// not exist is left out (`run` has refused it before, [`check_interfaces`]). Returns each
+/// port's longest frame (`None`: no interface and no `mtu`).
+pub fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u32>>, ConfigError> {
+    let facts: Vec<Option<IfaceFacts>> = plan
+        .ports
+        .iter()
+        .map(|p| {
+            ifindex(&p.iface).map(|_| IfaceFacts {
+                mtu: iface_mtu(&p.iface),
+                rx_queues: iface_rx_queues(&p.iface),
+            })
+        })
+        .collect();
+    plan.check_interfaces(&facts, file)
 }
 
 /// Fails with one clear error naming the field when a port's interface does not exist.
@@ -273,9 +281,6 @@ fn reload_config(
             return Err(e.to_string());
         }
     };
-    for w in &new.warnings {
-        tracing::warn!("{w}");
-    }
     let pending: Vec<String> = running
         .restart_only_changes(&new)
         .into_iter()
@@ -288,6 +293,11 @@ fn reload_config(
         );
     }
     let new = running.reloadable(&new);
+    // Of the plan that runs: the running pool and stall guard, not the file's restart-only
+    // values.
+    for w in &new.warnings {
+        tracing::warn!("{w}");
+    }
     if let Err(e) = logging::apply_config_filter(new.daemon.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
@@ -312,12 +322,8 @@ fn reload_config(
 /// workers bind the first `workers`, and the remedies.
 fn uncovered_message(port: usize, iface: &str, active: u32, workers: u32) -> String {
     format!(
-        "port[{port}].iface: {iface} receives on {active} RX queues, but daemon.workers = \
-         {workers} binds the first {workers} (worker w binds queue w): frames its NIC or peer \
-         puts on the others go to the kernel, never forwarded or counted. Set `[daemon] workers \
-         = {active}` (one per queue, at most 64, and as many TX queues), or reduce its RX \
-         queues: `ethtool -L {iface} combined {workers}` (`rx {workers}` where the driver has \
-         RX-only channels, as veth)"
+        "port[{port}].iface: {}",
+        uncovered_queues_reason(iface, active, workers)
     )
 }
 
@@ -483,17 +489,17 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let live = Arc::new(SettingsCell::new(plan.live_settings()));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();
     let ifaces: Vec<String> = plan.ports.iter().map(|p| p.iface.clone()).collect();
-    // Each port's longest frame: its `mtu`, else the interface's MTU now, checked against
-    // what the backend carries before anything is attached.
+    // Before anything is attached, the configuration against the interfaces as they are now
+    // (the same check as `check-config`'s): each port's longest frame, its `mtu` else the
+    // interface's MTU, which the backend must carry and the credit and PFC settings fit; and
+    // a worker for every RX queue of every port (worker w binds queue w: a frame on another
+    // would go to the kernel, never forwarded).
     let file = config_path.display().to_string();
-    let max_frames = plan
-        .ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| p.max_frame(i, iface_mtu(&p.iface), d.backend, &file))
-        .collect::<Result<Vec<u32>, _>>()?;
-    let known: Vec<Option<u32>> = max_frames.iter().copied().map(Some).collect();
-    plan.check_credit_frames(&known, &file)?;
+    let max_frames: Vec<u32> = check_against_interfaces(plan, &file)?
+        .into_iter()
+        // A port whose interface went away since `check_interfaces`: what the backend carries.
+        .map(|m| m.unwrap_or(d.backend.max_frame()))
+        .collect();
     for (p, max_frame) in plan.ports.iter().zip(&max_frames) {
         tracing::info!(iface = %p.iface, max_frame, "longer frames are dropped as oversize");
     }
@@ -502,21 +508,6 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    // Worker w binds queue w of every port: the ports may receive on no more queues than that
-    // (a frame on another would go to the kernel, never forwarded), whatever the backend may
-    // fall back to, since AF_PACKET carries one worker only.
-    if d.backend != Backend::AfPacket {
-        for (port, iface) in ifaces.iter().enumerate() {
-            if let Some(active) = uncovered_queues(iface, d.workers as u32) {
-                return Err(DaemonError::QueuesUncovered {
-                    port,
-                    iface: iface.clone(),
-                    active,
-                    workers: d.workers as u32,
-                });
-            }
-        }
-    }
     let attached = attach_for(d.backend, &ifaces, d.xdp_mode, steering).map_err(OpenError::from)?;
     apply_ingress_policy(attached.as_ref(), plan, &max_frames);
     let shared: Vec<Arc<SharedPort>> = ifaces.iter().map(|_| Arc::default()).collect();
