@@ -423,6 +423,10 @@ impl Port for AfPacketPort {
         self.refusals
     }
 
+    fn tx_in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
     fn hold_tx(&mut self, held: bool) {
         self.tx_held = held;
     }

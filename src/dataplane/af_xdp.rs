@@ -503,6 +503,10 @@ impl Port for AfXdpPort {
         self.tx_refused
     }
 
+    fn tx_in_flight(&self) -> usize {
+        self.in_tx
+    }
+
     fn hold_tx(&mut self, held: bool) {
         self.tx_held = held;
     }

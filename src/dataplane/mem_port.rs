@@ -21,10 +21,22 @@ struct Queues {
     /// Frames on their way to the port, with the ingress stamps the XDP program would give.
     to_port: VecDeque<(Vec<u8>, u64, Stamps)>,
     from_port: VecDeque<Vec<u8>>,
+    /// Frames the port took and has not sent yet, where it sends at most `kick` of them per
+    /// send and per reclaim (as a copy-mode AF_XDP kick does); `None`: all at once.
+    in_ring: VecDeque<Vec<u8>>,
+    kick: Option<usize>,
     /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
     fill_depth: Option<FillDepth>,
     /// The port's next receive fails, as a device that went away does.
     fail: bool,
+}
+
+impl Queues {
+    /// Sends what the port took, as far as one kick goes.
+    fn kick(&mut self) {
+        let n = self.kick.unwrap_or(usize::MAX).min(self.in_ring.len());
+        self.from_port.extend(self.in_ring.drain(..n));
+    }
 }
 
 /// The worker's end of an in-memory link.
@@ -94,6 +106,12 @@ impl MemPeer {
     /// Frames injected but not yet received by the port.
     pub fn pending(&self) -> usize {
         self.q.lock().expect("test queue").to_port.len()
+    }
+
+    /// From now on the port sends at most `kick` of the frames it took per send and per
+    /// reclaim, keeping the rest in flight ([`Port::tx_in_flight`]).
+    pub fn set_kick(&self, kick: usize) {
+        self.q.lock().expect("test queue").kick = Some(kick);
     }
 
     /// The receive-buffer depth the worker last asked the port for.
@@ -168,14 +186,20 @@ impl Port for MemPort {
         let mut q = self.q.lock().expect("test queue");
         // Copied out, the frames go straight back to the pool.
         for f in frames.drain(..n) {
-            q.from_port.push_back(pool.data(&f).to_vec());
+            q.in_ring.push_back(pool.data(&f).to_vec());
             pool.release(f);
         }
+        q.kick();
         Ok(n)
     }
 
     fn reclaim(&mut self, _pool: &mut FramePool) -> Result<(), PortError> {
+        self.q.lock().expect("test queue").kick();
         Ok(())
+    }
+
+    fn tx_in_flight(&self) -> usize {
+        self.q.lock().expect("test queue").in_ring.len()
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

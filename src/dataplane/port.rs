@@ -247,6 +247,12 @@ pub trait Port: Send {
     /// Returns completed TX frames to the pool and tops up the RX buffers; pushes what the
     /// port already took towards the link, unless its transmit is held ([`Port::hold_tx`]).
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
+    /// Frames the port took ([`Port::send`]) and has not seen leave: in a TX ring the kernel
+    /// empties a few dozen frames per kick, or refused and kept to be sent again. A stopping
+    /// worker waits for them, since closing the socket would lose them uncounted.
+    fn tx_in_flight(&self) -> usize {
+        0
+    }
     /// Whether the port's egress is held (no carrier, or not known since the kernel refused a
     /// frame): while it is, [`Port::reclaim`] leaves what the port took where it is (a copy-mode
     /// AF_XDP kick would lose the first frame again, an AF_PACKET retry would be refused), and

@@ -118,6 +118,10 @@ impl Port for QueueSet {
         self.tx().hold_tx(held);
     }
 
+    fn tx_in_flight(&self) -> usize {
+        self.queues.iter().map(|q| q.tx_in_flight()).sum()
+    }
+
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.epoll.as_raw_fd())
     }

@@ -587,8 +587,8 @@ impl ForwardWorker {
 
     /// Stopping without losing what was accepted: the leader pauses every PFC priority
     /// upstream (and keeps the pause refreshed), then the worker goes on receiving and
-    /// forwarding until its queues are empty, at least [`STOP_GRACE_NS`] so frames already on
-    /// their way arrive, at most [`STOP_DRAIN_NS`].
+    /// forwarding until it holds nothing ([`ForwardWorker::settled`]), at least
+    /// [`STOP_GRACE_NS`] so frames already on their way arrive, at most [`STOP_DRAIN_NS`].
     fn drain(&mut self, idler: &mut Idler) -> Result<(), WorkerError> {
         let start = now_ns();
         if self.setup.pfc_generator {
@@ -600,11 +600,7 @@ impl ForwardWorker {
         }
         loop {
             let now = now_ns();
-            let empty = self
-                .ports
-                .iter()
-                .all(|s| s.egress.is_empty() && s.ctrl.is_empty());
-            if (empty && now >= start + STOP_GRACE_NS) || now >= start + STOP_DRAIN_NS {
+            if (now >= start + STOP_GRACE_NS && self.settled()) || now >= start + STOP_DRAIN_NS {
                 return Ok(());
             }
             if self.step(now)? == 0 {
@@ -613,6 +609,21 @@ impl ForwardWorker {
                 idler.wait(now, Some(deadline.min(now + 1_000_000)));
             }
         }
+    }
+
+    /// Whether a stopping worker holds nothing more it could deliver: its queues are empty,
+    /// its ports have sent what they took (a copy-mode AF_XDP kick sends a few dozen frames;
+    /// the rest would go with the socket, uncounted), and nothing of a PFC priority waits in
+    /// an RX ring (its sources are paused, so what waits there is the last of it). A held
+    /// egress cannot send until its carrier is back: what its port took is not waited for.
+    fn settled(&self) -> bool {
+        let pfc = pfc_mask(&self.setup.prios);
+        self.ports.iter().all(|s| {
+            s.egress.is_empty()
+                && s.ctrl.is_empty()
+                && (s.tx_held || s.io.tx_in_flight() == 0)
+                && (0..PRIORITIES).all(|p| pfc & (1 << p) == 0 || s.rx_backlog[p] == 0)
+        })
     }
 
     /// The idler leaves alone the sockets of ports whose egress is held ([`Idler::hold`]).
@@ -1158,6 +1169,29 @@ mod tests {
         let r = w.run(&AtomicBool::new(false));
         assert!(matches!(r, Err(WorkerError::Port(_))), "{r:?}");
         assert_eq!(stats.ports[0].drops[DropReason::Shutdown as usize].get(), 3);
+    }
+
+    /// A stop waits for the frames the egress port took but has not sent yet (a copy-mode
+    /// AF_XDP kick sends a few dozen): the drain ended once its queues were empty, and the
+    /// socket's closing lost what was still in the TX ring, uncounted. Here the egress is
+    /// paused past the drain's grace time, then its queue goes to the port at once, which
+    /// sends one frame per kick: before, the last of the 50 were lost (41 arrived in one run).
+    #[test]
+    fn a_stop_waits_for_what_the_port_has_yet_to_send() {
+        let (mut w, src, dst, _) = worker(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
+        dst.set_kick(1);
+        // 65535 quanta at 1 Gbit/s: 34 ms.
+        dst.inject(&pause_frame(65535), 0);
+        for seq in 0..50 {
+            src.inject(&frame(seq), 0);
+        }
+        w.run(&AtomicBool::new(true)).unwrap();
+        let delivered: Vec<u64> = dst
+            .take()
+            .iter()
+            .filter_map(|f| TestFrameView::parse(f).ok().map(|t| t.seq))
+            .collect();
+        assert_eq!(delivered, (0..50).collect::<Vec<_>>());
     }
 
     /// What the worker still holds when it stops, its egress held for a link without carrier,
