@@ -25,6 +25,8 @@ struct Queues {
     /// send and per reclaim (as a copy-mode AF_XDP kick does); `None`: all at once.
     in_ring: VecDeque<Vec<u8>>,
     kick: Option<usize>,
+    /// The port's egress is held ([`Port::hold_tx`]): nothing leaves.
+    held: bool,
     /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
     fill_depth: Option<FillDepth>,
     /// The port's next receive fails, as a device that went away does.
@@ -34,6 +36,9 @@ struct Queues {
 impl Queues {
     /// Sends what the port took, as far as one kick goes.
     fn kick(&mut self) {
+        if self.held {
+            return;
+        }
         let n = self.kick.unwrap_or(usize::MAX).min(self.in_ring.len());
         self.from_port.extend(self.in_ring.drain(..n));
     }
@@ -200,6 +205,10 @@ impl Port for MemPort {
 
     fn tx_in_flight(&self) -> usize {
         self.q.lock().expect("test queue").in_ring.len()
+    }
+
+    fn hold_tx(&mut self, held: bool) {
+        self.q.lock().expect("test queue").held = held;
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

@@ -254,9 +254,11 @@ pub trait Port: Send {
         0
     }
     /// Whether the port's egress is held (no carrier, or not known since the kernel refused a
-    /// frame): while it is, [`Port::reclaim`] leaves what the port took where it is (a copy-mode
-    /// AF_XDP kick would lose the first frame again, an AF_PACKET retry would be refused), and
-    /// the caller sends nothing.
+    /// frame): while it is, the port pushes nothing towards the link, neither at
+    /// [`Port::reclaim`] nor at [`Port::send`], which takes frames and keeps them (a copy-mode
+    /// AF_XDP kick would lose the first frame in the ring, an AF_PACKET retry would be
+    /// refused). The worker sends no data while held; a link agent's frame (an LLDPDU) waits
+    /// behind what the port holds.
     fn hold_tx(&mut self, _held: bool) {}
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;

@@ -1178,7 +1178,7 @@ mod tests {
     /// sends one frame per kick: before, the last of the 50 were lost (41 arrived in one run).
     #[test]
     fn a_stop_waits_for_what_the_port_has_yet_to_send() {
-        let (mut w, src, dst, _) = worker(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
+        let (w, src, dst, _) = worker(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
         dst.set_kick(1);
         // 65535 quanta at 1 Gbit/s: 34 ms.
         dst.inject(&pause_frame(65535), 0);
@@ -1312,6 +1312,48 @@ mod tests {
         src.inject(&frame([2, 0, 0, 0, 0, 99], EtherType::PTP), 0);
         w.step(1_000).unwrap();
         assert_eq!(offered.load(Ordering::Relaxed), 3);
+    }
+
+    /// A link agent that sends one 60-byte frame at every turn.
+    struct Sender;
+
+    impl PortAgent for Sender {
+        fn on_frame(&mut self, _: crate::wire::FrameKind, _: &[u8], _: u64, _: u64) -> Taken {
+            Taken::Consumed
+        }
+        fn poll(&mut self, port: &mut dyn Port, pool: &mut FramePool, _: u64) {
+            let mut frame = pool.alloc().expect("a free frame");
+            frame.set_len(60);
+            let _ = crate::dataplane::port::send_or_release(port, pool, &mut Vec::new(), frame);
+        }
+        fn next_deadline(&self) -> u64 {
+            u64::MAX
+        }
+        fn set_pfc_enabled(&mut self, _: u8, _: u64) {}
+    }
+
+    /// A link agent's frame (an LLDPDU) sent while the egress is held waits behind what the
+    /// port holds and leaves after it once the hold ends: the port pushed it at once, and on
+    /// a copy-mode AF_XDP socket the kick into the dead link lost the frame at the head of
+    /// the ring, a held data frame, one per LLDPDU.
+    #[test]
+    fn a_link_agents_frame_does_not_push_a_held_egress() {
+        let (w, src, dst, _) = worker(PrioPlan::lossy(1 << 20));
+        let mut w = w.with_agents(vec![None, Some(Box::new(Sender))]);
+        dst.set_kick(0);
+        src.inject(&frame(0), 0);
+        w.step(1_000).unwrap();
+        assert_eq!(w.ports[1].io.tx_in_flight(), 2, "the data frame and the agent's");
+        w.ports[1].shared.set_link_up(false);
+        w.step(2_000).unwrap();
+        dst.set_kick(usize::MAX);
+        w.step(3_000).unwrap();
+        assert!(dst.take().is_empty(), "held: nothing pushed");
+        w.ports[1].shared.set_link_up(true);
+        w.step(4_000).unwrap();
+        let sent = dst.take();
+        assert_eq!(sent.len(), 5, "data first, then the agent's four frames");
+        assert_eq!(TestFrameView::parse(&sent[0]).unwrap().seq, 0);
     }
 
     #[test]
