@@ -569,10 +569,15 @@ impl ForwardWorker {
                     .leader_bell
                     .as_ref()
                     .filter(|_| self.setup.pfc_generator);
-                if let Some(b) = bell {
+                // Said, then looked once more: a crossing made since its congestion point ran
+                // either rings or is seen here ([`crate::dataplane::leader_bell`]).
+                let crossing = bell.is_some_and(|b| {
                     b.sleeping();
+                    self.a_crossing_stands()
+                });
+                if !crossing {
+                    idler.wait(now, deadline);
                 }
-                idler.wait(now, deadline);
                 if let Some(b) = bell {
                     b.woke();
                 }
@@ -689,10 +694,19 @@ impl ForwardWorker {
         if !bell.leader_asleep() {
             return;
         }
-        let mask = pfc_mask(&self.setup.prios);
-        if self.ports.iter().any(|p| p.shared.pfc_crossing(mask)) {
+        if self.a_crossing_stands() {
             bell.ring();
         }
+    }
+
+    /// Whether a PFC priority of a port stands where the leader's congestion point would send
+    /// PFC ([`SharedPort::pfc_crossing`]). Not on a port whose egress is held: nothing is sent
+    /// there until its carrier is back, and its crossing would wake the leader for nothing.
+    fn a_crossing_stands(&self) -> bool {
+        let mask = pfc_mask(&self.setup.prios);
+        self.ports
+            .iter()
+            .any(|p| !p.shared.egress_held() && p.shared.pfc_crossing(mask))
     }
 
     /// The earliest time something can happen without a frame arriving.
