@@ -12,7 +12,7 @@ use super::{
     classify::{self, Trust},
     ingress::{IngressMap, IngressTracker, RxBacklog, Stamps},
     pool::{Frame, FramePool},
-    port::{FillDepth, Port, PortError, RxFrame},
+    port::{FillDepth, KernelDrops, Port, PortError, RxFrame},
 };
 use crate::wire::{EthernetFrame, MacAddr};
 
@@ -27,6 +27,8 @@ struct Queues {
     kick: Option<usize>,
     /// The port's egress is held ([`Port::hold_tx`]): nothing leaves.
     held: bool,
+    /// What the kernel would say it dropped.
+    kernel_drops: KernelDrops,
     /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
     fill_depth: Option<FillDepth>,
     /// The port's next receive fails, as a device that went away does.
@@ -119,6 +121,11 @@ impl MemPeer {
         self.q.lock().expect("test queue").kick = Some(kick);
     }
 
+    /// Plays the kernel's socket statistics: what it says it dropped so far.
+    pub fn set_kernel_drops(&self, drops: KernelDrops) {
+        self.q.lock().expect("test queue").kernel_drops = drops;
+    }
+
     /// The receive-buffer depth the worker last asked the port for.
     pub fn fill_depth(&self) -> Option<FillDepth> {
         self.q.lock().expect("test queue").fill_depth
@@ -209,6 +216,10 @@ impl Port for MemPort {
 
     fn hold_tx(&mut self, held: bool) {
         self.q.lock().expect("test queue").held = held;
+    }
+
+    fn kernel_drops(&self) -> KernelDrops {
+        self.q.lock().expect("test queue").kernel_drops
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

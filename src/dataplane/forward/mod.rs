@@ -117,8 +117,10 @@ const STOP_GRACE_NS: u64 = 20_000_000;
 /// them) and for control frames.
 const LOSSY_RESERVE_DIVISOR: usize = 4;
 
-/// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
-const KERNEL_STATS_EVERY: u32 = 1 << 14;
+/// How often the kernel's socket drop statistics are read, ns (a syscall per port): by time,
+/// not by loop turns, whose length goes from microseconds to the idler's 10 ms (16,384 idle
+/// turns left a burst's drops unseen for nearly three minutes).
+const KERNEL_STATS_PERIOD_NS: u64 = 100_000_000;
 
 /// With lossless priorities configured, the XDP program drops lossy frames once the RX
 /// backlog reaches 1/this of a lean fill ring (the shallowest the ring of such a port gets,
@@ -216,6 +218,8 @@ pub struct ForwardWorker {
     setup: ForwardSetup,
     /// When the gauges are next published.
     gauges_due: u64,
+    /// When the kernel's drop statistics are next read.
+    kernel_stats_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
@@ -392,6 +396,7 @@ impl ForwardWorker {
             // Set with the fill depth below, from the same priorities.
             lossy_reserve: 0,
             gauges_due: now,
+            kernel_stats_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
@@ -558,7 +563,6 @@ impl ForwardWorker {
 
     /// Forwards until `stop` is set, or a port fails.
     fn forward(&mut self, stop: &AtomicBool, idler: &mut Idler) -> Result<(), WorkerError> {
-        let mut turns = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
@@ -581,10 +585,6 @@ impl ForwardWorker {
                 if let Some(b) = bell {
                     b.woke();
                 }
-            }
-            turns = turns.wrapping_add(1);
-            if turns % KERNEL_STATS_EVERY == 0 {
-                self.read_kernel_drops();
             }
         }
         Ok(())
@@ -676,6 +676,10 @@ impl ForwardWorker {
         if now >= self.gauges_due {
             self.publish_gauges(now);
             self.gauges_due = now + GAUGE_PERIOD_NS;
+        }
+        if now >= self.kernel_stats_due {
+            self.read_kernel_drops();
+            self.kernel_stats_due = now.saturating_add(KERNEL_STATS_PERIOD_NS);
         }
         Ok(work)
     }
@@ -1328,6 +1332,28 @@ mod tests {
         assert_eq!(offered.load(Ordering::Relaxed), 3);
     }
 
+    /// The kernel's drop statistics are read every 100 ms of the worker's time, however long
+    /// its turns: they were read every 16,384 turns, which at an idle worker's 10 ms sleeps
+    /// left a burst's drops out of the metrics for nearly three minutes.
+    #[test]
+    fn the_kernels_drops_are_read_by_time() {
+        let (mut w, _src, dst, stats) = worker(PrioPlan::lossy(64 * 1024));
+        w.step(0).unwrap();
+        dst.set_kernel_drops(crate::dataplane::port::KernelDrops {
+            fill_ring_empty: 7,
+            ..Default::default()
+        });
+        let seen = || {
+            crate::dataplane::port::KernelDrops::from_array(std::array::from_fn(|i| {
+                stats.ports[1].kernel[i].get()
+            }))
+        };
+        w.step(50_000_000).unwrap();
+        assert_eq!(seen().fill_ring_empty, 0, "not due yet");
+        w.step(100_000_000).unwrap();
+        assert_eq!(seen().fill_ring_empty, 7);
+    }
+
     /// A link agent that sends one 60-byte frame at every turn.
     struct Sender;
 
@@ -1357,7 +1383,11 @@ mod tests {
         dst.set_kick(0);
         src.inject(&frame(0), 0);
         w.step(1_000).unwrap();
-        assert_eq!(w.ports[1].io.tx_in_flight(), 2, "the data frame and the agent's");
+        assert_eq!(
+            w.ports[1].io.tx_in_flight(),
+            2,
+            "the data frame and the agent's"
+        );
         w.ports[1].shared.set_link_up(false);
         w.step(2_000).unwrap();
         dst.set_kick(usize::MAX);
