@@ -508,6 +508,10 @@ impl Port for AfXdpPort {
         self.in_tx
     }
 
+    fn rx_chunk(&self) -> u64 {
+        self.rx_chunk as u64
+    }
+
     fn hold_tx(&mut self, held: bool) {
         self.tx_held = held;
     }

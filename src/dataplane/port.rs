@@ -299,6 +299,11 @@ pub trait Port: Send {
     fn zero_copy(&self) -> bool {
         false
     }
+    /// Frame bytes one receive buffer takes on a socket that receives a long frame into
+    /// several ([`super::ingress::buffers`]); 0: a frame takes one buffer.
+    fn rx_chunk(&self) -> u64 {
+        0
+    }
     /// Keeps the port's kernel receive buffers at `depth` from the next refill on; returns
     /// the buffers that now are (0: the backend has no fill ring).
     fn set_fill_depth(&mut self, _depth: FillDepth) -> u64 {

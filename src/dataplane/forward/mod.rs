@@ -21,7 +21,7 @@ use super::{
     ingress::FillWatch,
     leader_bell::{LeaderBell, LEADER_WATCH_NS},
     pfc_headroom::PortHeadroom,
-    pool::{Frame, FramePool},
+    pool::{Frame, FramePool, XSK_MAX_FRAME},
     port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
     settings::SettingsCell,
@@ -145,8 +145,10 @@ pub fn ingress_policy(
             .fold(0, |m, p| m | (1 << p)),
         lossy_backlog_frames: match depth {
             FillDepth::Deep => {
+                // The program counts frames; a jumbo port's may take several buffers each.
+                let buffers_a_frame = (max_frame as usize).div_ceil(XSK_MAX_FRAME).max(1) as u64;
                 let lean = fill_target(pool_frames, FillDepth::Lean) as u64;
-                (lean / LOSSY_BACKLOG_DIVISOR) as u32
+                (lean / LOSSY_BACKLOG_DIVISOR / buffers_a_frame) as u32
             }
             // No lossless priority needs the buffers kept from a lossy flood.
             FillDepth::Lean => 0,
@@ -380,7 +382,10 @@ impl ForwardWorker {
                     arrived,
                     headroom,
                     fill_watch: FillWatch::default(),
-                    fill_sizer: FillSizer::new(fill_target(cap as u32, FillDepth::Lean) as u64),
+                    fill_sizer: FillSizer::new(
+                        fill_target(cap as u32, FillDepth::Lean) as u64,
+                        io.rx_chunk(),
+                    ),
                     oversize_seen: [0; PRIORITIES],
                     tx_refused_seen: 0,
                     tx_held: false,
@@ -1026,6 +1031,10 @@ mod tests {
             assert!(!p.sampled, "{lossless:?}");
             assert_eq!(p.lossy_mask, 0b1111_0111);
             assert_eq!(p.lossy_backlog_frames, 2048 / 4, "a quarter of a lean ring");
+            // A jumbo port's 9,216-byte frames take six buffers each (before: 512 frames,
+            // 3,072 buffers, more than the lean ring).
+            let p = ingress_policy(Trust::Pcp, 9216, &prios, 32768);
+            assert_eq!(p.lossy_backlog_frames, 2048 / 4 / 6, "{lossless:?}");
         }
     }
 
