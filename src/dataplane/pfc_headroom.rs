@@ -606,7 +606,12 @@ mod tests {
         for (from, to) in [(off, on), (on, off)] {
             let mut h = PortHeadroom::new(from, 1518, &c, None, 0);
             h.reconfigure(to, &c, None, at);
-            assert_eq!(h.thresholds(), fresh(to, &c).thresholds(), "{}", to.adaptive);
+            assert_eq!(
+                h.thresholds(),
+                fresh(to, &c).thresholds(),
+                "{}",
+                to.adaptive
+            );
         }
         let mut small = c;
         small[3] = PrioPlan::pfc(128 * 1024, 64 * 1024, 64 * 1024);

@@ -1302,6 +1302,77 @@ mod tests {
         assert_eq!(stats.ports[1].watchdog_storms[3].get(), 0);
     }
 
+    /// A reload that turns the watchdog off ends what it said of a storm, and one that turns
+    /// it on again goes on counting storms from where they were: the stormed gauge stayed
+    /// at 1 for ever (and status said the watchdog was off), and the storm counter went back
+    /// to 0, a counter going backwards. And a priority that is no longer PFC shows no headroom.
+    #[test]
+    fn a_reload_keeps_the_watchdog_and_headroom_metrics_true() {
+        use crate::{dataplane::settings::LiveSettings, fc::watchdog::StormAction};
+        const MS: u64 = 1_000_000;
+        let prio3 = PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024);
+        let (mut w, _src, dst, stats) = worker(prio3);
+        let watchdog = WatchdogConfig {
+            detection_ns: 10 * MS,
+            restoration_ns: 10 * MS,
+            action: StormAction::Alert,
+        };
+        let settings = |watchdog| {
+            let mut prios = [PrioPlan::lossy(64 * 1024); PRIORITIES];
+            prios[3] = prio3;
+            LiveSettings {
+                prios,
+                watchdog,
+                pause_quanta: vec![65535; 2],
+                sfc: SfcSettings::default(),
+                measured: vec![None; 2],
+                rtt_ns: vec![None; 2],
+                model: vec![None; 2],
+                headroom: HeadroomSettings::default(),
+            }
+        };
+        let live = Arc::new(SettingsCell::new(settings(None)));
+        w.setup.live = Some(live.clone());
+        live.publish(settings(Some(watchdog)));
+        // The sink pauses priority 3 for good: a storm.
+        let mut quanta = [0; PRIORITIES];
+        quanta[3] = 65535;
+        let mut pfc = [0u8; 60];
+        MacControl::Pfc {
+            enable: 1 << 3,
+            quanta,
+        }
+        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pfc)
+        .unwrap();
+        let storm = |w: &mut ForwardWorker, from: u64| {
+            for now in (from..from + 40 * MS).step_by(MS as usize) {
+                dst.inject(&pfc, now);
+                w.step(now).unwrap();
+            }
+        };
+        storm(&mut w, 0);
+        let c = &stats.ports[1];
+        assert_eq!(
+            (c.watchdog_storms[3].get(), c.watchdog_stormed[3].get()),
+            (1, 1)
+        );
+        live.publish(settings(None));
+        w.step(41 * MS).unwrap();
+        assert_eq!(c.watchdog_stormed[3].get(), 0, "off: no storm");
+        live.publish(settings(Some(watchdog)));
+        storm(&mut w, 42 * MS);
+        assert_eq!(c.watchdog_storms[3].get(), 2, "counted on");
+        // Priority 3 no longer PFC: no headroom in force to show (its gauges kept their last
+        // values, so metrics and status went on showing one).
+        assert!(stats.ports[0].headroom_in_force[3].get() > 0);
+        let mut lossy = settings(None);
+        lossy.prios[3] = PrioPlan::lossy(64 * 1024);
+        live.publish(lossy);
+        w.step(90 * MS).unwrap();
+        assert_eq!(stats.ports[0].headroom_in_force[3].get(), 0);
+        assert_eq!(stats.ports[0].xoff_in_force[3].get(), 0);
+    }
+
     /// A link agent that takes every frame it is offered, counting them.
     struct Taker(Arc<std::sync::atomic::AtomicUsize>);
 
