@@ -188,7 +188,8 @@ struct {
 #define CNT_STAMP_ERROR 4
 #define CNT_STAMP_ZERO 5
 #define CNT_META_VLAN 6
-#define CNT_LEN 7
+#define CNT_NO_META 7
+#define CNT_LEN 8
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
@@ -429,9 +430,10 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	}
 	const int stamped = !sampled || is_control(f.proto) ||
 			    (cnt && (cnt[CNT_REDIRECTED] & (SAMPLE_EVERY - 1)) == 0);
-	/* Room for the stamps; best effort (not every driver has a metadata area). */
-	if (stamped)
-		bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64)));
+	/* Room for the stamps; not every driver has a metadata area. A frame without it is not
+	 * counted into the backlog either: the worker could never take it off again (it would
+	 * stand as backlog until the ring is seen empty), and it is counted as such instead. */
+	const int has_meta = stamped && bpf_xdp_adjust_meta(ctx, -(int)(3 * sizeof(__u64))) == 0;
 	int rc = bpf_redirect_map(&xsks, queue, XDP_PASS);
 	if (rc != XDP_REDIRECT) {
 		count(cnt, CNT_REDIRECT_FAILED);
@@ -440,6 +442,10 @@ static __always_inline int steer(struct xdp_md *ctx, const int dev_bound)
 	count(cnt, CNT_REDIRECTED);
 	if (!stamped)
 		return rc;
+	if (!has_meta) {
+		count(cnt, CNT_NO_META);
+		return rc;
+	}
 	__u64 frames = 0, bytes = 0;
 	if (q && !sampled) {
 		bytes = STAMP_VALID | ((__u64)prio << STAMP_PRIO_SHIFT) |

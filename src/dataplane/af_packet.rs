@@ -403,12 +403,18 @@ impl Port for AfPacketPort {
         // (`flush`): the port takes frames as a TX ring does, and gives none back to be
         // dropped. While any wait it takes nothing. On another error the failed frame goes
         // back to the pool (dropped) and the ones after it stay the caller's.
-        self.flush(pool)?;
+        // Held: the frames wait in `pending` for the hold's end, when `reclaim` flushes.
+        if !self.tx_held {
+            self.flush(pool)?;
+        }
         let n = frames.len().min(self.tx_room());
         for f in frames.drain(..n) {
             self.pending.push_back(f);
         }
-        self.flush(pool).map(|()| n)
+        if !self.tx_held {
+            self.flush(pool)?;
+        }
+        Ok(n)
     }
 
     /// Sends again what the kernel refused before, unless the egress is held.
@@ -421,6 +427,10 @@ impl Port for AfPacketPort {
 
     fn tx_refusals(&self) -> u64 {
         self.refusals
+    }
+
+    fn tx_in_flight(&self) -> usize {
+        self.pending.len()
     }
 
     fn hold_tx(&mut self, held: bool) {

@@ -459,7 +459,8 @@ impl Port for AfXdpPort {
         // completion ring hands each chunk back ([`Port::reclaim`]).
         frames.drain(..n);
         self.in_tx += done;
-        if done > 0 {
+        // Held: the frames wait in the ring for the hold's end, when `reclaim` kicks.
+        if done > 0 && !self.tx_held {
             if let Err(e) = self.kick() {
                 if !is_transient(&e) {
                     return Err(PortError::Io {
@@ -501,6 +502,14 @@ impl Port for AfXdpPort {
 
     fn tx_refusals(&self) -> u64 {
         self.tx_refused
+    }
+
+    fn tx_in_flight(&self) -> usize {
+        self.in_tx
+    }
+
+    fn rx_chunk(&self) -> u64 {
+        self.rx_chunk as u64
     }
 
     fn hold_tx(&mut self, held: bool) {

@@ -25,6 +25,10 @@ impl Trust {
     }
 }
 
+/// The shortest IPv4 header: a frame too short to hold one has no DSCP to trust (the XDP
+/// program's rule too, which charges the frame to its RX backlog by the same priority).
+const IPV4_MIN_HEADER: usize = 20;
+
 /// The priority of `frame` under `trust`.
 #[inline(always)]
 pub fn priority<T: AsRef<[u8]>>(frame: &EthernetFrame<T>, trust: Trust) -> usize {
@@ -32,7 +36,10 @@ pub fn priority<T: AsRef<[u8]>>(frame: &EthernetFrame<T>, trust: Trust) -> usize
         Trust::Pcp => frame.vlan().map_or(0, |v| usize::from(v.pcp & 7)),
         Trust::Dscp => {
             let ip = frame.payload();
-            if frame.ethertype() == EtherType::IPV4 && ip.len() >= 2 && ip[0] >> 4 == 4 {
+            if frame.ethertype() == EtherType::IPV4
+                && ip.len() >= IPV4_MIN_HEADER
+                && ip[0] >> 4 == 4
+            {
                 usize::from(ip[1] >> 5)
             } else {
                 0
@@ -60,5 +67,20 @@ mod tests {
         let e = EthernetFrame::new_checked(&untagged[..]).unwrap();
         assert_eq!(priority(&e, Trust::Pcp), 0);
         assert_eq!(priority(&e, Trust::Dscp), 0);
+    }
+
+    /// A runt whose IPv4 header is cut short has no DSCP, as in the XDP program: the worker
+    /// read the TOS from 2 bytes of header, and charged the frame to another priority than
+    /// the program had (and the program may have dropped it as lossy).
+    #[test]
+    fn a_truncated_ipv4_header_has_no_dscp() {
+        let mut f = [0u8; 14 + IPV4_MIN_HEADER];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[15] = 0xa0; // DSCP 40 -> class 5
+        let whole = EthernetFrame::new_checked(&f[..]).unwrap();
+        assert_eq!(priority(&whole, Trust::Dscp), 5);
+        let cut = EthernetFrame::new_checked(&f[..f.len() - 1]).unwrap();
+        assert_eq!(priority(&cut, Trust::Dscp), 0);
     }
 }

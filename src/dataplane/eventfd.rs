@@ -31,12 +31,12 @@ impl EventFd {
         unsafe { libc::write(self.0.as_raw_fd(), one.as_ptr().cast(), one.len()) };
     }
 
-    /// Resets it after a ring: its descriptor is no longer readable.
-    pub fn reset(&self) {
+    /// Resets it after a ring: its descriptor is no longer readable. Whether it was rung.
+    pub fn reset(&self) -> bool {
         let mut count = [0u8; 8];
         // SAFETY: reading 8 bytes into a live buffer from our non-blocking eventfd; EAGAIN
         // (not rung) leaves nothing to do.
-        unsafe { libc::read(self.0.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) };
+        unsafe { libc::read(self.0.as_raw_fd(), count.as_mut_ptr().cast(), count.len()) == 8 }
     }
 }
 
@@ -67,9 +67,9 @@ mod tests {
         e.ring();
         e.ring();
         assert!(readable(&e));
-        e.reset();
+        assert!(e.reset());
         assert!(!readable(&e), "one reset answers every ring before it");
-        e.reset();
+        assert!(!e.reset());
         assert!(!readable(&e));
     }
 }

@@ -30,6 +30,11 @@
 //! the ring short, or a lossy flood fills it), and goes lean again only after it has fitted
 //! for [`LEAN_AFTER_NS`].
 //!
+//! **Buffers, not frames.** On a socket that receives long frames into several buffers (a
+//! jumbo port) a frame of the bound takes one buffer per chunk of it: the bound is counted in
+//! buffers ([`super::ingress::buffers`], as the fill watch counts them), or a ring that holds
+//! 341 frames of 9,000 bytes went lean for a bound of 1,024.
+//!
 //! **The frame size** of a priority is the average of its data frames the worker took over
 //! each stretch of at least [`MIN_SAMPLE`] of them, the smallest ever seen on the port: a
 //! priority that carried small frames once may again. A priority not yet sampled counts at
@@ -43,7 +48,7 @@
 //!
 //! Sans-I/O: time and the totals come from the caller, once per gauge period.
 
-use super::port::FillDepth;
+use super::{ingress::buffers, port::FillDepth};
 use crate::{fc::PRIORITIES, wire::MIN_FRAME_LEN};
 
 /// How long the bound must fit before the ring goes lean (ns): many gauge periods, so that a
@@ -59,6 +64,8 @@ pub const MIN_SAMPLE: u64 = 64;
 pub struct FillSizer {
     /// Buffers a lean ring holds on this port.
     lean_buffers: u64,
+    /// Frame bytes a receive buffer takes (0: a frame takes one).
+    chunk: u64,
     /// Per priority, the smallest average frame size seen, bytes (`None`: no sample yet).
     smallest_frame: [Option<u64>; PRIORITIES],
     /// Per priority, the data frames and bytes taken when the current sample began.
@@ -69,10 +76,12 @@ pub struct FillSizer {
 }
 
 impl FillSizer {
-    /// A deep ring, on a port whose lean ring holds `lean_buffers`.
-    pub fn new(lean_buffers: u64) -> Self {
+    /// A deep ring, on a port whose lean ring holds `lean_buffers`, each taking `chunk` bytes
+    /// of a frame (0: a frame takes one, [`super::port::Port::rx_chunk`]).
+    pub fn new(lean_buffers: u64, chunk: u64) -> Self {
         FillSizer {
             lean_buffers,
+            chunk,
             smallest_frame: [None; PRIORITIES],
             sample_start: [None; PRIORITIES],
             fits_since: None,
@@ -119,13 +128,13 @@ impl FillSizer {
         }
         let fits = !starved
             && guarded.is_some_and(|buffer| {
-                let frames = (0..PRIORITIES).map(|p| {
+                let needed = (0..PRIORITIES).map(|p| {
                     let size = self.smallest_frame[p]
                         .unwrap_or(MIN_FRAME_LEN as u64)
                         .max(1);
-                    buffer[p].div_ceil(size)
+                    buffers(buffer[p].div_ceil(size), buffer[p], self.chunk)
                 });
-                frames.sum::<u64>() <= self.lean_buffers / 2
+                needed.sum::<u64>() <= self.lean_buffers / 2
             });
         let depth = if !fits {
             self.fits_since = None;
@@ -167,7 +176,7 @@ mod tests {
     impl Feed {
         fn new() -> Self {
             Feed {
-                s: FillSizer::new(2048),
+                s: FillSizer::new(2048, 0),
                 taken: [(0, 0); PRIORITIES],
                 now: 0,
             }
@@ -210,6 +219,23 @@ mod tests {
             f.periods(2, SMALL, prio3(100_000), false),
             Some(FillDepth::Lean)
         );
+    }
+
+    /// On a jumbo port a 9,000-byte frame takes six 1,792-byte buffers: 4 MiB of them is
+    /// 466 frames but 2,806 buffers, too many for half a lean ring (before: lean).
+    #[test]
+    fn a_jumbo_ports_bound_is_counted_in_buffers() {
+        let mut f = Feed::new();
+        f.s = FillSizer::new(2048, 1792);
+        assert_eq!(
+            f.periods(3 * WAIT, (100, 9000), prio3(4 << 20), false),
+            None
+        );
+        assert_eq!(f.s.depth(), FillDepth::Deep);
+        // The same bound in frames that each fit a buffer.
+        f.s = FillSizer::new(2048, 0);
+        f.periods(3 * WAIT, (100, 9000), prio3(4 << 20), false);
+        assert_eq!(f.s.depth(), FillDepth::Lean);
     }
 
     #[test]

@@ -23,11 +23,23 @@
 //! shared arrival counts) the leader sleeps at most [`LEADER_WATCH_NS`] between turns, so its
 //! overshoot and notice meters see the episode at the cadence they are made for. No lock, and
 //! a system call only at a crossing, never per frame.
+//!
+//! **Two races.** The leader says it sleeps and then sleeps; another worker charges or
+//! releases bytes and then looks whether the leader sleeps. Each side stores, then loads what
+//! the other stored: with a full fence between on both sides (a store may otherwise pass a
+//! later load), at least one of them sees the other's store. So the leader, having said it
+//! sleeps, looks once more for a crossing and does not sleep if one stands; else a crossing
+//! made while it was between its congestion point and its sleep (an XON due, with the source
+//! paused and nothing more arriving to make another) waited for the leader's deadline, up to
+//! 10 ms. And a ring is two steps, the flag then the write: a leader that wakes (for its own
+//! reasons) between them finds the flag taken but nothing yet to read, and the write that
+//! lands later would leave the eventfd readable for good, every later sleep ending at once:
+//! the leader remembers the ring it could not take back and takes it back at its next wake.
 
 use std::{
     io,
     os::fd::{AsRawFd, RawFd},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::atomic::{fence, AtomicBool, Ordering},
 };
 
 use super::eventfd::EventFd;
@@ -43,6 +55,9 @@ pub struct LeaderBell {
     fd: EventFd,
     /// The leader sleeps: the next crossing another worker sees rings.
     asleep: AtomicBool,
+    /// A ring whose write had not landed when the leader woke: still to be taken back.
+    /// (The leader's alone; atomic only to be `Sync`.)
+    owed: AtomicBool,
 }
 
 impl LeaderBell {
@@ -51,25 +66,33 @@ impl LeaderBell {
         Ok(LeaderBell {
             fd: EventFd::new()?,
             asleep: AtomicBool::new(false),
+            owed: AtomicBool::new(false),
         })
     }
 
-    /// The leader is about to sleep.
+    /// The leader is about to sleep; it looks for a crossing once more after this, before it
+    /// sleeps (see the module doc).
     pub fn sleeping(&self) {
-        self.asleep.store(true, Ordering::Release);
+        self.asleep.store(true, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
     }
 
     /// The leader woke; if it was rung meanwhile, the ring is taken back.
     pub fn woke(&self) {
-        if !self.asleep.swap(false, Ordering::AcqRel) {
-            // Cleared by a ring: the eventfd is readable until read.
-            self.fd.reset();
+        let rung = !self.asleep.swap(false, Ordering::AcqRel);
+        if rung || self.owed.load(Ordering::Relaxed) {
+            // Cleared by a ring: the eventfd is readable until read, once the ring's write
+            // has landed.
+            let taken = self.fd.reset();
+            self.owed.store(!taken, Ordering::Relaxed);
         }
     }
 
-    /// Whether the leader sleeps (and no one rang yet).
+    /// Whether the leader sleeps (and no one rang yet). Called by another worker after it
+    /// charged or released bytes (see the module doc).
     #[inline]
     pub fn leader_asleep(&self) -> bool {
+        fence(Ordering::SeqCst);
         self.asleep.load(Ordering::Relaxed)
     }
 
@@ -112,6 +135,25 @@ mod tests {
         assert!(b.ring());
         assert!(!b.leader_asleep() && !b.ring(), "one ring a sleep");
         assert!(readable(b.as_raw_fd()));
+        b.woke();
+        assert!(!readable(b.as_raw_fd()), "taken back");
+        b.sleeping();
+        b.woke();
+        assert!(!readable(b.as_raw_fd()));
+    }
+
+    /// A ring whose write lands after the leader woke is taken back at the next wake: before,
+    /// the eventfd stayed readable and every later sleep of the leader ended at once.
+    #[test]
+    fn a_ring_that_lands_after_the_wake_is_taken_back_at_the_next() {
+        let b = LeaderBell::new().unwrap();
+        b.sleeping();
+        // The ring's first step, then the leader wakes, then the ring's write.
+        assert!(b.asleep.swap(false, Ordering::AcqRel));
+        b.woke();
+        b.fd.ring();
+        assert!(readable(b.as_raw_fd()));
+        b.sleeping();
         b.woke();
         assert!(!readable(b.as_raw_fd()), "taken back");
         b.sleeping();

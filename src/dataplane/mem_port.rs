@@ -12,7 +12,7 @@ use super::{
     classify::{self, Trust},
     ingress::{IngressMap, IngressTracker, RxBacklog, Stamps},
     pool::{Frame, FramePool},
-    port::{FillDepth, Port, PortError, RxFrame},
+    port::{FillDepth, KernelDrops, Port, PortError, RxFrame},
 };
 use crate::wire::{EthernetFrame, MacAddr};
 
@@ -21,10 +21,29 @@ struct Queues {
     /// Frames on their way to the port, with the ingress stamps the XDP program would give.
     to_port: VecDeque<(Vec<u8>, u64, Stamps)>,
     from_port: VecDeque<Vec<u8>>,
+    /// Frames the port took and has not sent yet, where it sends at most `kick` of them per
+    /// send and per reclaim (as a copy-mode AF_XDP kick does); `None`: all at once.
+    in_ring: VecDeque<Vec<u8>>,
+    kick: Option<usize>,
+    /// The port's egress is held ([`Port::hold_tx`]): nothing leaves.
+    held: bool,
+    /// What the kernel would say it dropped.
+    kernel_drops: KernelDrops,
     /// The receive-buffer depth the worker last asked for (nothing to keep: no fill ring).
     fill_depth: Option<FillDepth>,
     /// The port's next receive fails, as a device that went away does.
     fail: bool,
+}
+
+impl Queues {
+    /// Sends what the port took, as far as one kick goes.
+    fn kick(&mut self) {
+        if self.held {
+            return;
+        }
+        let n = self.kick.unwrap_or(usize::MAX).min(self.in_ring.len());
+        self.from_port.extend(self.in_ring.drain(..n));
+    }
 }
 
 /// The worker's end of an in-memory link.
@@ -94,6 +113,17 @@ impl MemPeer {
     /// Frames injected but not yet received by the port.
     pub fn pending(&self) -> usize {
         self.q.lock().expect("test queue").to_port.len()
+    }
+
+    /// From now on the port sends at most `kick` of the frames it took per send and per
+    /// reclaim, keeping the rest in flight ([`Port::tx_in_flight`]).
+    pub fn set_kick(&self, kick: usize) {
+        self.q.lock().expect("test queue").kick = Some(kick);
+    }
+
+    /// Plays the kernel's socket statistics: what it says it dropped so far.
+    pub fn set_kernel_drops(&self, drops: KernelDrops) {
+        self.q.lock().expect("test queue").kernel_drops = drops;
     }
 
     /// The receive-buffer depth the worker last asked the port for.
@@ -168,14 +198,28 @@ impl Port for MemPort {
         let mut q = self.q.lock().expect("test queue");
         // Copied out, the frames go straight back to the pool.
         for f in frames.drain(..n) {
-            q.from_port.push_back(pool.data(&f).to_vec());
+            q.in_ring.push_back(pool.data(&f).to_vec());
             pool.release(f);
         }
+        q.kick();
         Ok(n)
     }
 
     fn reclaim(&mut self, _pool: &mut FramePool) -> Result<(), PortError> {
+        self.q.lock().expect("test queue").kick();
         Ok(())
+    }
+
+    fn tx_in_flight(&self) -> usize {
+        self.q.lock().expect("test queue").in_ring.len()
+    }
+
+    fn hold_tx(&mut self, held: bool) {
+        self.q.lock().expect("test queue").held = held;
+    }
+
+    fn kernel_drops(&self) -> KernelDrops {
+        self.q.lock().expect("test queue").kernel_drops
     }
 
     fn poll_fd(&self) -> Option<RawFd> {

@@ -305,6 +305,9 @@ impl PortHeadroom {
                 Some(old) => {
                     let mut a = old.adaptive;
                     a.set_config(now, cfg);
+                    if !settings.adaptive {
+                        a.forget_observed(now);
+                    }
                     match settings.xoff_time_ns {
                         Some(_) => (a, old.time),
                         None => (a, TimeCap::new(self.max_frame)),
@@ -580,6 +583,41 @@ mod tests {
         let jumbo = PortHeadroom::new(HeadroomSettings::default(), 9018, &c, None, 0);
         assert_eq!(min_xoff(9018), 18_036);
         assert_eq!(jumbo.prios[3].as_ref().unwrap().min_xoff, 18_036);
+    }
+
+    /// A reload gives the thresholds a start with the same settings gives: adaptation turned
+    /// on brings the prior a start has (half the buffer), turned off it drops what was
+    /// observed, and a new buffer starts its prior over. Before, the old prior stayed and
+    /// decayed over the ten-minute half-life: 0 after turning adaptation on, half the old
+    /// buffer after turning it off or shrinking the buffer (XOFF pinned at its minimum).
+    #[test]
+    fn a_reload_gives_what_a_start_with_the_same_settings_gives() {
+        let mut c = plans();
+        // The prior (half the buffer, 528 KiB) above the configured headroom (8 KiB).
+        c[3] = PrioPlan::pfc(1 << 20, 512 * 1024, 8 * 1024);
+        let on = HeadroomSettings::default();
+        let off = HeadroomSettings {
+            adaptive: false,
+            ..on
+        };
+        let at = 10 * MS;
+        let fresh = |s, c: &[PrioPlan; PRIORITIES]| PortHeadroom::new(s, 1518, c, None, at);
+        assert_ne!(fresh(on, &c).thresholds(), fresh(off, &c).thresholds());
+        for (from, to) in [(off, on), (on, off)] {
+            let mut h = PortHeadroom::new(from, 1518, &c, None, 0);
+            h.reconfigure(to, &c, None, at);
+            assert_eq!(
+                h.thresholds(),
+                fresh(to, &c).thresholds(),
+                "{}",
+                to.adaptive
+            );
+        }
+        let mut small = c;
+        small[3] = PrioPlan::pfc(128 * 1024, 64 * 1024, 64 * 1024);
+        let mut h = PortHeadroom::new(on, 1518, &c, None, 0);
+        h.reconfigure(on, &small, None, at);
+        assert_eq!(h.thresholds(), fresh(on, &small).thresholds());
     }
 
     /// The stall guard's default bound: 250 us and half of it again.

@@ -247,10 +247,18 @@ pub trait Port: Send {
     /// Returns completed TX frames to the pool and tops up the RX buffers; pushes what the
     /// port already took towards the link, unless its transmit is held ([`Port::hold_tx`]).
     fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError>;
+    /// Frames the port took ([`Port::send`]) and has not seen leave: in a TX ring the kernel
+    /// empties a few dozen frames per kick, or refused and kept to be sent again. A stopping
+    /// worker waits for them, since closing the socket would lose them uncounted.
+    fn tx_in_flight(&self) -> usize {
+        0
+    }
     /// Whether the port's egress is held (no carrier, or not known since the kernel refused a
-    /// frame): while it is, [`Port::reclaim`] leaves what the port took where it is (a copy-mode
-    /// AF_XDP kick would lose the first frame again, an AF_PACKET retry would be refused), and
-    /// the caller sends nothing.
+    /// frame): while it is, the port pushes nothing towards the link, neither at
+    /// [`Port::reclaim`] nor at [`Port::send`], which takes frames and keeps them (a copy-mode
+    /// AF_XDP kick would lose the first frame in the ring, an AF_PACKET retry would be
+    /// refused). The worker sends no data while held; a link agent's frame (an LLDPDU) waits
+    /// behind what the port holds.
     fn hold_tx(&mut self, _held: bool) {}
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;
@@ -290,6 +298,11 @@ pub trait Port: Send {
     /// frame pool itself (AF_XDP on a driver that supports it; never veth or AF_PACKET).
     fn zero_copy(&self) -> bool {
         false
+    }
+    /// Frame bytes one receive buffer takes on a socket that receives a long frame into
+    /// several ([`super::ingress::buffers`]); 0: a frame takes one buffer.
+    fn rx_chunk(&self) -> u64 {
+        0
     }
     /// Keeps the port's kernel receive buffers at `depth` from the next refill on; returns
     /// the buffers that now are (0: the backend has no fill ring).

@@ -118,6 +118,14 @@ impl Port for QueueSet {
         self.tx().hold_tx(held);
     }
 
+    fn rx_chunk(&self) -> u64 {
+        self.queues[0].rx_chunk()
+    }
+
+    fn tx_in_flight(&self) -> usize {
+        self.queues.iter().map(|q| q.tx_in_flight()).sum()
+    }
+
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.epoll.as_raw_fd())
     }

@@ -195,17 +195,20 @@ impl SharedPort {
     }
 
     /// Whether a priority of `mask` stands where the leader's congestion point would send
-    /// PFC: at or above XOFF and not in XOFF, or in XOFF and at or below XON (a leader that
-    /// sleeps notices either only when it wakes). The leader's own state, not the pause
-    /// upstream: the stall guard's pause, which the leader does not end, is no XON due.
+    /// PFC: at or above XOFF (or the port short of RX buffers) and not in XOFF, or in XOFF and
+    /// at or below XON (a leader that sleeps notices either only when it wakes). The leader's
+    /// own state, not the pause upstream: the stall guard's pause, which the leader does not
+    /// end, is no XON due.
     pub fn pfc_crossing(&self, mask: u8) -> bool {
         let xoff_held = self.leader_xoff.load(Relaxed);
+        let starved = self.fill_starved();
         priorities(mask).any(|p| {
             let t = PfcThresholds {
                 xoff: self.pfc_xoff[p].load(Relaxed),
                 xon: self.pfc_xon[p].load(Relaxed),
             };
-            t.xoff != 0 && t.crossed(self.pfc_occupancy_of(p), xoff_held & (1 << p) != 0)
+            let held = xoff_held & (1 << p) != 0;
+            t.xoff != 0 && t.crossed(self.pfc_occupancy_of(p), held, starved)
         })
     }
 
@@ -516,6 +519,16 @@ mod tests {
             1_000_000_000,
         );
         assert!(!s.pfc_crossing(1 << 3));
+        // Short of RX buffers, whatever the bytes: XOFF is due (the leader treats it as
+        // congestion), and no XON while it lasts. Before, another worker's starved fill ring
+        // rang no one, and the leader slept on for up to 10 ms while the kernel dropped.
+        s.release(3, 4_000);
+        s.set_fill_starved(true);
+        assert!(s.pfc_crossing(1 << 3), "starved, no XOFF held");
+        s.set_leader_xoff(1 << 3);
+        assert!(!s.pfc_crossing(1 << 3), "starved, XOFF held, below XON");
+        s.set_fill_starved(false);
+        assert!(s.pfc_crossing(1 << 3), "no longer starved, below XON");
     }
 
     #[test]

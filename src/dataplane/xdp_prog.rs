@@ -51,15 +51,18 @@ pub struct XdpCounters {
     pub stamp_zero: u64,
     /// Frames whose VLAN tag came from the metadata (`bpf_xdp_metadata_rx_vlan_tag`).
     pub meta_vlan: u64,
+    /// Redirected frames that were to carry the ingress stamps and found no metadata area
+    /// (a driver without one): not counted in the RX backlog.
+    pub no_meta: u64,
 }
 
 impl XdpCounters {
     /// Number of counters in the map's entry.
-    pub const LEN: u32 = 7;
+    pub const LEN: u32 = 8;
 
     /// From the counters' values in map order.
     pub fn from_values(v: [u64; Self::LEN as usize]) -> Self {
-        let [redirected, passed, redirect_failed, hw_stamps, stamp_errors, stamp_zero, meta_vlan] =
+        let [redirected, passed, redirect_failed, hw_stamps, stamp_errors, stamp_zero, meta_vlan, no_meta] =
             v;
         XdpCounters {
             redirected,
@@ -69,6 +72,7 @@ impl XdpCounters {
             stamp_errors,
             stamp_zero,
             meta_vlan,
+            no_meta,
         }
     }
 }

@@ -227,9 +227,28 @@ impl AdaptiveHeadroom {
         (self.changes, self.changed_at)
     }
 
-    /// New settings (a reload) at `now`; the evidence seen so far is kept.
+    /// New settings (a reload) at `now`; the evidence seen so far is kept. A prior that
+    /// changed (a new buffer, adaptation turned on) starts over as at a start, so a reload
+    /// gives what a start with the same settings gives: the old prior, sized for another
+    /// buffer (or 0, adaptation having been off), stood for its whole half-life.
     pub fn set_config(&mut self, now: u64, cfg: AdaptiveConfig) {
+        self.decay_to(now);
+        if cfg.prior != self.cfg.prior {
+            self.prior = cfg.prior as f64;
+            self.episodes = 0;
+        }
         self.cfg = cfg;
+        self.settle(now);
+    }
+
+    /// Forgets what was observed (a reload that turns adaptation off: the floor and the
+    /// model alone from now on, as after a start, not once the old evidence has decayed).
+    pub fn forget_observed(&mut self, now: u64) {
+        self.evidence = 0.0;
+        self.notice = 0.0;
+        self.prior = 0.0;
+        self.spill = 0.0;
+        self.evidence_at = now;
         self.settle(now);
     }
 

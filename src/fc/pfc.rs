@@ -14,13 +14,15 @@ pub struct PfcThresholds {
 }
 
 impl PfcThresholds {
-    /// Whether a priority holding `bytes` is due a PFC frame: at or above XOFF while not
-    /// paused upstream (`in_xoff` false), at or below XON while paused. The one rule of the
-    /// congestion point, which the other workers also judge a crossing by.
-    pub fn crossed(&self, bytes: u64, in_xoff: bool) -> bool {
+    /// Whether a priority holding `bytes` is due a PFC frame: at or above XOFF, or
+    /// `congested` (its port short of something other than bytes: RX buffers), while not
+    /// paused upstream (`in_xoff` false); at or below XON and no longer congested while
+    /// paused. The one rule of the congestion point, which the other workers also judge a
+    /// crossing by.
+    pub fn crossed(&self, bytes: u64, in_xoff: bool, congested: bool) -> bool {
         match in_xoff {
-            false => bytes >= self.xoff,
-            true => bytes <= self.xon,
+            false => congested || bytes >= self.xoff,
+            true => !congested && bytes <= self.xon,
         }
     }
 }
@@ -152,11 +154,11 @@ impl PfcGenerator {
                 (None, Signal::Xon) => None,
                 (None, Signal::Xoff { .. }) => Some(0),
                 (Some(t), state) => match state {
-                    Signal::Xon if t.crossed(bytes, false) || forced => {
+                    Signal::Xon if t.crossed(bytes, false, forced) => {
                         self.xoff_transitions[p] += 1;
                         Some(self.pause_quanta)
                     }
-                    Signal::Xoff { .. } if t.crossed(bytes, true) && !forced && !self.holding => {
+                    Signal::Xoff { .. } if t.crossed(bytes, true, forced) && !self.holding => {
                         Some(0)
                     }
                     Signal::Xoff { refresh_at } if now >= refresh_at => Some(self.pause_quanta),

@@ -62,7 +62,6 @@ enum State {
 pub struct PfcWatchdog {
     config: WatchdogConfig,
     state: [State; PRIORITIES],
-    storms: [u64; PRIORITIES],
 }
 
 impl PfcWatchdog {
@@ -71,7 +70,6 @@ impl PfcWatchdog {
         PfcWatchdog {
             config,
             state: [State::Running; PRIORITIES],
-            storms: [0; PRIORITIES],
         }
     }
 
@@ -97,7 +95,6 @@ impl PfcWatchdog {
                 (State::Paused(since), true)
                     if now.saturating_sub(since) >= self.config.detection_ns =>
                 {
-                    self.storms[p] += 1;
                     on_event(WatchdogEvent::Storm {
                         priority: p,
                         paused_since: since,
@@ -148,11 +145,6 @@ impl PfcWatchdog {
             StormAction::Drop => self.stormed(),
             StormAction::Forward | StormAction::Alert => 0,
         }
-    }
-
-    /// Storms detected per priority since creation.
-    pub fn storms(&self) -> &[u64; PRIORITIES] {
-        &self.storms
     }
 
     /// The earliest time a tick could change something (detection or restoration due).
@@ -219,7 +211,6 @@ mod tests {
         assert_eq!(w.stormed(), 1 << 3);
         assert_eq!(w.overridden(), 1 << 3);
         assert_eq!(w.dropping(), 1 << 3);
-        assert_eq!(w.storms()[3], 1);
     }
 
     /// A clock read that steps back (injected time, a shard read late) is no storm, and

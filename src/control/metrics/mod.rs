@@ -885,7 +885,9 @@ impl Collector for DaemonCollector {
             "What the device-bound XDP program got from the driver's RX metadata kfuncs, by \
              result: hw_stamp (a hardware RX stamp), stamp_error (the kfunc failed), stamp_zero \
              (it gave 0: veth, an skb without one), vlan_tag (a tag the driver held as \
-             metadata). Stays 0 where the program is not device-bound.",
+             metadata); these stay 0 where the program is not device-bound. And, bound or not, \
+             no_meta_area: frames redirected without room for the ingress stamps (a driver \
+             that gives XDP no metadata area), which the RX backlog does not count.",
             None,
             Counter,
             xdp.iter().flat_map(|(l, c)| {
@@ -897,6 +899,7 @@ impl Collector for DaemonCollector {
                         ("stamp_error", c.stamp_errors),
                         ("stamp_zero", c.stamp_zero),
                         ("vlan_tag", c.meta_vlan),
+                        ("no_meta_area", c.no_meta),
                     ],
                 )
             }),

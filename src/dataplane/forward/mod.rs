@@ -21,7 +21,7 @@ use super::{
     ingress::FillWatch,
     leader_bell::{LeaderBell, LEADER_WATCH_NS},
     pfc_headroom::PortHeadroom,
-    pool::{Frame, FramePool},
+    pool::{Frame, FramePool, XSK_MAX_FRAME},
     port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
     settings::SettingsCell,
@@ -117,8 +117,10 @@ const STOP_GRACE_NS: u64 = 20_000_000;
 /// them) and for control frames.
 const LOSSY_RESERVE_DIVISOR: usize = 4;
 
-/// Loop turns between reads of the kernel's socket drop statistics (a syscall each).
-const KERNEL_STATS_EVERY: u32 = 1 << 14;
+/// How often the kernel's socket drop statistics are read, ns (a syscall per port): by time,
+/// not by loop turns, whose length goes from microseconds to the idler's 10 ms (16,384 idle
+/// turns left a burst's drops unseen for nearly three minutes).
+const KERNEL_STATS_PERIOD_NS: u64 = 100_000_000;
 
 /// With lossless priorities configured, the XDP program drops lossy frames once the RX
 /// backlog reaches 1/this of a lean fill ring (the shallowest the ring of such a port gets,
@@ -143,8 +145,10 @@ pub fn ingress_policy(
             .fold(0, |m, p| m | (1 << p)),
         lossy_backlog_frames: match depth {
             FillDepth::Deep => {
+                // The program counts frames; a jumbo port's may take several buffers each.
+                let buffers_a_frame = (max_frame as usize).div_ceil(XSK_MAX_FRAME).max(1) as u64;
                 let lean = fill_target(pool_frames, FillDepth::Lean) as u64;
-                (lean / LOSSY_BACKLOG_DIVISOR) as u32
+                (lean / LOSSY_BACKLOG_DIVISOR / buffers_a_frame) as u32
             }
             // No lossless priority needs the buffers kept from a lossy flood.
             FillDepth::Lean => 0,
@@ -216,6 +220,8 @@ pub struct ForwardWorker {
     setup: ForwardSetup,
     /// When the gauges are next published.
     gauges_due: u64,
+    /// When the kernel's drop statistics are next read.
+    kernel_stats_due: u64,
     /// Generation of the live settings last applied.
     settings_seen: u64,
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
@@ -376,7 +382,10 @@ impl ForwardWorker {
                     arrived,
                     headroom,
                     fill_watch: FillWatch::default(),
-                    fill_sizer: FillSizer::new(fill_target(cap as u32, FillDepth::Lean) as u64),
+                    fill_sizer: FillSizer::new(
+                        fill_target(cap as u32, FillDepth::Lean) as u64,
+                        io.rx_chunk(),
+                    ),
                     oversize_seen: [0; PRIORITIES],
                     tx_refused_seen: 0,
                     tx_held: false,
@@ -392,6 +401,7 @@ impl ForwardWorker {
             // Set with the fill depth below, from the same priorities.
             lossy_reserve: 0,
             gauges_due: now,
+            kernel_stats_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
             rx: Vec::with_capacity(BATCH),
             tx: Vec::with_capacity(BATCH),
@@ -558,7 +568,6 @@ impl ForwardWorker {
 
     /// Forwards until `stop` is set, or a port fails.
     fn forward(&mut self, stop: &AtomicBool, idler: &mut Idler) -> Result<(), WorkerError> {
-        let mut turns = 0u32;
         while !stop.load(Ordering::Relaxed) {
             let now = now_ns();
             if self.step(now)? == 0 {
@@ -569,17 +578,18 @@ impl ForwardWorker {
                     .leader_bell
                     .as_ref()
                     .filter(|_| self.setup.pfc_generator);
-                if let Some(b) = bell {
+                // Said, then looked once more: a crossing made since its congestion point ran
+                // either rings or is seen here ([`crate::dataplane::leader_bell`]).
+                let crossing = bell.is_some_and(|b| {
                     b.sleeping();
+                    self.a_crossing_stands()
+                });
+                if !crossing {
+                    idler.wait(now, deadline);
                 }
-                idler.wait(now, deadline);
                 if let Some(b) = bell {
                     b.woke();
                 }
-            }
-            turns = turns.wrapping_add(1);
-            if turns % KERNEL_STATS_EVERY == 0 {
-                self.read_kernel_drops();
             }
         }
         Ok(())
@@ -587,8 +597,8 @@ impl ForwardWorker {
 
     /// Stopping without losing what was accepted: the leader pauses every PFC priority
     /// upstream (and keeps the pause refreshed), then the worker goes on receiving and
-    /// forwarding until its queues are empty, at least [`STOP_GRACE_NS`] so frames already on
-    /// their way arrive, at most [`STOP_DRAIN_NS`].
+    /// forwarding until it holds nothing ([`ForwardWorker::settled`]), at least
+    /// [`STOP_GRACE_NS`] so frames already on their way arrive, at most [`STOP_DRAIN_NS`].
     fn drain(&mut self, idler: &mut Idler) -> Result<(), WorkerError> {
         let start = now_ns();
         if self.setup.pfc_generator {
@@ -600,11 +610,7 @@ impl ForwardWorker {
         }
         loop {
             let now = now_ns();
-            let empty = self
-                .ports
-                .iter()
-                .all(|s| s.egress.is_empty() && s.ctrl.is_empty());
-            if (empty && now >= start + STOP_GRACE_NS) || now >= start + STOP_DRAIN_NS {
+            if (now >= start + STOP_GRACE_NS && self.settled()) || now >= start + STOP_DRAIN_NS {
                 return Ok(());
             }
             if self.step(now)? == 0 {
@@ -613,6 +619,21 @@ impl ForwardWorker {
                 idler.wait(now, Some(deadline.min(now + 1_000_000)));
             }
         }
+    }
+
+    /// Whether a stopping worker holds nothing more it could deliver: its queues are empty,
+    /// its ports have sent what they took (a copy-mode AF_XDP kick sends a few dozen frames;
+    /// the rest would go with the socket, uncounted), and nothing of a PFC priority waits in
+    /// an RX ring (its sources are paused, so what waits there is the last of it). A held
+    /// egress cannot send until its carrier is back: what its port took is not waited for.
+    fn settled(&self) -> bool {
+        let pfc = pfc_mask(&self.setup.prios);
+        self.ports.iter().all(|s| {
+            s.egress.is_empty()
+                && s.ctrl.is_empty()
+                && (s.tx_held || s.io.tx_in_flight() == 0)
+                && (0..PRIORITIES).all(|p| pfc & (1 << p) == 0 || s.rx_backlog[p] == 0)
+        })
     }
 
     /// The idler leaves alone the sockets of ports whose egress is held ([`Idler::hold`]).
@@ -661,6 +682,10 @@ impl ForwardWorker {
             self.publish_gauges(now);
             self.gauges_due = now + GAUGE_PERIOD_NS;
         }
+        if now >= self.kernel_stats_due {
+            self.read_kernel_drops();
+            self.kernel_stats_due = now.saturating_add(KERNEL_STATS_PERIOD_NS);
+        }
         Ok(work)
     }
 
@@ -678,10 +703,19 @@ impl ForwardWorker {
         if !bell.leader_asleep() {
             return;
         }
-        let mask = pfc_mask(&self.setup.prios);
-        if self.ports.iter().any(|p| p.shared.pfc_crossing(mask)) {
+        if self.a_crossing_stands() {
             bell.ring();
         }
+    }
+
+    /// Whether a PFC priority of a port stands where the leader's congestion point would send
+    /// PFC ([`SharedPort::pfc_crossing`]). Not on a port whose egress is held: nothing is sent
+    /// there until its carrier is back, and its crossing would wake the leader for nothing.
+    fn a_crossing_stands(&self) -> bool {
+        let mask = pfc_mask(&self.setup.prios);
+        self.ports
+            .iter()
+            .any(|p| !p.shared.egress_held() && p.shared.pfc_crossing(mask))
     }
 
     /// The earliest time something can happen without a frame arriving.
@@ -997,6 +1031,10 @@ mod tests {
             assert!(!p.sampled, "{lossless:?}");
             assert_eq!(p.lossy_mask, 0b1111_0111);
             assert_eq!(p.lossy_backlog_frames, 2048 / 4, "a quarter of a lean ring");
+            // A jumbo port's 9,216-byte frames take six buffers each (before: 512 frames,
+            // 3,072 buffers, more than the lean ring).
+            let p = ingress_policy(Trust::Pcp, 9216, &prios, 32768);
+            assert_eq!(p.lossy_backlog_frames, 2048 / 4 / 6, "{lossless:?}");
         }
     }
 
@@ -1160,6 +1198,29 @@ mod tests {
         assert_eq!(stats.ports[0].drops[DropReason::Shutdown as usize].get(), 3);
     }
 
+    /// A stop waits for the frames the egress port took but has not sent yet (a copy-mode
+    /// AF_XDP kick sends a few dozen): the drain ended once its queues were empty, and the
+    /// socket's closing lost what was still in the TX ring, uncounted. Here the egress is
+    /// paused past the drain's grace time, then its queue goes to the port at once, which
+    /// sends one frame per kick: before, the last of the 50 were lost (41 arrived in one run).
+    #[test]
+    fn a_stop_waits_for_what_the_port_has_yet_to_send() {
+        let (w, src, dst, _) = worker(PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024));
+        dst.set_kick(1);
+        // 65535 quanta at 1 Gbit/s: 34 ms.
+        dst.inject(&pause_frame(65535), 0);
+        for seq in 0..50 {
+            src.inject(&frame(seq), 0);
+        }
+        w.run(&AtomicBool::new(true)).unwrap();
+        let delivered: Vec<u64> = dst
+            .take()
+            .iter()
+            .filter_map(|f| TestFrameView::parse(f).ok().map(|t| t.seq))
+            .collect();
+        assert_eq!(delivered, (0..50).collect::<Vec<_>>());
+    }
+
     /// What the worker still holds when it stops, its egress held for a link without carrier,
     /// is counted as `shutdown`: a data frame on the port it arrived by, a control frame (an
     /// SFC message in transit) on the port it was to leave by. Every buffer goes back.
@@ -1241,6 +1302,77 @@ mod tests {
         assert_eq!(stats.ports[1].watchdog_storms[3].get(), 0);
     }
 
+    /// A reload that turns the watchdog off ends what it said of a storm, and one that turns
+    /// it on again goes on counting storms from where they were: the stormed gauge stayed
+    /// at 1 for ever (and status said the watchdog was off), and the storm counter went back
+    /// to 0, a counter going backwards. And a priority that is no longer PFC shows no headroom.
+    #[test]
+    fn a_reload_keeps_the_watchdog_and_headroom_metrics_true() {
+        use crate::{dataplane::settings::LiveSettings, fc::watchdog::StormAction};
+        const MS: u64 = 1_000_000;
+        let prio3 = PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024);
+        let (mut w, _src, dst, stats) = worker(prio3);
+        let watchdog = WatchdogConfig {
+            detection_ns: 10 * MS,
+            restoration_ns: 10 * MS,
+            action: StormAction::Alert,
+        };
+        let settings = |watchdog| {
+            let mut prios = [PrioPlan::lossy(64 * 1024); PRIORITIES];
+            prios[3] = prio3;
+            LiveSettings {
+                prios,
+                watchdog,
+                pause_quanta: vec![65535; 2],
+                sfc: SfcSettings::default(),
+                measured: vec![None; 2],
+                rtt_ns: vec![None; 2],
+                model: vec![None; 2],
+                headroom: HeadroomSettings::default(),
+            }
+        };
+        let live = Arc::new(SettingsCell::new(settings(None)));
+        w.setup.live = Some(live.clone());
+        live.publish(settings(Some(watchdog)));
+        // The sink pauses priority 3 for good: a storm.
+        let mut quanta = [0; PRIORITIES];
+        quanta[3] = 65535;
+        let mut pfc = [0u8; 60];
+        MacControl::Pfc {
+            enable: 1 << 3,
+            quanta,
+        }
+        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pfc)
+        .unwrap();
+        let storm = |w: &mut ForwardWorker, from: u64| {
+            for now in (from..from + 40 * MS).step_by(MS as usize) {
+                dst.inject(&pfc, now);
+                w.step(now).unwrap();
+            }
+        };
+        storm(&mut w, 0);
+        let c = &stats.ports[1];
+        assert_eq!(
+            (c.watchdog_storms[3].get(), c.watchdog_stormed[3].get()),
+            (1, 1)
+        );
+        live.publish(settings(None));
+        w.step(41 * MS).unwrap();
+        assert_eq!(c.watchdog_stormed[3].get(), 0, "off: no storm");
+        live.publish(settings(Some(watchdog)));
+        storm(&mut w, 42 * MS);
+        assert_eq!(c.watchdog_storms[3].get(), 2, "counted on");
+        // Priority 3 no longer PFC: no headroom in force to show (its gauges kept their last
+        // values, so metrics and status went on showing one).
+        assert!(stats.ports[0].headroom_in_force[3].get() > 0);
+        let mut lossy = settings(None);
+        lossy.prios[3] = PrioPlan::lossy(64 * 1024);
+        live.publish(lossy);
+        w.step(90 * MS).unwrap();
+        assert_eq!(stats.ports[0].headroom_in_force[3].get(), 0);
+        assert_eq!(stats.ports[0].xoff_in_force[3].get(), 0);
+    }
+
     /// A link agent that takes every frame it is offered, counting them.
     struct Taker(Arc<std::sync::atomic::AtomicUsize>);
 
@@ -1278,6 +1410,74 @@ mod tests {
         src.inject(&frame([2, 0, 0, 0, 0, 99], EtherType::PTP), 0);
         w.step(1_000).unwrap();
         assert_eq!(offered.load(Ordering::Relaxed), 3);
+    }
+
+    /// The kernel's drop statistics are read every 100 ms of the worker's time, however long
+    /// its turns: they were read every 16,384 turns, which at an idle worker's 10 ms sleeps
+    /// left a burst's drops out of the metrics for nearly three minutes.
+    #[test]
+    fn the_kernels_drops_are_read_by_time() {
+        let (mut w, _src, dst, stats) = worker(PrioPlan::lossy(64 * 1024));
+        w.step(0).unwrap();
+        dst.set_kernel_drops(crate::dataplane::port::KernelDrops {
+            fill_ring_empty: 7,
+            ..Default::default()
+        });
+        let seen = || {
+            crate::dataplane::port::KernelDrops::from_array(std::array::from_fn(|i| {
+                stats.ports[1].kernel[i].get()
+            }))
+        };
+        w.step(50_000_000).unwrap();
+        assert_eq!(seen().fill_ring_empty, 0, "not due yet");
+        w.step(100_000_000).unwrap();
+        assert_eq!(seen().fill_ring_empty, 7);
+    }
+
+    /// A link agent that sends one 60-byte frame at every turn.
+    struct Sender;
+
+    impl PortAgent for Sender {
+        fn on_frame(&mut self, _: crate::wire::FrameKind, _: &[u8], _: u64, _: u64) -> Taken {
+            Taken::Consumed
+        }
+        fn poll(&mut self, port: &mut dyn Port, pool: &mut FramePool, _: u64) {
+            let mut frame = pool.alloc().expect("a free frame");
+            frame.set_len(60);
+            let _ = crate::dataplane::port::send_or_release(port, pool, &mut Vec::new(), frame);
+        }
+        fn next_deadline(&self) -> u64 {
+            u64::MAX
+        }
+        fn set_pfc_enabled(&mut self, _: u8, _: u64) {}
+    }
+
+    /// A link agent's frame (an LLDPDU) sent while the egress is held waits behind what the
+    /// port holds and leaves after it once the hold ends: the port pushed it at once, and on
+    /// a copy-mode AF_XDP socket the kick into the dead link lost the frame at the head of
+    /// the ring, a held data frame, one per LLDPDU.
+    #[test]
+    fn a_link_agents_frame_does_not_push_a_held_egress() {
+        let (w, src, dst, _) = worker(PrioPlan::lossy(1 << 20));
+        let mut w = w.with_agents(vec![None, Some(Box::new(Sender))]);
+        dst.set_kick(0);
+        src.inject(&frame(0), 0);
+        w.step(1_000).unwrap();
+        assert_eq!(
+            w.ports[1].io.tx_in_flight(),
+            2,
+            "the data frame and the agent's"
+        );
+        w.ports[1].shared.set_link_up(false);
+        w.step(2_000).unwrap();
+        dst.set_kick(usize::MAX);
+        w.step(3_000).unwrap();
+        assert!(dst.take().is_empty(), "held: nothing pushed");
+        w.ports[1].shared.set_link_up(true);
+        w.step(4_000).unwrap();
+        let sent = dst.take();
+        assert_eq!(sent.len(), 5, "data first, then the agent's four frames");
+        assert_eq!(TestFrameView::parse(&sent[0]).unwrap().seq, 0);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Settings reloaded while the worker runs, and the gauges it publishes for readers.
 
-use crate::dataplane::{clock::now_ns, settings::LiveSettings};
+use crate::dataplane::{clock::now_ns, pfc_headroom::HeadroomReport, settings::LiveSettings};
 use crate::fc::{plan::pfc_mask, sfc_guard::SfcGuard, watchdog::PfcWatchdog, PRIORITIES};
 
 use super::{admission_row, sfc_congestion_points, ForwardWorker};
@@ -24,21 +24,22 @@ impl ForwardWorker {
             };
             self.ports[p].shared.set_guard_stall(h.guard_stall_ns(now));
             for prio in 0..PRIORITIES {
-                let Some(r) = h.report(prio, now) else {
-                    continue;
-                };
-                c.headroom_in_force[prio].set(r.in_force);
-                c.headroom_source[prio].set(r.source as u64);
-                c.headroom_floor[prio].set(r.floor);
-                c.headroom_model[prio].set(r.model);
-                c.headroom_evidence[prio].set(r.evidence);
-                c.headroom_notice[prio].set(r.notice);
-                c.headroom_changes[prio].set(r.changes.0);
-                c.headroom_changed_ns[prio].set(r.changes.1.unwrap_or(0));
-                c.xoff_in_force[prio].set(r.xoff);
-                c.xon_in_force[prio].set(r.xon);
-                c.pfc_drain_rate[prio].set(r.drain_rate.unwrap_or(0));
-                c.pfc_peak_excess[prio].set(r.peak_excess.unwrap_or(0));
+                // A priority that is not PFC, or no longer after a reload, has nothing in
+                // force to show (metrics and status show a headroom only where one is).
+                let r = h.report(prio, now);
+                let v = |f: fn(&HeadroomReport) -> u64| r.as_ref().map_or(0, f);
+                c.headroom_in_force[prio].set(v(|r| r.in_force));
+                c.headroom_source[prio].set(v(|r| r.source as u64));
+                c.headroom_floor[prio].set(v(|r| r.floor));
+                c.headroom_model[prio].set(v(|r| r.model));
+                c.headroom_evidence[prio].set(v(|r| r.evidence));
+                c.headroom_notice[prio].set(v(|r| r.notice));
+                c.headroom_changes[prio].set(v(|r| r.changes.0));
+                c.headroom_changed_ns[prio].set(v(|r| r.changes.1.unwrap_or(0)));
+                c.xoff_in_force[prio].set(v(|r| r.xoff));
+                c.xon_in_force[prio].set(v(|r| r.xon));
+                c.pfc_drain_rate[prio].set(v(|r| r.drain_rate.unwrap_or(0)));
+                c.pfc_peak_excess[prio].set(v(|r| r.peak_excess.unwrap_or(0)));
             }
         }
         for e in 0..self.ports.len() {
@@ -130,7 +131,13 @@ impl ForwardWorker {
             }
             state.admission = admission_row(|prio| s.plan_for(i, prio).0);
             match (s.watchdog, state.watchdog.as_mut()) {
-                (None, _) => state.watchdog = None,
+                (None, _) => {
+                    // No watchdog, no storm: its gauge would say one for ever.
+                    state.watchdog = None;
+                    for stormed in &self.stats.ports[i].watchdog_stormed {
+                        stormed.set(0);
+                    }
+                }
                 (Some(c), None) => state.watchdog = Some(PfcWatchdog::new(c)),
                 (Some(c), Some(w)) => w.set_config(c),
             }

@@ -228,7 +228,13 @@ impl ForwardWorker {
             return 0;
         };
         let iface = port.io.name();
+        let c = &self.stats.ports[e];
         wd.tick(now, received_pause, |ev| {
+            // Counted as they come (a watchdog a reload re-creates starts its own count
+            // at 0; the counter goes on).
+            if let WatchdogEvent::Storm { priority, .. } = ev {
+                c.watchdog_storms[priority].add(1);
+            }
             if !leader {
                 return;
             }
@@ -254,10 +260,8 @@ impl ForwardWorker {
             }
         });
         let (overridden, dropping, stormed) = (wd.overridden(), wd.dropping(), wd.stormed());
-        let storms = *wd.storms();
-        for (p, storms) in storms.into_iter().enumerate() {
+        for p in 0..PRIORITIES {
             let c = &self.stats.ports[e];
-            c.watchdog_storms[p].set(storms);
             c.watchdog_stormed[p].set(u64::from(stormed & (1 << p) != 0));
             if dropping & (1 << p) != 0 {
                 while let Some(q) = self.ports[e].egress.pop(p) {
