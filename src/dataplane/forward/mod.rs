@@ -880,6 +880,25 @@ mod tests {
         (w, peer0, peer1, stats)
     }
 
+    /// Reloadable settings for the two-port [`worker`]: priority 3 `prio3`, the others lossy.
+    fn live_settings(
+        prio3: PrioPlan,
+        watchdog: Option<WatchdogConfig>,
+    ) -> crate::dataplane::settings::LiveSettings {
+        let mut prios = [PrioPlan::lossy(64 * 1024); PRIORITIES];
+        prios[3] = prio3;
+        crate::dataplane::settings::LiveSettings {
+            prios,
+            watchdog,
+            pause_quanta: vec![65535; 2],
+            sfc: SfcSettings::default(),
+            measured: vec![None; 2],
+            rtt_ns: vec![None; 2],
+            model: vec![None; 2],
+            headroom: HeadroomSettings::default(),
+        }
+    }
+
     /// A PAUSE frame of `quanta` from the sink side's MAC.
     fn pause_frame(quanta: u16) -> [u8; 60] {
         let mut b = [0u8; 60];
@@ -1043,25 +1062,11 @@ mod tests {
     /// lossy reserve follows too (it was set at start only).
     #[test]
     fn fill_rings_and_the_lossy_reserve_follow_the_lossless_priorities() {
-        use crate::dataplane::settings::LiveSettings;
         let lossy = PrioPlan::lossy(64 * 1024);
         let (mut w, p0, p1, stats) = worker(lossy);
         assert_eq!(p0.fill_depth(), Some(FillDepth::Lean));
         assert_eq!(p1.fill_depth(), Some(FillDepth::Lean));
-        let settings = |prio3| {
-            let mut prios = [lossy; PRIORITIES];
-            prios[3] = prio3;
-            LiveSettings {
-                prios,
-                watchdog: None,
-                pause_quanta: vec![65535; 2],
-                sfc: SfcSettings::default(),
-                measured: vec![None; 2],
-                rtt_ns: vec![None; 2],
-                model: vec![None; 2],
-                headroom: HeadroomSettings::default(),
-            }
-        };
+        let settings = |prio3| live_settings(prio3, None);
         let live = Arc::new(SettingsCell::new(settings(lossy)));
         w.setup.live = Some(live.clone());
         live.publish(settings(PrioPlan::pfc(64 * 1024, 32 * 1024, 256 * 1024)));
@@ -1308,7 +1313,7 @@ mod tests {
     /// to 0, a counter going backwards. And a priority that is no longer PFC shows no headroom.
     #[test]
     fn a_reload_keeps_the_watchdog_and_headroom_metrics_true() {
-        use crate::{dataplane::settings::LiveSettings, fc::watchdog::StormAction};
+        use crate::fc::watchdog::StormAction;
         const MS: u64 = 1_000_000;
         let prio3 = PrioPlan::pfc(32 * 1024, 16 * 1024, 64 * 1024);
         let (mut w, _src, dst, stats) = worker(prio3);
@@ -1317,20 +1322,7 @@ mod tests {
             restoration_ns: 10 * MS,
             action: StormAction::Alert,
         };
-        let settings = |watchdog| {
-            let mut prios = [PrioPlan::lossy(64 * 1024); PRIORITIES];
-            prios[3] = prio3;
-            LiveSettings {
-                prios,
-                watchdog,
-                pause_quanta: vec![65535; 2],
-                sfc: SfcSettings::default(),
-                measured: vec![None; 2],
-                rtt_ns: vec![None; 2],
-                model: vec![None; 2],
-                headroom: HeadroomSettings::default(),
-            }
-        };
+        let settings = |watchdog| live_settings(prio3, watchdog);
         let live = Arc::new(SettingsCell::new(settings(None)));
         w.setup.live = Some(live.clone());
         live.publish(settings(Some(watchdog)));
