@@ -1,7 +1,8 @@
 //! The traffic generator: sends test frames at a line rate on one priority, round-robin over
 //! flows, and is a real reaction point: PAUSE and PFC received on its interface stop it for
-//! the time they say, at the link speed's quanta. Like a NIC, it sends nothing while its link
-//! has no carrier (`CarrierHold`).
+//! the time they say, at the link speed's quanta, and SFC messages stop its priority (class
+//! scope) or the one flow they name (flow scope: the others go on, round-robin over those not
+//! paused). Like a NIC, it sends nothing while its link has no carrier (`CarrierHold`).
 
 use std::{sync::atomic::AtomicBool, time::Duration};
 
@@ -32,8 +33,8 @@ use crate::{
     },
     units::format_rate,
     wire::{
-        classify, EtherType, EthernetRepr, FrameKind, MacAddr, MacControl, Sfcm, SfcmFrame,
-        SfcmUdpFrame, TestFrame, VlanTag,
+        classify, ipv4::IP_PROTO_UDP, EtherType, EthernetRepr, FrameKind, Ipv4Flow, MacAddr,
+        MacControl, Sfcm, SfcmFrame, SfcmUdpFrame, TestFrame, VlanTag,
     },
 };
 
@@ -78,6 +79,21 @@ pub struct GenSetup {
     pub progress: Duration,
 }
 
+/// Frames sent (and received) per turn at most.
+const BATCH: usize = 64;
+
+/// The IPv4 5-tuple of `t`'s frames: the key a flow-scope SFC message names them by
+/// ([`Ipv4Flow::of_frame`] at the congestion point).
+fn flow_key(t: &TestFrame) -> Ipv4Flow {
+    Ipv4Flow {
+        src_ip: t.src_ip,
+        dst_ip: t.dst_ip,
+        protocol: IP_PROTO_UDP,
+        src_port: t.src_port,
+        dst_port: t.dst_port,
+    }
+}
+
 /// Receive buffer the generator's lane advertises (it receives no data; the peer may).
 const GEN_CREDIT_BUFFER: u64 = 64 * 1024;
 
@@ -100,8 +116,10 @@ pub struct GenReport {
     pub rate_bps: f64,
     /// Time the generator's priority spent paused by PAUSE/PFC, ns.
     pub paused_ns: u64,
-    /// Time the generator's priority spent paused by SFC, ns.
+    /// Time the generator's priority spent paused by class-scope SFC messages, ns.
     pub sfc_paused_ns: u64,
+    /// Time its flows spent paused by flow-scope SFC messages, summed over the flows, ns.
+    pub sfc_flow_paused_ns: u64,
     /// SFC messages received.
     pub sfcm_rx: u64,
     /// PFC frames received with the generator's priority enabled.
@@ -238,8 +256,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
         .expect("the default reaction-point config is valid");
     let (mut sfcm_rx, mut oversize) = (0u64, 0u64);
-    let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
-    let mut tx: Vec<Frame> = Vec::with_capacity(64);
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
+    let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
+    // The flow of each frame in `tx`, to roll back those the port refuses.
+    let mut batch_flows = [0u32; BATCH];
     let mut idler = Idler::new([port.poll_fd()], busy_poll);
     // As a link partner the generator sends LLDP and answers peer-delay requests, so the
     // device under test can measure the link and size its headroom.
@@ -318,7 +338,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             break;
         }
         rx.clear();
-        let _ = port.recv(&mut pool, &mut rx, 64, now);
+        let _ = port.recv(&mut pool, &mut rx, BATCH, now);
         for r in rx.drain(..) {
             if r.frame.len() > max_frame {
                 // Truncated on receipt (AF_PACKET): never read.
@@ -392,11 +412,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             port.hold_tx(held);
         }
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
-        let mut credit_waiting = false;
+        let (mut credit_waiting, mut flows_paused) = (false, false);
         if !paused(now) && !held {
             // In buffers: a jumbo frame over AF_XDP takes several (as many as the previous
             // one, near enough; a frame the port refuses is rolled back below).
-            let room = port.tx_room().min(64);
+            let room = port.tx_room().min(BATCH);
             let (mut slots, mut k) = (0, 1);
             while room > 0
                 && (slots == 0 || slots + k <= room)
@@ -410,12 +430,23 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                         break;
                     }
                 }
+                // Flow-scope SFC pauses single flows: the next flow on, round-robin, that is
+                // not paused. Every one is paused only while a flow pause runs, the one time
+                // this looks at them all (`is_paused` asks no table otherwise).
+                let Some(f) = (0..templates.len())
+                    .map(|i| (flow + i) % templates.len())
+                    .find(|&f| !sfc.is_paused(prio, Some(&flow_key(&templates[f])), now))
+                else {
+                    flows_paused = true;
+                    break;
+                };
                 if !shaper.try_send(setup.size as u32, now) {
                     break;
                 }
                 let Some(frame) = pool.alloc_frame(setup.size) else {
                     break;
                 };
+                flow = f;
                 let t = &templates[flow];
                 if images.is_empty() {
                     t.emit(pool.buf_mut(&frame))
@@ -425,6 +456,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 }
                 t.stamp(pool.buf_mut(&frame), next_seq[flow], now_ns());
                 next_seq[flow] += 1;
+                batch_flows[tx.len()] = flow as u32;
                 flow = (flow + 1) % templates.len();
                 // A frame the ring refuses below was counted but never sent: the peer's
                 // count is repaired at the next resync, as for a frame lost on the wire.
@@ -449,10 +481,14 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             let _ = port.send(&mut pool, &mut tx);
             let k = batch - tx.len();
             // Frames the ring refused (left in `tx`) were never sent: roll their sequence
-            // numbers back, last first.
-            while let Some(f) = tx.pop() {
-                flow = (flow + templates.len() - 1) % templates.len();
-                next_seq[flow] -= 1;
+            // numbers back, and send the first of them next.
+            for &f in &batch_flows[k..batch] {
+                next_seq[f as usize] -= 1;
+            }
+            if k < batch {
+                flow = batch_flows[k] as usize;
+            }
+            for f in tx.drain(..) {
                 pool.release(f);
             }
             sent += k as u64;
@@ -467,7 +503,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         let mut deadline = end;
         let wake = if held {
             carrier.next_look()
-        } else if paused(now) {
+        } else if paused(now) || flows_paused {
             [timers.next_resume(now), sfc.next_resume(now)]
                 .into_iter()
                 .flatten()
@@ -495,6 +531,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     }
     let now = now_ns();
     let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
+    let sfc_paused = sfc.paused_ns(now);
     let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "generator");
     GenReport {
         iface: port.name().to_string(),
@@ -505,7 +542,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         elapsed_s: elapsed,
         rate_bps: (bytes + sent * crate::dataplane::shaper::WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
         paused_ns: timers.paused_ns(now)[prio],
-        sfc_paused_ns: sfc.paused_ns(now).class[prio],
+        sfc_paused_ns: sfc_paused.class[prio],
+        sfc_flow_paused_ns: sfc_paused.flow[prio],
         sfcm_rx,
         pfc_rx,
         pfc_rx_total,
@@ -522,6 +560,126 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        dataplane::{
+            mem_port::{mem_link, MemPeer},
+            pool::FramePool,
+        },
+        wire::{sfcm, SfcScope, TestFrameView},
+    };
+
+    const MS: u64 = 1_000_000;
+
+    /// A generator of `flows` flows of 100-byte frames at 100 Mbit/s on priority 3, for
+    /// `duration_ms`, over an in-memory port.
+    fn mem_gen(flows: u32, duration_ms: u64) -> (WorkerPorts, MemPeer, GenSetup) {
+        let (port, peer) = mem_link("g0", MacAddr([2, 0, 0, 0, 0, 1]), BATCH);
+        let ports = WorkerPorts {
+            pool: FramePool::heap(1024).unwrap(),
+            ports: vec![Box::new(port)],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = GenSetup {
+            rate_bps: 100_000_000,
+            link_speed_bps: 1_000_000_000,
+            size: 100,
+            priority: 3,
+            vid: 0,
+            flows,
+            first_flow: 0,
+            duration: Some(Duration::from_millis(duration_ms)),
+            count: None,
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: [198, 18, 0, 1],
+            dst_ip: [198, 18, 0, 2],
+            dst_port: 48879,
+            sfc_udp_port: crate::wire::sfcm::SFCM_UDP_PORT,
+            link_partner: false,
+            ignore_pause: false,
+            credit: None,
+            progress: Duration::ZERO,
+        };
+        (ports, peer, setup)
+    }
+
+    /// Runs `setup` on `ports`, handing `during` the peer once the generator runs.
+    fn run_with(
+        ports: WorkerPorts,
+        setup: &GenSetup,
+        peer: &MemPeer,
+        during: impl FnOnce(&MemPeer),
+    ) -> GenReport {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let gen = s.spawn(|| run(ports, setup, false, &stop));
+            during(peer);
+            gen.join().unwrap()
+        })
+    }
+
+    /// The test frames the generator sent.
+    fn sent(peer: &MemPeer) -> Vec<TestFrameView> {
+        peer.take()
+            .iter()
+            .filter_map(|f| TestFrameView::parse(f).ok())
+            .collect()
+    }
+
+    #[test]
+    fn a_flow_scope_sfc_message_pauses_that_flow_and_no_other() {
+        let (ports, peer, setup) = mem_gen(2, 200);
+        // Flow 0's 5-tuple, as the congestion point reads it from a frame of flow 0.
+        let flow0 = Ipv4Flow {
+            src_ip: setup.src_ip,
+            dst_ip: setup.dst_ip,
+            protocol: IP_PROTO_UDP,
+            src_port: 49152,
+            dst_port: setup.dst_port,
+        };
+        let mut at = 0;
+        let report = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(10));
+            at = now_ns();
+            let msg = Sfcm {
+                priority: 3,
+                scope: SfcScope::Flow,
+                seq: 0,
+                pause_ns: 20 * MS,
+                sent_ns: at,
+                queue_bytes: 64 * 1024,
+                drain_bps: 1_000_000_000,
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                flow: Some(flow0),
+            };
+            let mut buf = [0u8; 128];
+            let len =
+                sfcm::emit_to_source(&msg, MacAddr([2, 0, 0, 0, 0, 2]), None, &mut buf).unwrap();
+            peer.inject(&buf[..len], at);
+        });
+        let frames = sent(&peer);
+        // Frames built before the message was read may carry a later stamp: 1 ms margins.
+        let paused = |v: &&TestFrameView| v.tx_ns > at + MS && v.tx_ns < at + 19 * MS;
+        let of = |flow: u32| frames.iter().filter(move |v| v.flow == flow);
+        assert_eq!(of(0).filter(paused).count(), 0, "flow 0 sent while paused");
+        assert!(of(1).filter(paused).count() > 100, "flow 1 must go on");
+        assert!(
+            of(0).any(|v| v.tx_ns > at + 21 * MS),
+            "flow 0 resumes after the pause"
+        );
+        assert_eq!(report.sfcm_rx, 1);
+        assert_eq!(report.sfc_paused_ns, 0, "{report:?}");
+        assert_eq!(report.sfc_flow_paused_ns, 20 * MS, "{report:?}");
+        // Every frame sent has its own sequence number: none skipped or repeated.
+        for f in 0..2 {
+            let seqs: Vec<u64> = of(f).map(|v| v.seq).collect();
+            assert_eq!(
+                seqs,
+                (0..report.sent_per_flow[f as usize]).collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn a_refused_frame_holds_the_generator_until_the_carrier_is_back() {
