@@ -43,7 +43,7 @@ pub struct SinkArgs {
     /// Stop after this many test frames.
     #[arg(long)]
     pub expect: Option<u64>,
-    /// Flow ids accounted: 0..max-flows, at most 1048576 (48 bytes each up front, 8 KiB more
+    /// Flow ids accounted: 0..max-flows, at most 1048576 (8 bytes each up front, 8 KiB more
     /// per flow seen); frames of other flows are counted as unknown_flow.
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub max_flows: u32,
@@ -272,9 +272,21 @@ fn text(r: &SinkReport) -> String {
     }
     if r.stale > 0 {
         s += &format!(
-            "test frames older than the last {} of their flow (not accounted; a generator restarted on the same flow ids? give each run its own --first-flow): {}\n",
+            "test frames older than the last {} of their flow (not accounted): {}\n",
             crate::traffic::flows::WINDOW,
             r.stale
+        );
+    }
+    if r.mixed_sources > 0 {
+        s += &format!(
+            "test frames from another source than their flow's first frame (another MAC or priority; not accounted, so their loss is not counted): {}; give each generator its own --first-flow\n",
+            r.mixed_sources
+        );
+    }
+    if r.restarts > 0 {
+        s += &format!(
+            "flows restarted by a new generator run: {} (lost counts every run; give each run its own --first-flow to see them apart)\n",
+            r.restarts
         );
     }
     if r.stalls > 0 {

@@ -25,7 +25,7 @@ use std::{
 use serde::Serialize;
 
 use super::{
-    flows::{FlowReport, FlowTable},
+    flows::{FlowReport, FlowTable, Sender},
     histogram::{Histogram, LatencySummary},
     progress::Progress,
     send_credit_update,
@@ -172,6 +172,12 @@ pub struct SinkReport {
     pub damaged: u64,
     /// Test frames older than the sequence window (the flows' `stale`, summed).
     pub stale: u64,
+    /// Test frames from another source than their flow's first frame (source MAC or PCP),
+    /// not accounted (the flows' `mixed_sources`, summed): generators sharing flow ids.
+    pub mixed_sources: u64,
+    /// New generator runs that restarted a flow's sequence numbers (the flows' `restarts`,
+    /// summed).
+    pub restarts: u64,
     /// Congestion point: frames dropped because the buffer was full.
     pub buffer_overflow: u64,
     /// PFC frames sent (congestion point, or RX ring short of buffers).
@@ -217,8 +223,8 @@ struct Counting {
 }
 
 impl Counting {
-    fn record(&mut self, v: &TestFrameView, len: u32, now: u64) {
-        self.flows.record(v.flow, v.seq);
+    fn record(&mut self, v: &TestFrameView, from: Sender, len: u32, now: u64) {
+        self.flows.record(v.flow, v.seq, v.tx_ns, from);
         if now >= v.tx_ns {
             self.latency.record(now - v.tx_ns);
         }
@@ -281,11 +287,15 @@ impl SfcUpstream {
     }
 }
 
-/// The test frame of ours (to UDP port `port`) that `frame` is; `Err(true)` for one that was
-/// damaged on its way (its checksum fails), `Err(false)` for any other frame.
-fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<TestFrameView, bool> {
-    match TestFrameView::parse(pool.data(frame)) {
-        Ok(v) if v.dst_port == port => Ok(v),
+/// The test frame of ours (to UDP port `port`) that `frame` is, and who sent it; `Err(true)`
+/// for one that was damaged on its way (its checksum fails), `Err(false)` for any other frame.
+fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<(TestFrameView, Sender), bool> {
+    let data = pool.data(frame);
+    match TestFrameView::parse(data) {
+        Ok(v) if v.dst_port == port => {
+            let mac = EthernetFrame::new_checked(data).map_err(|_| false)?.src();
+            Ok((v, Sender { mac, pcp: v.pcp }))
+        }
         Err(WireError::Damaged { .. }) => Err(true),
         _ => Err(false),
     }
@@ -456,7 +466,7 @@ pub fn run(
                 pool.release(r.frame);
                 continue;
             }
-            let v = match parse_ours(&pool, &r.frame, setup.dst_port) {
+            let (v, from) = match parse_ours(&pool, &r.frame, setup.dst_port) {
                 Ok(v) => v,
                 Err(true) => {
                     damaged += 1;
@@ -501,7 +511,7 @@ pub fn run(
                         // The sink's queue is its RX ring: taking a frame drains it.
                         s.cps[p].on_dequeue(u64::from(flen), now);
                     }
-                    c.record(&v, flen, r.rx_ns);
+                    c.record(&v, from, flen, r.rx_ns);
                     credit.on_drain(p, flen);
                     pool.release(r.frame);
                 }
@@ -544,8 +554,8 @@ pub fn run(
                         s.cps[p].on_empty();
                     }
                 }
-                if let Ok(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
-                    c.record(&v, len, now);
+                if let Ok((v, from)) = parse_ours(&pool, &head.frame, setup.dst_port) {
+                    c.record(&v, from, len, now);
                 }
                 pool.release(head.frame);
                 work += 1;
@@ -609,8 +619,8 @@ pub fn run(
     let now = now_ns();
     let peak = queues.peak_bytes().iter().copied().max().unwrap_or(0);
     queues.drain(|q| {
-        if let Ok(v) = parse_ours(&pool, &q.frame, setup.dst_port) {
-            c.record(&v, q.frame.len(), now);
+        if let Ok((v, from)) = parse_ours(&pool, &q.frame, setup.dst_port) {
+            c.record(&v, from, q.frame.len(), now);
         }
         pool.release(q.frame);
     });
@@ -646,6 +656,8 @@ pub fn run(
         unknown_flow: c.flows.unknown_flow,
         damaged,
         stale: flows.iter().map(|f| f.stale).sum(),
+        mixed_sources: flows.iter().map(|f| f.mixed_sources).sum(),
+        restarts: flows.iter().map(|f| f.restarts).sum(),
         flows,
         other_rx,
         buffer_overflow: overflow,
