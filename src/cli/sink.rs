@@ -11,6 +11,7 @@ use super::{
 use crate::{
     control::signals,
     dataplane::{
+        open::iface_max_frame,
         sched,
         sfc_roster::SourceRoster,
         xdp_prog::{Steering, XdpProgram},
@@ -96,8 +97,9 @@ pub struct SinkArgs {
     /// --credit-buffer; the peer's port must run credits on that priority too.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub credit: Option<u8>,
-    /// Receive buffer advertised as credit (3072..=131072 bytes: two full-size frames, at most
-    /// 2048 blocks of 64; with --drain-rate, at most --buffer).
+    /// Receive buffer advertised as credit (3072..=131072 bytes, at most 2048 blocks of 64; at
+    /// least two of the longest frames the interface carries, its MTU plus 18; with
+    /// --drain-rate, at most --buffer).
     #[arg(long, value_parser = common::size, default_value = "64KiB", requires = "credit")]
     pub credit_buffer: u64,
     /// Print the report as JSON.
@@ -107,8 +109,8 @@ pub struct SinkArgs {
 
 /// Runs `lossless sink`.
 pub fn run(args: &SinkArgs) -> Result<(), CliError> {
-    // A generator's frame (at most 1,536 bytes over credit) must fit: a smaller window would
-    // hold it back for ever, waiting for credit that can never come.
+    // Two full-size frames must fit (a smaller window would hold a sender back for ever,
+    // waiting for credit that can never come), and a window is at most 2048 blocks.
     if args.credit.is_some() && !(3 * 1024..=128 * 1024).contains(&args.credit_buffer) {
         return Err(CliError::Usage(format!(
             "--credit-buffer {}: must be 3072..=131072 bytes (two full-size frames, at most \
@@ -145,6 +147,19 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
             })
         }
     };
+    // The same rule as the daemon's credit ports: two of the longest frames the interface's
+    // MTU lets through, so that a jumbo sender is not held back for ever either.
+    let longest = u64::from(iface_max_frame(std::slice::from_ref(&args.iface.iface)));
+    if args.credit.is_some() && args.credit_buffer < 2 * longest {
+        return Err(CliError::Usage(format!(
+            "--credit-buffer {}: must hold two of the longest frames {} carries ({longest} \
+             bytes: its MTU plus 18), at least {} bytes; a sender of such frames would wait \
+             for credit for ever",
+            args.credit_buffer,
+            args.iface.iface,
+            2 * longest
+        )));
+    }
     let stop = signals::install();
     let steering = Steering {
         forward_all: false,

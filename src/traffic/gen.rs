@@ -21,6 +21,7 @@ use crate::{
         shaper::Shaper,
     },
     fc::{
+        credit::{LaneState, BLOCK_BYTES},
         credit_port::{CreditLaneReport, CreditPort, CreditTimers, Gate},
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
@@ -199,6 +200,40 @@ impl CarrierHold {
     }
 }
 
+/// The generator's waits for credit: how long it had frames to send but no credit, and
+/// whether it has said that one wait lasts too long (once a run: a window shorter than a
+/// frame never opens, and nothing else would tell why nothing is sent).
+#[derive(Debug, Default)]
+struct CreditWait {
+    /// Waiting since, while waiting.
+    since: Option<u64>,
+    waited_ns: u64,
+    told: bool,
+}
+
+impl CreditWait {
+    /// At `now`, whether the generator is `waiting`: true once, when one wait first lasts
+    /// `patience_ns`.
+    fn update(&mut self, waiting: bool, now: u64, patience_ns: u64) -> bool {
+        match (waiting, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(t)) => {
+                self.waited_ns += now - t;
+                self.since = None;
+            }
+            _ => {}
+        }
+        let tell = !self.told && self.since.is_some_and(|t| now - t >= patience_ns);
+        self.told |= tell;
+        tell
+    }
+
+    /// Time waited so far, ns, at `now`.
+    fn waited_ns(&self, now: u64) -> u64 {
+        self.waited_ns + self.since.map_or(0, |t| now.saturating_sub(t))
+    }
+}
+
 /// Runs the generator until done or `stop` is set.
 pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicBool) -> GenReport {
     let WorkerPorts {
@@ -285,7 +320,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             .expect("the generator's lane settings are valid"),
         None => CreditPort::none(),
     };
-    let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
+    let mut credit_wait = CreditWait::default();
+    // How long one wait for credit may last before the generator says so: the lane's
+    // timeout, after which a peer that runs credits would have re-initialised the lane.
+    let credit_patience = setup.credit.map_or(u64::MAX, |t| t.timeout_ns);
     let mut carrier = CarrierHold::default();
     // The carrier's looks share one netlink socket (every millisecond while held).
     let mut nl = Netlink::new(false);
@@ -424,8 +462,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             {
                 match credit.gate(prio, setup.size as u32) {
                     Gate::Free | Gate::Send => {}
+                    // NeverFits is for frames above the lane's frame limit, 1,024 blocks of its
+                    // 64 KiB window: the CLI's 9,216 bytes are 144. A peer's window can still
+                    // be shorter than one frame: that is a wait that never ends (told below).
                     Gate::Wait | Gate::NeverFits => {
-                        // The CLI caps frames far below any window: this is waiting.
                         credit_waiting = true;
                         break;
                     }
@@ -466,13 +506,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 tx.push(frame);
             }
         }
-        match (credit_waiting, waiting_since) {
-            (true, None) => waiting_since = Some(now),
-            (false, Some(t)) => {
-                credit_wait_ns += now - t;
-                waiting_since = None;
-            }
-            _ => {}
+        if credit_wait.update(credit_waiting, now, credit_patience) {
+            let lane = credit.lane(prio);
+            tracing::warn!(
+                iface = port.name(),
+                size = setup.size,
+                lane_active = lane.is_some_and(|l| l.state() == LaneState::Active),
+                granted_bytes =
+                    lane.map_or(0, |l| u64::from(l.tx().available_blocks()) * BLOCK_BYTES),
+                "no credit for one frame in {} ms: the peer must run credits on priority {} \
+                 and its receive buffer must hold two frames (sink --credit-buffer), or this \
+                 generator waits for ever",
+                credit_patience / 1_000_000,
+                setup.priority
+            );
         }
         let sending = !tx.is_empty();
         if sending {
@@ -551,7 +598,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         other_rx,
         oversize,
         credit: credit.report(prio),
-        credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
+        credit_wait_ns: credit_wait.waited_ns(now),
         tx_refused: port.kernel_drops().tx_refused,
         no_carrier_ns: carrier.held_ns(now),
     }
@@ -625,6 +672,21 @@ mod tests {
             .iter()
             .filter_map(|f| TestFrameView::parse(f).ok())
             .collect()
+    }
+
+    #[test]
+    fn a_wait_for_credit_that_lasts_is_told_once() {
+        let mut w = CreditWait::default();
+        assert!(!w.update(true, 0, 50));
+        assert!(!w.update(false, 40, 50), "credit came in time");
+        assert!(!w.update(true, 100, 50));
+        assert!(!w.update(true, 149, 50));
+        assert!(w.update(true, 150, 50), "one wait of 50");
+        assert!(!w.update(true, 200, 50), "told once");
+        assert!(!w.update(false, 210, 50));
+        assert!(!w.update(true, 300, 50));
+        assert!(!w.update(true, 400, 50), "told once a run");
+        assert_eq!(w.waited_ns(420), 40 + 110 + 120);
     }
 
     #[test]
