@@ -248,8 +248,7 @@ fn start_guard(
 fn text(r: &SinkReport) -> String {
     let mut s = format!(
         "sink {iface} ({backend}): received {rx} frames ({uniq} unique) in {secs:.3} s ({rate})\n\
-         lost {lost} ({here} at this sink, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n\
-         latency: p50 {p50:.1} us, p99 {p99:.1} us, p99.9 {p999:.1} us, max {max:.1} us\n",
+         lost {lost} ({here} at this sink, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n",
         iface = r.iface,
         backend = r.backend,
         rx = r.received,
@@ -262,11 +261,23 @@ fn text(r: &SinkReport) -> String {
         dup = r.duplicates,
         reo = r.reordered,
         other = r.other_rx,
-        p50 = r.latency.p50_us,
-        p99 = r.latency.p99_us,
-        p999 = r.latency.p999_us,
-        max = r.latency.max_us,
     );
+    s += &match &r.latency {
+        Some(l) => format!(
+            "latency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us\n",
+            l.p50_us, l.p99_us, l.p999_us, l.max_us
+        ),
+        None => format!(
+            "latency: not meaningful, the TX stamps are not on this host's clock (the generator on another host?): {} frames arrived before they were stamped\n",
+            r.latency_skipped
+        ),
+    };
+    if r.latency.is_some() && r.latency_skipped > 0 {
+        s += &format!(
+            "latency: {} frames arrived before they were stamped, by this host's clock: no sample\n",
+            r.latency_skipped
+        );
+    }
     if r.pfc_tx > 0 || r.sfcm_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
         s += &format!(
             "PFC sent {}, SFC messages sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",

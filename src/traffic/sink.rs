@@ -159,8 +159,12 @@ pub struct SinkReport {
     pub rate_bps: f64,
     /// Test frames per priority (PCP).
     pub per_priority: [u64; PRIORITIES],
-    /// One-way latency (TX stamp to RX/drain, same host clock).
-    pub latency: LatencySummary,
+    /// One-way latency (TX stamp to RX/drain, same host clock); `None` when the TX stamps
+    /// are not on the sink's clock (the generator on another host).
+    pub latency: Option<LatencySummary>,
+    /// Test frames without a latency sample: stamped after they arrived, by the sink's
+    /// clock (a generator on another host).
+    pub latency_skipped: u64,
     /// Per-flow detail.
     pub flows: Vec<FlowReport>,
     /// Frames that were not test traffic for us.
@@ -212,9 +216,15 @@ pub struct SinkReport {
     pub credit: Option<CreditLaneReport>,
 }
 
+/// The fastest frame taking longer than this (10 s) means the TX stamps are not on the sink's
+/// clock: no queue holds a frame that long.
+const CLOCKS_DIFFER_US: f64 = 10e6;
+
 struct Counting {
     flows: FlowTable,
     latency: Histogram,
+    /// Frames stamped after they arrived, so without a latency sample.
+    latency_skipped: u64,
     received: u64,
     bytes: u64,
     per_priority: [u64; PRIORITIES],
@@ -225,8 +235,9 @@ struct Counting {
 impl Counting {
     fn record(&mut self, v: &TestFrameView, from: Sender, len: u32, now: u64) {
         self.flows.record(v.flow, v.seq, v.tx_ns, from);
-        if now >= v.tx_ns {
-            self.latency.record(now - v.tx_ns);
+        match now.checked_sub(v.tx_ns) {
+            Some(ns) => self.latency.record(ns),
+            None => self.latency_skipped += 1,
         }
         self.received += 1;
         self.bytes += u64::from(len);
@@ -235,6 +246,16 @@ impl Counting {
             self.first_ns = now;
         }
         self.last_ns = now;
+    }
+
+    /// The latency summary, or `None` when the generator's TX stamps and the sink's clock
+    /// cannot be compared: each is its own host's CLOCK_MONOTONIC, so with the generator on
+    /// another host most frames seem to arrive before they were sent, or even the fastest
+    /// seems to take longer than any queue holds a frame.
+    fn latency(&self) -> Option<LatencySummary> {
+        let s = self.latency.summary();
+        let differ = self.latency_skipped > s.samples || s.min_us > CLOCKS_DIFFER_US;
+        (!differ).then_some(s)
     }
 }
 
@@ -339,6 +360,7 @@ pub fn run(
     let mut c = Counting {
         flows: FlowTable::new(setup.max_flows),
         latency: Histogram::default(),
+        latency_skipped: 0,
         received: 0,
         bytes: 0,
         per_priority: [0; PRIORITIES],
@@ -537,6 +559,10 @@ pub fn run(
         }
         let mut work = n;
         if let Some(sh) = shaper.as_mut() {
+            // A frame drains after it arrived: `now` was read before this turn's receive, and
+            // a frame a generator on this host stamped since then would seem to drain before
+            // it was sent (its sample lost, the fastest ones first).
+            let drained_at = now_ns();
             while let Some(p) = queues.select(0) {
                 let len = queues
                     .front(p)
@@ -555,7 +581,7 @@ pub fn run(
                     }
                 }
                 if let Ok((v, from)) = parse_ours(&pool, &head.frame, setup.dst_port) {
-                    c.record(&v, from, len, now);
+                    c.record(&v, from, len, drained_at);
                 }
                 pool.release(head.frame);
                 work += 1;
@@ -652,7 +678,8 @@ pub fn run(
         elapsed_s: elapsed,
         rate_bps,
         per_priority: c.per_priority,
-        latency: c.latency.summary(),
+        latency: c.latency(),
+        latency_skipped: c.latency_skipped,
         unknown_flow: c.flows.unknown_flow,
         damaged,
         stale: flows.iter().map(|f| f.stale).sum(),
@@ -672,5 +699,162 @@ pub fn run(
         credit: setup
             .credit
             .and_then(|k| credit.report(usize::from(k.priority))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::RawFd;
+
+    use super::*;
+    use crate::{
+        dataplane::{
+            mem_port::{mem_link, MemPeer, MemPort},
+            port::PortError,
+        },
+        wire::{MacAddr, TestFrame},
+    };
+
+    fn counting() -> Counting {
+        Counting {
+            flows: FlowTable::new(4),
+            latency: Histogram::default(),
+            latency_skipped: 0,
+            received: 0,
+            bytes: 0,
+            per_priority: [0; PRIORITIES],
+            first_ns: 0,
+            last_ns: 0,
+        }
+    }
+
+    const FROM: Sender = Sender {
+        mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        pcp: Some(3),
+    };
+
+    /// Frame `seq` of flow 7, stamped `tx_ns`.
+    fn view(seq: u64, tx_ns: u64) -> TestFrameView {
+        let f = TestFrame {
+            seq,
+            tx_ns,
+            ..TestFrame::sample(100)
+        };
+        let mut b = [0u8; 100];
+        f.emit(&mut b).unwrap();
+        TestFrameView::parse(&b).unwrap()
+    }
+
+    #[test]
+    fn latency_from_another_hosts_clock_is_told_not_reported() {
+        // Uptime 23 days.
+        const NOW: u64 = 2_000_000_000_000_000;
+        // Same clock: one frame stamped after it arrived is counted, the rest are samples.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(&view(s, NOW - 20_000), FROM, 100, NOW);
+        }
+        c.record(&view(10, NOW + 1), FROM, 100, NOW);
+        assert_eq!(c.latency_skipped, 1);
+        assert_eq!(c.latency().map(|l| l.samples), Some(10));
+        // Stamped by a clock 10^15 ns ahead: every frame arrives "before" it was sent.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(&view(s, NOW + 1_000_000_000_000_000), FROM, 100, NOW);
+        }
+        assert_eq!((c.latency_skipped, c.latency()), (10, None));
+        // Or behind: even the fastest frame seems to take 10^6 s.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(
+                &view(s, NOW - 1_000_000_000_000_000.min(NOW)),
+                FROM,
+                100,
+                NOW,
+            );
+        }
+        assert_eq!((c.latency_skipped, c.latency()), (0, None));
+    }
+
+    /// A port on which one test frame arrives at each receive, stamped right then: after the
+    /// sink's turn began, as a frame a generator on this host sends meanwhile is.
+    struct FreshFrames {
+        port: MemPort,
+        peer: MemPeer,
+        seq: u64,
+    }
+
+    impl Port for FreshFrames {
+        fn name(&self) -> &str {
+            self.port.name()
+        }
+        fn mac(&self) -> MacAddr {
+            self.port.mac()
+        }
+        fn recv(
+            &mut self,
+            pool: &mut FramePool,
+            out: &mut Vec<RxFrame>,
+            max: usize,
+            now: u64,
+        ) -> Result<usize, PortError> {
+            let tx_ns = now_ns();
+            let f = TestFrame {
+                seq: self.seq,
+                tx_ns,
+                ..TestFrame::sample(100)
+            };
+            let mut b = [0u8; 100];
+            f.emit(&mut b).unwrap();
+            self.peer.inject(&b, tx_ns);
+            self.seq += 1;
+            self.port.recv(pool, out, max, now)
+        }
+        fn tx_room(&mut self) -> usize {
+            self.port.tx_room()
+        }
+        fn send(&mut self, pool: &mut FramePool, f: &mut Vec<Frame>) -> Result<usize, PortError> {
+            self.port.send(pool, f)
+        }
+        fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+            self.port.reclaim(pool)
+        }
+        fn poll_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_congestion_point_sink_samples_every_frame_it_drains() {
+        let (port, peer) = mem_link("s0", MacAddr([2, 0, 0, 0, 0, 2]), 64);
+        let ports = WorkerPorts {
+            pool: FramePool::heap(256).unwrap(),
+            ports: vec![Box::new(FreshFrames { port, peer, seq: 0 })],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = SinkSetup {
+            duration: Some(Duration::from_secs(10)),
+            idle_timeout: None,
+            progress: Duration::ZERO,
+            expect: Some(200),
+            max_flows: 8,
+            dst_port: TestFrame::sample(100).dst_port,
+            congestion: Some(SinkCongestion {
+                drain_rate_bps: 10_000_000_000,
+                buffer_bytes: 512 * 1024,
+                thresholds: PfcThresholds {
+                    xoff: 128 * 1024,
+                    xon: 64 * 1024,
+                },
+            }),
+            pause: None,
+            credit: None,
+        };
+        let r = run(ports, &setup, false, &AtomicBool::new(false));
+        assert!(r.received >= 200, "{r:?}");
+        assert_eq!(r.latency_skipped, 0, "{r:?}");
+        assert_eq!(r.latency.map(|l| l.samples), Some(r.received), "{r:?}");
     }
 }
