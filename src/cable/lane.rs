@@ -14,8 +14,8 @@ use super::{
     LaneSettings,
 };
 use crate::{
-    dataplane::{pool::Frame, shaper::Shaper, shaper::WIRE_OVERHEAD},
-    traffic::histogram::Histogram,
+    dataplane::{pool::Frame, shaper::Shaper},
+    traffic::{histogram::Histogram, line_rate_bps},
 };
 
 /// What became of a received frame.
@@ -309,7 +309,7 @@ impl Lane {
     /// The report of this direction.
     pub fn report(&self, direction: &str, from: &str, to: &str) -> LaneReport {
         let c = &self.c;
-        let elapsed = c.last_tx_ns.saturating_sub(c.first_tx_ns).max(1) as f64 / 1e9;
+        let span_ns = c.last_tx_ns.saturating_sub(c.first_tx_ns);
         let s = &self.settings;
         LaneReport {
             direction: direction.to_string(),
@@ -346,14 +346,12 @@ impl Lane {
             } else {
                 (c.delay_sum_ns / u128::from(c.tx_frames)) as f64 / 1e3
             },
-            tx_elapsed_s: if c.tx_frames > 1 { elapsed } else { 0.0 },
-            rate_bps: if c.tx_frames > 1 {
-                // The first frame starts the interval; count the others' wire time.
-                (c.tx_bytes - c.first_tx_len + (c.tx_frames - 1) * WIRE_OVERHEAD) as f64 * 8.0
-                    / elapsed
+            tx_elapsed_s: if c.tx_frames > 1 {
+                span_ns as f64 / 1e9
             } else {
                 0.0
             },
+            rate_bps: line_rate_bps(c.tx_frames, c.tx_bytes, c.first_tx_len, span_ns),
         }
     }
 }

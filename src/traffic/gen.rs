@@ -111,9 +111,10 @@ pub struct GenReport {
     pub bytes_sent: u64,
     /// Frames sent per flow (= next sequence number of each flow), from the first flow.
     pub sent_per_flow: Vec<u64>,
-    /// Seconds from first to last frame.
+    /// Seconds from the first frame sent to the last (0 for one frame).
     pub elapsed_s: f64,
-    /// Achieved rate, counting wire overhead, bit/s.
+    /// Achieved rate, counting wire overhead, bit/s: the frames after the first over
+    /// `elapsed_s` (0 for fewer than two frames).
     pub rate_bps: f64,
     /// Time the generator's priority spent paused by PAUSE/PFC, ns.
     pub paused_ns: u64,
@@ -285,7 +286,6 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut next_seq = vec![0u64; flows as usize];
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
-    let mut shaper = Shaper::paced(setup.rate_bps, start);
     let mut timers = PauseTimers::new(setup.link_speed_bps);
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
@@ -313,7 +313,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
         )
     });
-    let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
+    let (mut sent, mut bytes, mut flow) = (0u64, 0u64, 0usize);
+    // When the first and the last batch with frames went out.
+    let (mut first_tx, mut last_tx) = (None::<u64>, 0u64);
     let prio = usize::from(setup.priority) % PRIORITIES;
     let mut credit = match setup.credit {
         Some(t) => CreditPort::new([(setup.priority, GEN_CREDIT_BUFFER)], &t, start)
@@ -330,6 +332,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let mut progress = Progress::new(setup.progress, start);
     // Paused time (PAUSE/PFC, SFC) at the previous progress line.
     let mut paused_before = (0u64, 0u64);
+    // Paced from here: the setup's time is no credit for a burst.
+    let mut shaper = Shaper::paced(setup.rate_bps, now_ns());
     loop {
         let now = now_ns();
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -540,7 +544,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             }
             sent += k as u64;
             bytes += k as u64 * setup.size as u64;
-            last_tx = now;
+            if k > 0 {
+                first_tx.get_or_insert(now);
+                last_tx = now;
+            }
         }
         // The update goes out behind the data its blocks-sent count includes.
         send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
@@ -570,15 +577,16 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         idler.hold(0, held);
         idler.wait(now, deadline);
     }
+    // Times are taken as the run ends: a pause still running is no part of the run after it.
+    let now = now_ns();
+    let sfc_paused = sfc.paused_ns(now);
     // Let the last frames leave before the port closes.
     let settle = now_ns() + 50_000_000;
     while now_ns() < settle {
         let _ = port.reclaim(&mut pool);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let now = now_ns();
-    let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
-    let sfc_paused = sfc.paused_ns(now);
+    let span_ns = first_tx.map_or(0, |t| last_tx - t);
     let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "generator");
     GenReport {
         iface: port.name().to_string(),
@@ -586,8 +594,8 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         frames_sent: sent,
         bytes_sent: bytes,
         sent_per_flow: next_seq,
-        elapsed_s: elapsed,
-        rate_bps: (bytes + sent * crate::dataplane::shaper::WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
+        elapsed_s: span_ns as f64 / 1e9,
+        rate_bps: super::line_rate_bps(sent, bytes, setup.size as u64, span_ns),
         paused_ns: timers.paused_ns(now)[prio],
         sfc_paused_ns: sfc_paused.class[prio],
         sfc_flow_paused_ns: sfc_paused.flow[prio],
@@ -672,6 +680,61 @@ mod tests {
             .iter()
             .filter_map(|f| TestFrameView::parse(f).ok())
             .collect()
+    }
+
+    #[test]
+    fn the_rate_is_the_paced_one_however_few_frames() {
+        // 10 frames at 100 kbit/s: 9.6 ms apart, 86 ms from the first to the last.
+        let (ports, peer, setup) = mem_gen(1, 10_000);
+        let setup = GenSetup {
+            rate_bps: 100_000,
+            count: Some(10),
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |_| {});
+        assert_eq!(r.frames_sent, 10);
+        assert!(
+            (r.rate_bps - 100_000.0).abs() < 2_000.0,
+            "{} bit/s over {} s",
+            r.rate_bps,
+            r.elapsed_s
+        );
+        // One frame spans no time: no rate.
+        let (ports, peer, setup) = mem_gen(1, 10_000);
+        let setup = GenSetup {
+            count: Some(1),
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |_| {});
+        assert_eq!((r.frames_sent, r.rate_bps, r.elapsed_s), (1, 0.0, 0.0));
+    }
+
+    #[test]
+    fn a_pause_running_at_the_end_counts_only_within_the_run() {
+        // 60 ms of sending, and at 30 ms a PFC pause of 65,535 quanta at 100 Mbit/s (335 ms).
+        let (ports, peer, setup) = mem_gen(1, 60);
+        let setup = GenSetup {
+            link_speed_bps: 100_000_000,
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(30));
+            let pfc = MacControl::Pfc {
+                enable: 1 << 3,
+                quanta: [u16::MAX; 8],
+            };
+            let mut buf = [0u8; 64];
+            let len = pfc
+                .emit_frame(MacAddr([2, 0, 0, 0, 0, 2]), &mut buf)
+                .unwrap();
+            peer.inject(&buf[..len], now_ns());
+        });
+        assert_eq!(r.pfc_rx, 1);
+        assert!(
+            r.paused_ns > 0 && r.paused_ns <= 60 * MS,
+            "paused {} ns in a 60 ms run",
+            r.paused_ns
+        );
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::{
         port::{send_or_release, KernelDrops, Port, RxFrame},
         queue::{PrioQueues, Queued},
         sfc_roster::{RosterWriter, SourceRoster},
-        shaper::{Shaper, WIRE_OVERHEAD},
+        shaper::Shaper,
     },
     fc::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers},
@@ -155,7 +155,8 @@ pub struct SinkReport {
     pub bytes: u64,
     /// Seconds from first to last test frame.
     pub elapsed_s: f64,
-    /// Receive rate with wire overhead, bit/s.
+    /// Receive rate with wire overhead, bit/s: the frames after the first over `elapsed_s`
+    /// (0 for fewer than two).
     pub rate_bps: f64,
     /// Test frames per priority (PCP).
     pub per_priority: [u64; PRIORITIES],
@@ -229,6 +230,8 @@ struct Counting {
     bytes: u64,
     per_priority: [u64; PRIORITIES],
     first_ns: u64,
+    /// Length of the first test frame: it opens the interval the rate is taken over.
+    first_len: u64,
     last_ns: u64,
 }
 
@@ -243,9 +246,19 @@ impl Counting {
         self.bytes += u64::from(len);
         self.per_priority[usize::from(v.pcp.unwrap_or(0) & 7)] += 1;
         if self.first_ns == 0 {
-            self.first_ns = now;
+            (self.first_ns, self.first_len) = (now, u64::from(len));
         }
         self.last_ns = now;
+    }
+
+    /// From the first test frame to the last, ns.
+    fn span_ns(&self) -> u64 {
+        self.last_ns.saturating_sub(self.first_ns)
+    }
+
+    /// The receive rate, bit/s with wire overhead (0 for fewer than two frames).
+    fn rate_bps(&self) -> f64 {
+        super::line_rate_bps(self.received, self.bytes, self.first_len, self.span_ns())
     }
 
     /// The latency summary, or `None` when the generator's TX stamps and the sink's clock
@@ -365,6 +378,7 @@ pub fn run(
         bytes: 0,
         per_priority: [0; PRIORITIES],
         first_ns: 0,
+        first_len: 0,
         last_ns: 0,
     };
     let mut queues = PrioQueues::new(pool.capacity() as usize);
@@ -656,13 +670,6 @@ pub fn run(
     let lost: u64 = flows.iter().map(|f| f.lost).sum();
     // What the sink dropped itself: at its socket, beyond its buffer, beyond its credit.
     let lost_here = (kernel_drops.rx_lost() + overflow + refused).min(lost);
-    // One test frame spans no time: no rate then (it would be its length over a nanosecond).
-    let elapsed = c.last_ns.saturating_sub(c.first_ns) as f64 / 1e9;
-    let rate_bps = if c.received > 1 && elapsed > 0.0 {
-        (c.bytes + c.received * WIRE_OVERHEAD) as f64 * 8.0 / elapsed
-    } else {
-        0.0
-    };
     SinkReport {
         iface: port.name().to_string(),
         backend,
@@ -675,8 +682,8 @@ pub fn run(
         duplicates: flows.iter().map(|f| f.duplicates).sum(),
         reordered: flows.iter().map(|f| f.reordered).sum(),
         bytes: c.bytes,
-        elapsed_s: elapsed,
-        rate_bps,
+        elapsed_s: c.span_ns() as f64 / 1e9,
+        rate_bps: c.rate_bps(),
         per_priority: c.per_priority,
         latency: c.latency(),
         latency_skipped: c.latency_skipped,
@@ -724,6 +731,7 @@ mod tests {
             bytes: 0,
             per_priority: [0; PRIORITIES],
             first_ns: 0,
+            first_len: 0,
             last_ns: 0,
         }
     }
@@ -774,6 +782,17 @@ mod tests {
             );
         }
         assert_eq!((c.latency_skipped, c.latency()), (0, None));
+    }
+
+    /// Two 1,000-byte frames 8,192 ns apart (the wire time of one at 1 Gbit/s) arrived at
+    /// the line's rate, not twice it.
+    #[test]
+    fn two_frames_give_the_line_rate() {
+        let mut c = counting();
+        c.record(&view(0, 1), FROM, 1000, 1_000_000);
+        assert_eq!(c.rate_bps(), 0.0, "one frame spans no time");
+        c.record(&view(1, 2), FROM, 1000, 1_008_192);
+        assert_eq!(c.rate_bps(), 1e9);
     }
 
     /// A port on which one test frame arrives at each receive, stamped right then: after the
