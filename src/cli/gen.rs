@@ -53,9 +53,10 @@ pub struct GenArgs {
     /// Stop after this many frames.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Link speed PAUSE/PFC quanta are counted at (must match the peer's port speed).
-    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
-    pub link_speed: u64,
+    /// Link speed PAUSE/PFC quanta are counted at, which must be the peer's port speed
+    /// [default: the interface's speed as ethtool reports it, else 10Gbit].
+    #[arg(long, value_parser = common::rate)]
+    pub link_speed: Option<u64>,
     /// Destination MAC address.
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     pub dst_mac: MacAddr,
@@ -137,7 +138,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
     args.realtime.apply(common::GEN_REALTIME_PRIORITY)?;
     let setup = GenSetup {
         rate_bps: args.rate,
-        link_speed_bps: args.link_speed,
+        link_speed_bps: common::link_speed(args.link_speed, &args.iface.iface),
         size: args.size,
         priority: args.priority,
         vid: args.vid,

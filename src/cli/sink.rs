@@ -20,7 +20,7 @@ use crate::{
     traffic::{
         open_iface,
         sink::{self, SinkCongestion, SinkCredit, SinkPause, SinkPfc, SinkReport, SinkSetup},
-        sink_guard::{SinkGuard, SinkGuardSetup},
+        sink_guard::{GuardPaused, SinkGuard, SinkGuardSetup},
     },
     units::format_rate,
     wire::test_traffic::DEFAULT_TEST_UDP_PORT,
@@ -67,10 +67,11 @@ pub struct SinkArgs {
     #[arg(long, default_value_t = u16::MAX, value_parser = clap::value_parser!(u16).range(1..),
           conflicts_with_all = ["no_pfc", "sfc"])]
     pub pause_quanta: u16,
-    /// Link speed the quanta are counted at (and, with --sfc and no --drain-rate, the drain
-    /// rate assumed until one is measured).
-    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
-    pub link_speed: u64,
+    /// Link speed the quanta are counted at, which must be the upstream port's (and, with
+    /// --sfc and no --drain-rate, the drain rate assumed until one is measured) [default: the
+    /// interface's speed as ethtool reports it, else 10Gbit].
+    #[arg(long, value_parser = common::rate)]
+    pub link_speed: Option<u64>,
     /// Never send PFC: by default the sink pauses every priority upstream while its RX ring
     /// is short of buffers (and at XOFF as a congestion point), like a lossless host NIC.
     #[arg(long)]
@@ -167,14 +168,18 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         sfc_udp_port: 0,
     };
     let (ports, attached) = open_iface(&args.iface.setup(), steering)?;
+    let link_speed_bps = common::link_speed(args.link_speed, &args.iface.iface);
     let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
     // With SFC, the sources the sink takes frames from, whom it and its guard pause.
     let sources = args.sfc.then(|| Arc::new(SourceRoster::default()));
+    // Where the stall guard says that it paused upstream with PFC, for the sink to end it.
+    let guard_paused = Arc::new(GuardPaused::default());
     let guard = match attached.as_ref().and_then(|a| a.programs.first()) {
         Some(prog) if !args.no_pfc && !args.no_stall_guard => {
             let queues = ports.rx_queues.first().copied().unwrap_or(1);
             let priority = realtime.as_ref().map(|r| r.priority);
-            start_guard(args, prog, queues, priority, sources.clone())
+            let pfc = (link_speed_bps, guard_paused.clone());
+            start_guard(args, prog, queues, priority, sources.clone(), pfc)
         }
         _ => None,
     };
@@ -189,14 +194,15 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         congestion,
         pause: match (&sources, args.no_pfc) {
             (Some(sources), _) => Some(SinkPause::Sfc {
-                link_speed_bps: args.link_speed,
+                link_speed_bps,
                 sources: sources.clone(),
                 udp_port: args.sfc_udp_port,
             }),
             (None, true) => None,
             (None, false) => Some(SinkPause::Pfc(SinkPfc {
                 pause_quanta: args.pause_quanta,
-                link_speed_bps: args.link_speed,
+                link_speed_bps,
+                guard: guard.is_some().then_some(guard_paused),
             })),
         },
         credit: args.credit.map(|priority| SinkCredit {
@@ -218,27 +224,29 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
 
 /// Starts the sink's stall guard on `prog`'s interface, for its RX queues 0 up to `queues`,
 /// one below the sink's own real-time `priority` when it has one (the daemon's default
-/// otherwise), pausing the sources on `sfc` with SFC where given, else with PFC; `None`
-/// (logged) if it cannot.
+/// otherwise), pausing the sources on `sfc` with SFC where given, else with PFC at the link
+/// speed of `pfc`, saying so on its flag; `None` (logged) if it cannot.
 fn start_guard(
     args: &SinkArgs,
     prog: &XdpProgram,
     queues: u32,
     priority: Option<u8>,
     sfc: Option<Arc<SourceRoster>>,
+    pfc: (u64, Arc<GuardPaused>),
 ) -> Option<SinkGuard> {
     let setup = SinkGuardSetup {
         iface: args.iface.iface.clone(),
         ingress: prog.ingress().clone(),
         queues,
         bell: prog.bells().ok()?.into_iter().next()?,
-        link_speed_bps: args.link_speed,
+        link_speed_bps: pfc.0,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)
             .saturating_sub(1)
             .max(1),
         sfc,
         sfc_udp_port: args.sfc_udp_port,
+        paused: pfc.1,
     };
     SinkGuard::spawn(setup)
         .inspect_err(|e| tracing::warn!(error = %e, "no sink stall guard"))

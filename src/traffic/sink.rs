@@ -29,6 +29,7 @@ use super::{
     histogram::{Histogram, LatencySummary},
     progress::Progress,
     send_credit_update,
+    sink_guard::GuardPaused,
 };
 use crate::{
     dataplane::{
@@ -51,7 +52,7 @@ use crate::{
     wire::{
         classify,
         sfcm::{self, Ipv4Flow},
-        EthernetFrame, FrameKind, Sfcm, TestFrameView, WireError,
+        EthernetFrame, FrameKind, MacControl, Sfcm, TestFrameView, WireError,
     },
 };
 
@@ -79,12 +80,14 @@ pub struct SinkCongestion {
 
 /// How the sink pauses upstream with PFC (at the congestion point's thresholds, and while its
 /// RX ring is short of buffers).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SinkPfc {
     /// Pause time of each XOFF, quanta.
     pub pause_quanta: u16,
     /// Link speed for quanta and refresh timing.
     pub link_speed_bps: u64,
+    /// Where its stall guard, if it has one, says that it paused upstream.
+    pub guard: Option<Arc<GuardPaused>>,
 }
 
 /// How the sink tells upstream to pause.
@@ -335,6 +338,22 @@ fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<(TestFrameVi
     }
 }
 
+/// Sends the PAUSE or PFC frame `m` on `port`; returns whether it left.
+fn send_pfc(
+    port: &mut dyn Port,
+    pool: &mut FramePool,
+    tx: &mut Vec<Frame>,
+    m: &MacControl,
+) -> bool {
+    pool.alloc().is_some_and(|mut f| {
+        let len = m
+            .emit_frame(port.mac(), pool.buf_mut(&f))
+            .expect("a pool frame holds a MAC control frame");
+        f.set_len(len);
+        send_or_release(port, pool, tx, f).unwrap_or(false)
+    })
+}
+
 /// Sends the SFC message `msg` to its source (to the offending frame's source MAC, over UDP
 /// to `udp_port` where set: [`sfcm_udp`]); returns whether it left.
 fn send_sfcm(
@@ -394,6 +413,10 @@ pub fn run(
         },
         |k| k.thresholds,
     );
+    let guard_paused = match &setup.pause {
+        Some(SinkPause::Pfc(k)) => k.guard.as_deref(),
+        _ => None,
+    };
     let mut generator = match &setup.pause {
         Some(SinkPause::Pfc(k)) => Some(PfcGenerator::new(
             [Some(thresholds); PRIORITIES],
@@ -617,18 +640,22 @@ pub fn run(
         if let Some(g) = generator.as_mut() {
             let congested = if fill.starved() { u8::MAX } else { 0 };
             if let Some(m) = g.poll(now, &waiting, congested) {
-                let sent = pool.alloc().is_some_and(|mut f| {
-                    let len = m
-                        .emit_frame(port.mac(), pool.buf_mut(&f))
-                        .expect("a pool frame holds a MAC control frame");
-                    f.set_len(len);
-                    send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false)
-                });
-                if sent {
+                if send_pfc(&mut **port, &mut pool, &mut tx, &m) {
                     pfc_tx += 1;
                 } else {
                     // Sent again at the next turn, not half a pause later.
                     g.unsent(&m, now);
+                }
+            }
+            // The stall guard paused upstream while the sink was away: back, and pausing
+            // nothing itself, the sink ends that pause (`sink_guard`).
+            if let Some(paused) = guard_paused.filter(|p| p.take()) {
+                if let Some(m) = g.resume_all().filter(|_| g.xoff_mask() == 0) {
+                    if send_pfc(&mut **port, &mut pool, &mut tx, &m) {
+                        pfc_tx += 1;
+                    } else {
+                        paused.set();
+                    }
                 }
             }
         }
@@ -793,6 +820,78 @@ mod tests {
         assert_eq!(c.rate_bps(), 0.0, "one frame spans no time");
         c.record(&view(1, 2), FROM, 1000, 1_008_192);
         assert_eq!(c.rate_bps(), 1e9);
+    }
+
+    /// The PFC frames a sink sends in 20 ms when its stall guard has (`guard_paused`) or has
+    /// not paused upstream, with `queued` 1,000-byte test frames arriving at once into a
+    /// congestion buffer that drains at 1 kbit/s (XOFF at 2 KiB).
+    fn pfc_after_guard(guard_paused: bool, queued: u64) -> Vec<MacControl> {
+        let (port, peer) = mem_link("s0", MacAddr([2, 0, 0, 0, 0, 2]), 64);
+        for seq in 0..queued {
+            let f = TestFrame {
+                seq,
+                ..TestFrame::sample(1000)
+            };
+            let mut b = [0u8; 1000];
+            f.emit(&mut b).unwrap();
+            peer.inject(&b, now_ns());
+        }
+        let guard = Arc::new(GuardPaused::default());
+        if guard_paused {
+            guard.set();
+        }
+        let ports = WorkerPorts {
+            pool: FramePool::heap(256).unwrap(),
+            ports: vec![Box::new(port)],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = SinkSetup {
+            duration: Some(Duration::from_millis(20)),
+            idle_timeout: None,
+            progress: Duration::ZERO,
+            expect: None,
+            max_flows: 8,
+            dst_port: TestFrame::sample(100).dst_port,
+            congestion: Some(SinkCongestion {
+                drain_rate_bps: 1_000,
+                buffer_bytes: 64 * 1024,
+                thresholds: PfcThresholds {
+                    xoff: 2 * 1024,
+                    xon: 1024,
+                },
+            }),
+            pause: Some(SinkPause::Pfc(SinkPfc {
+                pause_quanta: u16::MAX,
+                link_speed_bps: 10_000_000_000,
+                guard: Some(guard),
+            })),
+            credit: None,
+        };
+        run(ports, &setup, false, &AtomicBool::new(false));
+        peer.take()
+            .iter()
+            .filter_map(|f| MacControl::parse_frame(f).ok())
+            .collect()
+    }
+
+    #[test]
+    fn a_sink_back_from_a_stall_ends_its_guards_pause_unless_it_pauses_itself() {
+        let xon = MacControl::Pfc {
+            enable: u8::MAX,
+            quanta: [0; PRIORITIES],
+        };
+        assert_eq!(pfc_after_guard(false, 0), []);
+        assert_eq!(pfc_after_guard(true, 0), [xon], "the guard's pause ended");
+        // Above XOFF the sink's own pause of priority 3 holds (refreshed): no XON for the
+        // guard's.
+        let own = pfc_after_guard(true, 10);
+        let xoff = MacControl::Pfc {
+            enable: 1 << 3,
+            quanta: std::array::from_fn(|p| if p == 3 { u16::MAX } else { 0 }),
+        };
+        assert!(!own.is_empty() && own.iter().all(|m| *m == xoff), "{own:?}");
     }
 
     /// A port on which one test frame arrives at each receive, stamped right then: after the
