@@ -104,7 +104,8 @@ fn send_says_what_the_kernel_refused() {
 }
 
 /// Tool flags that cannot be honoured exit 2 with a line naming the flag, whether clap or the
-/// tool refuses them, before any interface is opened: zero stop times and watch intervals,
+/// tool refuses them, before any interface is opened: zero stop times, watch intervals and
+/// self-test timeouts (at zero every frame of a working link counted as lost),
 /// flow ids past u32, a credit window no full-size frame fits (the generator would wait for
 /// ever), rule and threshold flags without the flag they belong to.
 #[test]
@@ -178,6 +179,14 @@ fn tool_usage_errors_name_the_flag_and_exit_2() {
             "--idle-timeout",
         ),
         (&["status", "--watch", "0s"], "--watch"),
+        (
+            &["selftest", "--a", "x", "--b", "y", "--timeout", "0s"],
+            "--timeout",
+        ),
+        (
+            &["selftest", "--a", "x", "--b", "y", "--timeout", "500us"],
+            "--timeout",
+        ),
         (
             &["cable", "--a", "x", "--b", "y", "--loss-match", "data"],
             "--loss",
