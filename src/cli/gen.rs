@@ -11,6 +11,7 @@ use crate::{
     dataplane::{pool::JUMBO_MAX_FRAME, xdp_prog::Steering},
     fc::credit_port::CreditTimers,
     traffic::{
+        flows::MAX_FLOWS,
         gen::{self, GenReport, GenSetup},
         open_iface,
     },
@@ -40,8 +41,9 @@ pub struct GenArgs {
     /// Priority: the 802.1Q PCP of every frame (and DSCP class selector).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub priority: u8,
-    /// Number of flows, sent round-robin, each with its own sequence numbers.
-    #[arg(long, default_value_t = 1)]
+    /// Number of flows, sent round-robin, each with its own sequence numbers (at most
+    /// 1048576, what a sink accounts with --max-flows).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
     pub flows: u32,
     /// Id of the first flow (flows are first-flow .. first-flow + flows), so several
     /// generators feeding one sink keep their sequence numbers apart.
@@ -105,9 +107,6 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
         return Err(CliError::Usage(
             "give --duration or --count (or both)".into(),
         ));
-    }
-    if args.flows == 0 {
-        return Err(CliError::Usage("--flows must be at least 1".into()));
     }
     if args.first_flow.checked_add(args.flows - 1).is_none() {
         return Err(CliError::Usage(format!(

@@ -18,6 +18,7 @@ use crate::{
     },
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
+        flows::MAX_FLOWS,
         open_iface,
         sink::{self, SinkCongestion, SinkCredit, SinkPause, SinkPfc, SinkReport, SinkSetup},
         sink_guard::{GuardPaused, SinkGuard, SinkGuardSetup},
@@ -46,7 +47,7 @@ pub struct SinkArgs {
     pub expect: Option<u64>,
     /// Flow ids accounted: 0..max-flows, at most 1048576 (8 bytes each up front, 8 KiB more
     /// per flow seen); frames of other flows are counted as unknown_flow.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
     pub max_flows: u32,
     /// UDP destination port of the test traffic.
     #[arg(long, default_value_t = DEFAULT_TEST_UDP_PORT)]

@@ -22,6 +22,10 @@ use serde::Serialize;
 
 use crate::wire::MacAddr;
 
+/// Most flow ids a sink accounts (`sink --max-flows`), and so a generator sends
+/// (`gen --flows`).
+pub const MAX_FLOWS: u32 = 1 << 20;
+
 /// Sequence numbers remembered per flow below the highest one seen.
 pub const WINDOW: u64 = 1 << 16;
 const WORDS: usize = (WINDOW / 64) as usize;

@@ -83,6 +83,13 @@ pub struct GenSetup {
 /// Frames sent (and received) per turn at most.
 const BATCH: usize = 64;
 
+/// The UDP source port of flow `f` (from the first): the dynamic ports 49152..=65535, again
+/// every 16,384 flows (flows that far apart share a 5-tuple, so a flow-scope SFC pause of
+/// one pauses both).
+fn src_port(f: usize) -> u16 {
+    49152 + (f % 16384) as u16
+}
+
 /// The IPv4 5-tuple of `t`'s frames: the key a flow-scope SFC message names them by
 /// ([`Ipv4Flow::of_frame`] at the congestion point).
 fn flow_key(t: &TestFrame) -> Ipv4Flow {
@@ -245,45 +252,46 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         ..
     } = ports;
     let port = &mut ports[0];
-    let flows = setup.flows.max(1);
-    let templates: Vec<TestFrame> = (0..flows)
-        .map(|f| TestFrame {
-            eth: EthernetRepr {
-                dst: setup.dst_mac,
-                src: port.mac(),
-                vlan: Some(VlanTag {
-                    pcp: setup.priority,
-                    dei: false,
-                    vid: setup.vid,
-                }),
-                ethertype: EtherType::IPV4,
-            },
-            src_ip: setup.src_ip,
-            dst_ip: setup.dst_ip,
-            dscp: setup.priority << 3,
-            src_port: 49152 + (f % 16384) as u16,
-            dst_port: setup.dst_port,
-            flow: setup.first_flow + f,
-            seq: 0,
-            tx_ns: 0,
-            len: setup.size,
-        })
-        .collect();
-    // A frame longer than one pool frame (a jumbo frame over AF_XDP) is written whole from an
-    // image per flow, made once here, then stamped in its first chunk.
-    let images: Vec<Vec<u8>> = if setup.size > crate::dataplane::pool::XSK_MAX_FRAME {
-        templates
-            .iter()
-            .map(|t| {
-                let mut b = vec![0u8; setup.size];
-                t.emit(&mut b).expect("frame size validated by the CLI");
-                b
-            })
-            .collect()
-    } else {
-        Vec::new()
+    let flows = setup.flows.max(1) as usize;
+    // Flow f's frames are the first flow's with its own UDP source port and flow id
+    // (`of_flow`): one template, and nothing per flow but its next sequence number.
+    let template = TestFrame {
+        eth: EthernetRepr {
+            dst: setup.dst_mac,
+            src: port.mac(),
+            vlan: Some(VlanTag {
+                pcp: setup.priority,
+                dei: false,
+                vid: setup.vid,
+            }),
+            ethertype: EtherType::IPV4,
+        },
+        src_ip: setup.src_ip,
+        dst_ip: setup.dst_ip,
+        dscp: setup.priority << 3,
+        src_port: src_port(0),
+        dst_port: setup.dst_port,
+        flow: setup.first_flow,
+        seq: 0,
+        tx_ns: 0,
+        len: setup.size,
     };
-    let mut next_seq = vec![0u64; flows as usize];
+    let of_flow = |f: usize| TestFrame {
+        src_port: src_port(f),
+        flow: setup.first_flow + f as u32,
+        ..template
+    };
+    let key = flow_key(&template);
+    // A frame longer than one pool frame (a jumbo frame over AF_XDP) is written whole from
+    // one image, made once here, then stamped with its flow in its first chunk.
+    let image = (setup.size > crate::dataplane::pool::XSK_MAX_FRAME).then(|| {
+        let mut b = vec![0u8; setup.size];
+        template
+            .emit(&mut b)
+            .expect("frame size validated by the CLI");
+        b
+    });
+    let mut next_seq = vec![0u64; flows];
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
     let mut timers = PauseTimers::new(setup.link_speed_bps);
@@ -477,10 +485,13 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 // Flow-scope SFC pauses single flows: the next flow on, round-robin, that is
                 // not paused. Every one is paused only while a flow pause runs, the one time
                 // this looks at them all (`is_paused` asks no table otherwise).
-                let Some(f) = (0..templates.len())
-                    .map(|i| (flow + i) % templates.len())
-                    .find(|&f| !sfc.is_paused(prio, Some(&flow_key(&templates[f])), now))
-                else {
+                let Some(f) = (0..flows).map(|i| (flow + i) % flows).find(|&f| {
+                    let key = Ipv4Flow {
+                        src_port: src_port(f),
+                        ..key
+                    };
+                    !sfc.is_paused(prio, Some(&key), now)
+                }) else {
                     flows_paused = true;
                     break;
                 };
@@ -491,17 +502,18 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     break;
                 };
                 flow = f;
-                let t = &templates[flow];
-                if images.is_empty() {
-                    t.emit(pool.buf_mut(&frame))
-                        .expect("frame size validated by the CLI");
-                } else {
-                    pool.write_frame(&frame, &images[flow]);
+                let t = of_flow(flow);
+                match &image {
+                    None => {
+                        t.emit(pool.buf_mut(&frame))
+                            .expect("frame size validated by the CLI");
+                    }
+                    Some(image) => pool.write_frame(&frame, image),
                 }
                 t.stamp(pool.buf_mut(&frame), next_seq[flow], now_ns());
                 next_seq[flow] += 1;
                 batch_flows[tx.len()] = flow as u32;
-                flow = (flow + 1) % templates.len();
+                flow = (flow + 1) % flows;
                 // A frame the ring refuses below was counted but never sent: the peer's
                 // count is repaired at the next resync, as for a frame lost on the wire.
                 credit.on_sent(prio, setup.size as u32);
@@ -618,7 +630,7 @@ mod tests {
     use crate::{
         dataplane::{
             mem_port::{mem_link, MemPeer},
-            pool::FramePool,
+            pool::{heap_frame_size, FramePool, JUMBO_MAX_FRAME},
         },
         wire::{sfcm, SfcScope, TestFrameView},
     };
@@ -735,6 +747,29 @@ mod tests {
             "paused {} ns in a 60 ms run",
             r.paused_ns
         );
+    }
+
+    #[test]
+    fn every_flow_of_one_jumbo_image_is_its_own() {
+        // 4,000-byte frames are written from the one image, stamped with their flow.
+        let (mut ports, peer, setup) = mem_gen(3, 10_000);
+        ports.pool = FramePool::heap_sized(64, heap_frame_size(JUMBO_MAX_FRAME)).unwrap();
+        let setup = GenSetup {
+            size: 4000,
+            count: Some(9),
+            first_flow: 5,
+            ..setup
+        };
+        run_with(ports, &setup, &peer, |_| {});
+        let frames = peer.take();
+        assert_eq!(frames.len(), 9);
+        for (i, f) in frames.iter().enumerate() {
+            let v = TestFrameView::parse(f).expect("a whole test frame, its checksum right");
+            let flow = i % 3;
+            assert_eq!((v.flow, v.seq), (5 + flow as u32, (i / 3) as u64));
+            assert_eq!(Ipv4Flow::of_frame(f).unwrap().src_port, 49152 + flow as u16);
+            assert_eq!(f.len(), 4000);
+        }
     }
 
     #[test]
