@@ -483,8 +483,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     }
                 }
                 // Flow-scope SFC pauses single flows: the next flow on, round-robin, that is
-                // not paused. Every one is paused only while a flow pause runs, the one time
-                // this looks at them all (`is_paused` asks no table otherwise).
+                // not paused. While no flow pause runs the first flow asked is free (its
+                // class answers, no table is read); all are asked only when all are paused,
+                // once, and the batch stops.
                 let Some(f) = (0..flows).map(|i| (flow + i) % flows).find(|&f| {
                     let key = Ipv4Flow {
                         src_port: src_port(f),
