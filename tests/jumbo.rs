@@ -388,6 +388,56 @@ fn credits_carry_jumbo_frames() {
     );
 }
 
+/// A sink whose credit window cannot hold two of the frames its interface carries is refused
+/// (exit 2, naming the flag and the numbers): at MTU 9000 an 8 KiB window is shorter than
+/// one 9,000-byte frame, and a jumbo `gen --credit` would wait for it for ever.
+#[test]
+fn a_sink_credit_window_shorter_than_two_jumbo_frames_is_refused() {
+    let w = wire_at_9000();
+    let out = w
+        .sink_ns
+        .cmd(common::BIN)
+        .args([
+            "sink",
+            "--iface",
+            &w.s,
+            "--credit",
+            "3",
+            "--credit-buffer",
+            "8KiB",
+        ])
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--credit-buffer 8192") && err.contains("9018") && err.contains("18036"),
+        "{err}"
+    );
+    // Two frames fit in 18,036 bytes: taken.
+    let out = w
+        .sink_ns
+        .cmd(common::BIN)
+        .args([
+            "sink",
+            "--iface",
+            &w.s,
+            "--credit",
+            "3",
+            "--credit-buffer",
+            "18036",
+        ])
+        .args(["--duration", "100ms"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Without `mtu`, the interface's MTU applies: at 16000 the daemon refuses to start, naming
 /// the field and what it can carry, instead of losing every long frame; `check-config` on
 /// the same host refuses it the same way.

@@ -104,8 +104,10 @@ fn send_says_what_the_kernel_refused() {
 }
 
 /// Tool flags that cannot be honoured exit 2 with a line naming the flag, whether clap or the
-/// tool refuses them, before any interface is opened: zero stop times and watch intervals,
-/// flow ids past u32, a credit window no full-size frame fits (the generator would wait for
+/// tool refuses them, before any interface is opened: zero stop times, watch intervals and
+/// self-test timeouts (at zero every frame of a working link counted as lost),
+/// flow ids past u32, more flows than a sink accounts (a per-flow table of millions, no
+/// use to a sink), a credit window no full-size frame fits (the generator would wait for
 /// ever), rule and threshold flags without the flag they belong to.
 #[test]
 fn tool_usage_errors_name_the_flag_and_exit_2() {
@@ -135,6 +137,12 @@ fn tool_usage_errors_name_the_flag_and_exit_2() {
                 "gen", "--iface", "lo", "--rate", "1G", "--size", "50", "--count", "1",
             ],
             "--size",
+        ),
+        (
+            &[
+                "gen", "--iface", "lo", "--rate", "1G", "--count", "1", "--flows", "2000000",
+            ],
+            "--flows",
         ),
         (
             &[
@@ -178,6 +186,14 @@ fn tool_usage_errors_name_the_flag_and_exit_2() {
             "--idle-timeout",
         ),
         (&["status", "--watch", "0s"], "--watch"),
+        (
+            &["selftest", "--a", "x", "--b", "y", "--timeout", "0s"],
+            "--timeout",
+        ),
+        (
+            &["selftest", "--a", "x", "--b", "y", "--timeout", "500us"],
+            "--timeout",
+        ),
         (
             &["cable", "--a", "x", "--b", "y", "--loss-match", "data"],
             "--loss",

@@ -14,8 +14,8 @@ use super::{
     LaneSettings,
 };
 use crate::{
-    dataplane::{pool::Frame, shaper::Shaper, shaper::WIRE_OVERHEAD},
-    traffic::histogram::Histogram,
+    dataplane::{pool::Frame, shaper::Shaper},
+    traffic::{histogram::Histogram, line_rate_bps},
 };
 
 /// What became of a received frame.
@@ -49,6 +49,8 @@ struct Counters {
     lost: u64,
     lost_by_class: [u64; KIND_NAMES.len()],
     overflow: u64,
+    /// Of `overflow`, frames the frame cap refused with bytes to spare.
+    frame_cap: u64,
     corrupted: u64,
     reordered: u64,
     flushed: u64,
@@ -135,10 +137,11 @@ impl Lane {
         }
         let held = usize::from(self.held.is_some());
         let held_bytes = self.held.as_ref().map_or(0, |h| u64::from(h.frame.len()));
-        if self.line.bytes() + held_bytes + len > self.limit_bytes
-            || self.line.len() + held + 1 > self.line.capacity()
-        {
+        let over_bytes = self.line.bytes() + held_bytes + len > self.limit_bytes;
+        if over_bytes || self.line.len() + held + 1 > self.line.capacity() {
             self.c.overflow += 1;
+            // The frame cap alone: no --fifo-limit helps (see `frame_cap_drops`).
+            self.c.frame_cap += u64::from(!over_bytes);
             return Err((Verdict::Overflow, frame));
         }
         if let Some(r) = self.corrupt.as_mut() {
@@ -294,6 +297,13 @@ impl Lane {
         self.c.overflow
     }
 
+    /// Of [`Lane::overflow_drops`], those the FIFO's frame cap refused while its byte limit
+    /// had room: many small frames in flight, beyond [`super::MAX_FIFO_FRAMES`], which no
+    /// `--fifo-limit` raises.
+    pub fn frame_cap_drops(&self) -> u64 {
+        self.c.frame_cap
+    }
+
     /// Hands every frame still held to `release` (at stop); they count as flushed.
     pub fn drain(&mut self, mut release: impl FnMut(Frame)) {
         while let Some(e) = self.line.pop_front() {
@@ -309,7 +319,7 @@ impl Lane {
     /// The report of this direction.
     pub fn report(&self, direction: &str, from: &str, to: &str) -> LaneReport {
         let c = &self.c;
-        let elapsed = c.last_tx_ns.saturating_sub(c.first_tx_ns).max(1) as f64 / 1e9;
+        let span_ns = c.last_tx_ns.saturating_sub(c.first_tx_ns);
         let s = &self.settings;
         LaneReport {
             direction: direction.to_string(),
@@ -331,6 +341,7 @@ impl Lane {
             dropped_loss: c.lost,
             dropped_loss_by_class: ClassCounts::from(c.lost_by_class),
             dropped_fifo_overflow: c.overflow,
+            dropped_fifo_frame_cap: c.frame_cap,
             // Counted by the worker, which sees the ports (see `cable::worker`).
             dropped_oversize: 0,
             dropped_at_socket: 0,
@@ -346,14 +357,12 @@ impl Lane {
             } else {
                 (c.delay_sum_ns / u128::from(c.tx_frames)) as f64 / 1e3
             },
-            tx_elapsed_s: if c.tx_frames > 1 { elapsed } else { 0.0 },
-            rate_bps: if c.tx_frames > 1 {
-                // The first frame starts the interval; count the others' wire time.
-                (c.tx_bytes - c.first_tx_len + (c.tx_frames - 1) * WIRE_OVERHEAD) as f64 * 8.0
-                    / elapsed
+            tx_elapsed_s: if c.tx_frames > 1 {
+                span_ns as f64 / 1e9
             } else {
                 0.0
             },
+            rate_bps: line_rate_bps(c.tx_frames, c.tx_bytes, c.first_tx_len, span_ns),
         }
     }
 }
@@ -537,6 +546,31 @@ mod tests {
         assert!((r.rate_bps - 1e9).abs() < 2e7, "{}", r.rate_bps);
     }
 
+    /// 200 ms at 1 Gbit/s of 128-byte frames are 164,000 frames in flight: more than the
+    /// FIFO's 131,072 however many bytes it may hold, and the drops say so.
+    #[test]
+    fn many_small_frames_in_flight_overflow_at_the_frame_cap() {
+        let mut sim = Sim { frames: vec![] };
+        let s = LaneSettings {
+            delay_ns: 200_000_000,
+            rate_bps: Some(1_000_000_000),
+            ..settings()
+        };
+        let mut lane = Lane::new(&s, 1, 0, 0);
+        assert_eq!(lane.report("a->b", "x", "y").fifo_limit_frames, 131_072);
+        // Offered at the line rate: one 152-byte wire slot every 1,216 ns.
+        let n = 150_000u64;
+        for i in 0..n {
+            let f = sim.test_frame(i, 128);
+            sim.ingress(&mut lane, f, 1 + i * 1216);
+        }
+        let r = lane.report("a->b", "x", "y");
+        assert_eq!(r.dropped_fifo_overflow, n - 131_072);
+        assert_eq!(r.dropped_fifo_frame_cap, r.dropped_fifo_overflow);
+        // Some 10 MB of the byte limit were never used.
+        assert!(r.peak_fifo_bytes * 3 < r.fifo_limit_bytes * 2, "{r:?}");
+    }
+
     #[test]
     fn fifo_bound_drops_the_excess() {
         let mut sim = Sim { frames: vec![] };
@@ -557,6 +591,7 @@ mod tests {
         }
         assert_eq!(dropped, 1000 - 190);
         assert_eq!(lane.overflow_drops(), 810);
+        assert_eq!(lane.frame_cap_drops(), 0, "the byte limit refused them");
         let r = lane.report("a->b", "x", "y");
         assert_eq!(r.peak_fifo_bytes, 190_000);
         let mut released = 0;

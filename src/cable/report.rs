@@ -106,6 +106,10 @@ pub struct LaneReport {
     pub dropped_loss_by_class: ClassCounts,
     /// Frames dropped because the FIFO was full (a real cable never does this).
     pub dropped_fifo_overflow: u64,
+    /// Of `dropped_fifo_overflow`, frames refused because the FIFO held its most frames
+    /// (`fifo_limit_frames`, at most 131,072) with bytes to spare: a larger `--fifo-limit`
+    /// does not help; larger frames, a lower rate or a shorter delay do.
+    pub dropped_fifo_frame_cap: u64,
     /// Frames longer than the cable receives whole, dropped on arrival (by the XDP program
     /// before the socket, or truncated by AF_PACKET); not in `rx_frames`.
     pub dropped_oversize: u64,
@@ -212,12 +216,13 @@ pub fn text(r: &CableReport) -> String {
         }
         let _ = writeln!(
             s,
-            "  FIFO: limit {} bytes / {} frames, peak {} bytes / {} frames, OVERFLOW DROPS {}",
+            "  FIFO: limit {} bytes / {} frames, peak {} bytes / {} frames, OVERFLOW DROPS {} ({} at the frame cap)",
             d.fifo_limit_bytes,
             d.fifo_limit_frames,
             d.peak_fifo_bytes,
             d.peak_fifo_frames,
-            d.dropped_fifo_overflow
+            d.dropped_fifo_overflow,
+            d.dropped_fifo_frame_cap
         );
         let l = &d.delay;
         let _ = writeln!(

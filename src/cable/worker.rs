@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use super::{lane::Lane, report::CableReport, CableSetup};
+use super::{lane::Lane, report::CableReport, CableSetup, MAX_FIFO_FRAMES};
 use crate::{
     dataplane::{
         clock::now_ns,
@@ -24,6 +24,19 @@ use crate::{
 
 /// Frames per RX or TX batch.
 pub const BATCH: usize = 64;
+/// What to do about FIFO-overflow drops, some of them at the FIFO's frame cap or none.
+fn overflow_advice(frame_cap: bool) -> String {
+    if frame_cap {
+        format!(
+            "more than {MAX_FIFO_FRAMES} frames were in flight, the most one direction holds \
+             whatever --fifo-limit: send larger frames, at a lower rate, or set a shorter \
+             --delay"
+        )
+    } else {
+        "frames beyond delay x rate + margin: raise --fifo-limit or lower the offered load".into()
+    }
+}
+
 /// Least time between two FIFO-overflow warnings.
 const WARN_EVERY_NS: u64 = 1_000_000_000;
 
@@ -186,7 +199,9 @@ fn forward(
                             direction = names[d],
                             dropped = o - warned[d],
                             total = o,
-                            "cable FIFO overflow: frames dropped beyond delay x rate + margin (raise --fifo-limit or lower the offered load)"
+                            at_frame_cap = lane.frame_cap_drops(),
+                            "cable FIFO overflow: {}",
+                            overflow_advice(lane.frame_cap_drops() > 0)
                         );
                         warned[d] = o;
                         last_warn = now;
@@ -256,9 +271,14 @@ fn forward(
         }
         if d.dropped_fifo_overflow > 0 {
             warnings.push(format!(
-                "{}: {} frames dropped by FIFO overflow (limit {} bytes = delay x rate + margin); \
-                 a real cable does not drop these",
-                d.direction, d.dropped_fifo_overflow, d.fifo_limit_bytes
+                "{}: {} frames dropped by FIFO overflow (limit {} bytes = delay x rate + margin, \
+                 {} frames; {} of them at the frame cap); a real cable does not drop these: {}",
+                d.direction,
+                d.dropped_fifo_overflow,
+                d.fifo_limit_bytes,
+                d.fifo_limit_frames,
+                d.dropped_fifo_frame_cap,
+                overflow_advice(d.dropped_fifo_frame_cap > 0)
             ));
         }
     }

@@ -12,6 +12,7 @@ use crate::{
         sched::{self, RealtimeError, RealtimeMode, Request},
         xdp_prog::XdpMode,
     },
+    kernel::{ethtool, netlink::Netlink},
     traffic::IfaceSetup,
     units,
 };
@@ -130,6 +131,33 @@ pub fn nonzero_duration(s: &str) -> Result<std::time::Duration, String> {
         d => Ok(d),
     }
 }
+
+/// Link speed a tool counts PAUSE/PFC quanta at: `flag` (`--link-speed`) if given, else the
+/// interface's own speed as ethtool reports it (that of the link, so of the port at its other
+/// end), else 10 Gbit/s. Logged, since the peer counts the same quanta at its own port's
+/// speed: where the two differ, every pause lasts longer or shorter than meant.
+pub fn link_speed(flag: Option<u64>, iface: &str) -> u64 {
+    let (bps, from) = match flag {
+        Some(bps) => (bps, "--link-speed"),
+        None => match ethtool::link_modes(&mut Netlink::new(false), iface)
+            .ok()
+            .and_then(|m| m.speed_mbps)
+        {
+            Some(mbps) => (u64::from(mbps) * 1_000_000, "the interface's speed"),
+            None => (DEFAULT_LINK_SPEED_BPS, "the interface tells none: assumed"),
+        },
+    };
+    tracing::info!(
+        iface,
+        link_speed = %units::format_rate(bps as f64),
+        from,
+        "PAUSE/PFC quanta count at this speed; the port at the other end counts them at its own (--link-speed)"
+    );
+    bps
+}
+
+/// [`link_speed`] when neither the flag nor the interface tells one.
+const DEFAULT_LINK_SPEED_BPS: u64 = 10_000_000_000;
 
 /// Parses an IPv4 address flag.
 pub fn ipv4(s: &str) -> Result<[u8; 4], String> {

@@ -11,6 +11,7 @@ use crate::{
     dataplane::{pool::JUMBO_MAX_FRAME, xdp_prog::Steering},
     fc::credit_port::CreditTimers,
     traffic::{
+        flows::MAX_FLOWS,
         gen::{self, GenReport, GenSetup},
         open_iface,
     },
@@ -40,8 +41,9 @@ pub struct GenArgs {
     /// Priority: the 802.1Q PCP of every frame (and DSCP class selector).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub priority: u8,
-    /// Number of flows, sent round-robin, each with its own sequence numbers.
-    #[arg(long, default_value_t = 1)]
+    /// Number of flows, sent round-robin, each with its own sequence numbers (at most
+    /// 1048576, what a sink accounts with --max-flows).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
     pub flows: u32,
     /// Id of the first flow (flows are first-flow .. first-flow + flows), so several
     /// generators feeding one sink keep their sequence numbers apart.
@@ -53,9 +55,10 @@ pub struct GenArgs {
     /// Stop after this many frames.
     #[arg(long)]
     pub count: Option<u64>,
-    /// Link speed PAUSE/PFC quanta are counted at (must match the peer's port speed).
-    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
-    pub link_speed: u64,
+    /// Link speed PAUSE/PFC quanta are counted at, which must be the peer's port speed
+    /// [default: the interface's speed as ethtool reports it, else 10Gbit].
+    #[arg(long, value_parser = common::rate)]
+    pub link_speed: Option<u64>,
     /// Destination MAC address.
     #[arg(long, default_value = "ff:ff:ff:ff:ff:ff")]
     pub dst_mac: MacAddr,
@@ -105,9 +108,6 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
             "give --duration or --count (or both)".into(),
         ));
     }
-    if args.flows == 0 {
-        return Err(CliError::Usage("--flows must be at least 1".into()));
-    }
     if args.first_flow.checked_add(args.flows - 1).is_none() {
         return Err(CliError::Usage(format!(
             "--first-flow {} with --flows {}: flow ids run past {}",
@@ -137,7 +137,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
     args.realtime.apply(common::GEN_REALTIME_PRIORITY)?;
     let setup = GenSetup {
         rate_bps: args.rate,
-        link_speed_bps: args.link_speed,
+        link_speed_bps: common::link_speed(args.link_speed, &args.iface.iface),
         size: args.size,
         priority: args.priority,
         vid: args.vid,
@@ -164,7 +164,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
 fn text(r: &GenReport) -> String {
     let mut s = format!(
         "gen {iface} ({backend}): sent {frames} frames, {bytes} bytes in {secs:.3} s ({rate})\n\
-         flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC; PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm}\n",
+         flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC, flows {sfc_flow_paused:.3} ms by flow-scope SFC (summed); PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm}\n",
         iface = r.iface,
         backend = r.backend,
         frames = r.frames_sent,
@@ -176,6 +176,7 @@ fn text(r: &GenReport) -> String {
         pfc_all = r.pfc_rx_total,
         pause = r.pause_rx,
         sfc_paused = r.sfc_paused_ns as f64 / 1e6,
+        sfc_flow_paused = r.sfc_flow_paused_ns as f64 / 1e6,
         sfcm = r.sfcm_rx,
     );
     if r.no_carrier_ns > 0 {

@@ -28,8 +28,9 @@ pub struct SelftestArgs {
     /// Peer-delay samples to take each way.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub pdelay_samples: u32,
-    /// How long to wait for frames after the last one was sent, and for each peer-delay answer.
-    #[arg(long, value_parser = common::duration, default_value = "500ms")]
+    /// How long to wait for frames after the last one was sent, and for each peer-delay answer
+    /// (at least 1ms).
+    #[arg(long, value_parser = timeout, default_value = "500ms")]
     pub timeout: Duration,
     /// Priority of the PFC, SFCM, credit and test frames.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(0..=7))]
@@ -51,6 +52,20 @@ pub struct SelftestArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The shortest `--timeout`: frames still on their way (through a device under test, or a
+/// peer-delay answer) are not "lost" after less than a millisecond, and at zero every one was.
+const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// Parses `--timeout`, at least [`MIN_TIMEOUT`].
+fn timeout(s: &str) -> Result<Duration, String> {
+    match common::duration(s)? {
+        d if d < MIN_TIMEOUT => Err(format!(
+            "{s:?}: must be at least 1ms, or frames still on their way count as lost"
+        )),
+        d => Ok(d),
+    }
 }
 
 /// Runs `lossless selftest`; `Ok(false)` when something did not get through intact.

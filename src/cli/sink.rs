@@ -11,15 +11,17 @@ use super::{
 use crate::{
     control::signals,
     dataplane::{
+        open::iface_max_frame,
         sched,
         sfc_roster::SourceRoster,
         xdp_prog::{Steering, XdpProgram},
     },
     fc::{credit_port::CreditTimers, PfcThresholds},
     traffic::{
+        flows::MAX_FLOWS,
         open_iface,
         sink::{self, SinkCongestion, SinkCredit, SinkPause, SinkPfc, SinkReport, SinkSetup},
-        sink_guard::{SinkGuard, SinkGuardSetup},
+        sink_guard::{GuardPaused, SinkGuard, SinkGuardSetup},
     },
     units::format_rate,
     wire::test_traffic::DEFAULT_TEST_UDP_PORT,
@@ -43,9 +45,9 @@ pub struct SinkArgs {
     /// Stop after this many test frames.
     #[arg(long)]
     pub expect: Option<u64>,
-    /// Flow ids accounted: 0..max-flows, at most 1048576 (48 bytes each up front, 8 KiB more
+    /// Flow ids accounted: 0..max-flows, at most 1048576 (8 bytes each up front, 8 KiB more
     /// per flow seen); frames of other flows are counted as unknown_flow.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=MAX_FLOWS as i64))]
     pub max_flows: u32,
     /// UDP destination port of the test traffic.
     #[arg(long, default_value_t = DEFAULT_TEST_UDP_PORT)]
@@ -66,10 +68,11 @@ pub struct SinkArgs {
     #[arg(long, default_value_t = u16::MAX, value_parser = clap::value_parser!(u16).range(1..),
           conflicts_with_all = ["no_pfc", "sfc"])]
     pub pause_quanta: u16,
-    /// Link speed the quanta are counted at (and, with --sfc and no --drain-rate, the drain
-    /// rate assumed until one is measured).
-    #[arg(long, value_parser = common::rate, default_value = "10Gbit")]
-    pub link_speed: u64,
+    /// Link speed the quanta are counted at, which must be the upstream port's (and, with
+    /// --sfc and no --drain-rate, the drain rate assumed until one is measured) [default: the
+    /// interface's speed as ethtool reports it, else 10Gbit].
+    #[arg(long, value_parser = common::rate)]
+    pub link_speed: Option<u64>,
     /// Never send PFC: by default the sink pauses every priority upstream while its RX ring
     /// is short of buffers (and at XOFF as a congestion point), like a lossless host NIC.
     #[arg(long)]
@@ -96,8 +99,9 @@ pub struct SinkArgs {
     /// --credit-buffer; the peer's port must run credits on that priority too.
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     pub credit: Option<u8>,
-    /// Receive buffer advertised as credit (3072..=131072 bytes: two full-size frames, at most
-    /// 2048 blocks of 64; with --drain-rate, at most --buffer).
+    /// Receive buffer advertised as credit (3072..=131072 bytes, at most 2048 blocks of 64; at
+    /// least two of the longest frames the interface carries, its MTU plus 18; with
+    /// --drain-rate, at most --buffer).
     #[arg(long, value_parser = common::size, default_value = "64KiB", requires = "credit")]
     pub credit_buffer: u64,
     /// Print the report as JSON.
@@ -107,8 +111,8 @@ pub struct SinkArgs {
 
 /// Runs `lossless sink`.
 pub fn run(args: &SinkArgs) -> Result<(), CliError> {
-    // A generator's frame (at most 1,536 bytes over credit) must fit: a smaller window would
-    // hold it back for ever, waiting for credit that can never come.
+    // Two full-size frames must fit (a smaller window would hold a sender back for ever,
+    // waiting for credit that can never come), and a window is at most 2048 blocks.
     if args.credit.is_some() && !(3 * 1024..=128 * 1024).contains(&args.credit_buffer) {
         return Err(CliError::Usage(format!(
             "--credit-buffer {}: must be 3072..=131072 bytes (two full-size frames, at most \
@@ -145,6 +149,19 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
             })
         }
     };
+    // The same rule as the daemon's credit ports: two of the longest frames the interface's
+    // MTU lets through, so that a jumbo sender is not held back for ever either.
+    let longest = u64::from(iface_max_frame(std::slice::from_ref(&args.iface.iface)));
+    if args.credit.is_some() && args.credit_buffer < 2 * longest {
+        return Err(CliError::Usage(format!(
+            "--credit-buffer {}: must hold two of the longest frames {} carries ({longest} \
+             bytes: its MTU plus 18), at least {} bytes; a sender of such frames would wait \
+             for credit for ever",
+            args.credit_buffer,
+            args.iface.iface,
+            2 * longest
+        )));
+    }
     let stop = signals::install();
     let steering = Steering {
         forward_all: false,
@@ -152,14 +169,18 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         sfc_udp_port: 0,
     };
     let (ports, attached) = open_iface(&args.iface.setup(), steering)?;
+    let link_speed_bps = common::link_speed(args.link_speed, &args.iface.iface);
     let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
     // With SFC, the sources the sink takes frames from, whom it and its guard pause.
     let sources = args.sfc.then(|| Arc::new(SourceRoster::default()));
+    // Where the stall guard says that it paused upstream with PFC, for the sink to end it.
+    let guard_paused = Arc::new(GuardPaused::default());
     let guard = match attached.as_ref().and_then(|a| a.programs.first()) {
         Some(prog) if !args.no_pfc && !args.no_stall_guard => {
             let queues = ports.rx_queues.first().copied().unwrap_or(1);
             let priority = realtime.as_ref().map(|r| r.priority);
-            start_guard(args, prog, queues, priority, sources.clone())
+            let pfc = (link_speed_bps, guard_paused.clone());
+            start_guard(args, prog, queues, priority, sources.clone(), pfc)
         }
         _ => None,
     };
@@ -174,14 +195,15 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         congestion,
         pause: match (&sources, args.no_pfc) {
             (Some(sources), _) => Some(SinkPause::Sfc {
-                link_speed_bps: args.link_speed,
+                link_speed_bps,
                 sources: sources.clone(),
                 udp_port: args.sfc_udp_port,
             }),
             (None, true) => None,
             (None, false) => Some(SinkPause::Pfc(SinkPfc {
                 pause_quanta: args.pause_quanta,
-                link_speed_bps: args.link_speed,
+                link_speed_bps,
+                guard: guard.is_some().then_some(guard_paused),
             })),
         },
         credit: args.credit.map(|priority| SinkCredit {
@@ -203,27 +225,29 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
 
 /// Starts the sink's stall guard on `prog`'s interface, for its RX queues 0 up to `queues`,
 /// one below the sink's own real-time `priority` when it has one (the daemon's default
-/// otherwise), pausing the sources on `sfc` with SFC where given, else with PFC; `None`
-/// (logged) if it cannot.
+/// otherwise), pausing the sources on `sfc` with SFC where given, else with PFC at the link
+/// speed of `pfc`, saying so on its flag; `None` (logged) if it cannot.
 fn start_guard(
     args: &SinkArgs,
     prog: &XdpProgram,
     queues: u32,
     priority: Option<u8>,
     sfc: Option<Arc<SourceRoster>>,
+    pfc: (u64, Arc<GuardPaused>),
 ) -> Option<SinkGuard> {
     let setup = SinkGuardSetup {
         iface: args.iface.iface.clone(),
         ingress: prog.ingress().clone(),
         queues,
         bell: prog.bells().ok()?.into_iter().next()?,
-        link_speed_bps: args.link_speed,
+        link_speed_bps: pfc.0,
         priority: priority
             .unwrap_or(sched::DEFAULT_PRIORITY)
             .saturating_sub(1)
             .max(1),
         sfc,
         sfc_udp_port: args.sfc_udp_port,
+        paused: pfc.1,
     };
     SinkGuard::spawn(setup)
         .inspect_err(|e| tracing::warn!(error = %e, "no sink stall guard"))
@@ -233,8 +257,7 @@ fn start_guard(
 fn text(r: &SinkReport) -> String {
     let mut s = format!(
         "sink {iface} ({backend}): received {rx} frames ({uniq} unique) in {secs:.3} s ({rate})\n\
-         lost {lost} ({here} at this sink, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n\
-         latency: p50 {p50:.1} us, p99 {p99:.1} us, p99.9 {p999:.1} us, max {max:.1} us\n",
+         lost {lost} ({here} at this sink, {upstream} upstream), duplicated {dup}, reordered {reo}; other frames {other}\n",
         iface = r.iface,
         backend = r.backend,
         rx = r.received,
@@ -247,11 +270,23 @@ fn text(r: &SinkReport) -> String {
         dup = r.duplicates,
         reo = r.reordered,
         other = r.other_rx,
-        p50 = r.latency.p50_us,
-        p99 = r.latency.p99_us,
-        p999 = r.latency.p999_us,
-        max = r.latency.max_us,
     );
+    s += &match &r.latency {
+        Some(l) => format!(
+            "latency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us\n",
+            l.p50_us, l.p99_us, l.p999_us, l.max_us
+        ),
+        None => format!(
+            "latency: not meaningful, the TX stamps are not on this host's clock (the generator on another host?): {} frames arrived before they were stamped\n",
+            r.latency_skipped
+        ),
+    };
+    if r.latency.is_some() && r.latency_skipped > 0 {
+        s += &format!(
+            "latency: {} frames arrived before they were stamped, by this host's clock: no sample\n",
+            r.latency_skipped
+        );
+    }
     if r.pfc_tx > 0 || r.sfcm_tx > 0 || r.buffer_overflow > 0 || r.peak_buffer_bytes > 0 {
         s += &format!(
             "PFC sent {}, SFC messages sent {} (RX ring short of buffers {} times), buffer overflow drops {}, peak buffer {} bytes\n",
@@ -272,9 +307,21 @@ fn text(r: &SinkReport) -> String {
     }
     if r.stale > 0 {
         s += &format!(
-            "test frames older than the last {} of their flow (not accounted; a generator restarted on the same flow ids? give each run its own --first-flow): {}\n",
+            "test frames older than the last {} of their flow (not accounted): {}\n",
             crate::traffic::flows::WINDOW,
             r.stale
+        );
+    }
+    if r.mixed_sources > 0 {
+        s += &format!(
+            "test frames from another source than their flow's first frame (another MAC or priority; not accounted, so their loss is not counted): {}; give each generator its own --first-flow\n",
+            r.mixed_sources
+        );
+    }
+    if r.restarts > 0 {
+        s += &format!(
+            "flows restarted by a new generator run: {} (lost counts every run; give each run its own --first-flow to see them apart)\n",
+            r.restarts
         );
     }
     if r.stalls > 0 {

@@ -1,7 +1,8 @@
 //! The traffic generator: sends test frames at a line rate on one priority, round-robin over
 //! flows, and is a real reaction point: PAUSE and PFC received on its interface stop it for
-//! the time they say, at the link speed's quanta. Like a NIC, it sends nothing while its link
-//! has no carrier (`CarrierHold`).
+//! the time they say, at the link speed's quanta, and SFC messages stop its priority (class
+//! scope) or the one flow they name (flow scope: the others go on, round-robin over those not
+//! paused). Like a NIC, it sends nothing while its link has no carrier (`CarrierHold`).
 
 use std::{sync::atomic::AtomicBool, time::Duration};
 
@@ -20,6 +21,7 @@ use crate::{
         shaper::Shaper,
     },
     fc::{
+        credit::{LaneState, BLOCK_BYTES},
         credit_port::{CreditLaneReport, CreditPort, CreditTimers, Gate},
         sfc::{SfcReactionPoint, SfcRpConfig},
         PauseTimers, PRIORITIES,
@@ -32,8 +34,8 @@ use crate::{
     },
     units::format_rate,
     wire::{
-        classify, EtherType, EthernetRepr, FrameKind, MacAddr, MacControl, Sfcm, SfcmFrame,
-        SfcmUdpFrame, TestFrame, VlanTag,
+        classify, ipv4::IP_PROTO_UDP, EtherType, EthernetRepr, FrameKind, Ipv4Flow, MacAddr,
+        MacControl, Sfcm, SfcmFrame, SfcmUdpFrame, TestFrame, VlanTag,
     },
 };
 
@@ -78,6 +80,28 @@ pub struct GenSetup {
     pub progress: Duration,
 }
 
+/// Frames sent (and received) per turn at most.
+const BATCH: usize = 64;
+
+/// The UDP source port of flow `f` (from the first): the dynamic ports 49152..=65535, again
+/// every 16,384 flows (flows that far apart share a 5-tuple, so a flow-scope SFC pause of
+/// one pauses both).
+fn src_port(f: usize) -> u16 {
+    49152 + (f % 16384) as u16
+}
+
+/// The IPv4 5-tuple of `t`'s frames: the key a flow-scope SFC message names them by
+/// ([`Ipv4Flow::of_frame`] at the congestion point).
+fn flow_key(t: &TestFrame) -> Ipv4Flow {
+    Ipv4Flow {
+        src_ip: t.src_ip,
+        dst_ip: t.dst_ip,
+        protocol: IP_PROTO_UDP,
+        src_port: t.src_port,
+        dst_port: t.dst_port,
+    }
+}
+
 /// Receive buffer the generator's lane advertises (it receives no data; the peer may).
 const GEN_CREDIT_BUFFER: u64 = 64 * 1024;
 
@@ -94,14 +118,17 @@ pub struct GenReport {
     pub bytes_sent: u64,
     /// Frames sent per flow (= next sequence number of each flow), from the first flow.
     pub sent_per_flow: Vec<u64>,
-    /// Seconds from first to last frame.
+    /// Seconds from the first frame sent to the last (0 for one frame).
     pub elapsed_s: f64,
-    /// Achieved rate, counting wire overhead, bit/s.
+    /// Achieved rate, counting wire overhead, bit/s: the frames after the first over
+    /// `elapsed_s` (0 for fewer than two frames).
     pub rate_bps: f64,
     /// Time the generator's priority spent paused by PAUSE/PFC, ns.
     pub paused_ns: u64,
-    /// Time the generator's priority spent paused by SFC, ns.
+    /// Time the generator's priority spent paused by class-scope SFC messages, ns.
     pub sfc_paused_ns: u64,
+    /// Time its flows spent paused by flow-scope SFC messages, summed over the flows, ns.
+    pub sfc_flow_paused_ns: u64,
     /// SFC messages received.
     pub sfcm_rx: u64,
     /// PFC frames received with the generator's priority enabled.
@@ -181,6 +208,40 @@ impl CarrierHold {
     }
 }
 
+/// The generator's waits for credit: how long it had frames to send but no credit, and
+/// whether it has said that one wait lasts too long (once a run: a window shorter than a
+/// frame never opens, and nothing else would tell why nothing is sent).
+#[derive(Debug, Default)]
+struct CreditWait {
+    /// Waiting since, while waiting.
+    since: Option<u64>,
+    waited_ns: u64,
+    told: bool,
+}
+
+impl CreditWait {
+    /// At `now`, whether the generator is `waiting`: true once, when one wait first lasts
+    /// `patience_ns`.
+    fn update(&mut self, waiting: bool, now: u64, patience_ns: u64) -> bool {
+        match (waiting, self.since) {
+            (true, None) => self.since = Some(now),
+            (false, Some(t)) => {
+                self.waited_ns += now - t;
+                self.since = None;
+            }
+            _ => {}
+        }
+        let tell = !self.told && self.since.is_some_and(|t| now - t >= patience_ns);
+        self.told |= tell;
+        tell
+    }
+
+    /// Time waited so far, ns, at `now`.
+    fn waited_ns(&self, now: u64) -> u64 {
+        self.waited_ns + self.since.map_or(0, |t| now.saturating_sub(t))
+    }
+}
+
 /// Runs the generator until done or `stop` is set.
 pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicBool) -> GenReport {
     let WorkerPorts {
@@ -191,55 +252,57 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         ..
     } = ports;
     let port = &mut ports[0];
-    let flows = setup.flows.max(1);
-    let templates: Vec<TestFrame> = (0..flows)
-        .map(|f| TestFrame {
-            eth: EthernetRepr {
-                dst: setup.dst_mac,
-                src: port.mac(),
-                vlan: Some(VlanTag {
-                    pcp: setup.priority,
-                    dei: false,
-                    vid: setup.vid,
-                }),
-                ethertype: EtherType::IPV4,
-            },
-            src_ip: setup.src_ip,
-            dst_ip: setup.dst_ip,
-            dscp: setup.priority << 3,
-            src_port: 49152 + (f % 16384) as u16,
-            dst_port: setup.dst_port,
-            flow: setup.first_flow + f,
-            seq: 0,
-            tx_ns: 0,
-            len: setup.size,
-        })
-        .collect();
-    // A frame longer than one pool frame (a jumbo frame over AF_XDP) is written whole from an
-    // image per flow, made once here, then stamped in its first chunk.
-    let images: Vec<Vec<u8>> = if setup.size > crate::dataplane::pool::XSK_MAX_FRAME {
-        templates
-            .iter()
-            .map(|t| {
-                let mut b = vec![0u8; setup.size];
-                t.emit(&mut b).expect("frame size validated by the CLI");
-                b
-            })
-            .collect()
-    } else {
-        Vec::new()
+    let flows = setup.flows.max(1) as usize;
+    // Flow f's frames are the first flow's with its own UDP source port and flow id
+    // (`of_flow`): one template, and nothing per flow but its next sequence number.
+    let template = TestFrame {
+        eth: EthernetRepr {
+            dst: setup.dst_mac,
+            src: port.mac(),
+            vlan: Some(VlanTag {
+                pcp: setup.priority,
+                dei: false,
+                vid: setup.vid,
+            }),
+            ethertype: EtherType::IPV4,
+        },
+        src_ip: setup.src_ip,
+        dst_ip: setup.dst_ip,
+        dscp: setup.priority << 3,
+        src_port: src_port(0),
+        dst_port: setup.dst_port,
+        flow: setup.first_flow,
+        seq: 0,
+        tx_ns: 0,
+        len: setup.size,
     };
-    let mut next_seq = vec![0u64; flows as usize];
+    let of_flow = |f: usize| TestFrame {
+        src_port: src_port(f),
+        flow: setup.first_flow + f as u32,
+        ..template
+    };
+    let key = flow_key(&template);
+    // A frame longer than one pool frame (a jumbo frame over AF_XDP) is written whole from
+    // one image, made once here, then stamped with its flow in its first chunk.
+    let image = (setup.size > crate::dataplane::pool::XSK_MAX_FRAME).then(|| {
+        let mut b = vec![0u8; setup.size];
+        template
+            .emit(&mut b)
+            .expect("frame size validated by the CLI");
+        b
+    });
+    let mut next_seq = vec![0u64; flows];
     let start = now_ns();
     let end = setup.duration.map(|d| start + d.as_nanos() as u64);
-    let mut shaper = Shaper::paced(setup.rate_bps, start);
     let mut timers = PauseTimers::new(setup.link_speed_bps);
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
         .expect("the default reaction-point config is valid");
     let (mut sfcm_rx, mut oversize) = (0u64, 0u64);
-    let mut rx: Vec<RxFrame> = Vec::with_capacity(64);
-    let mut tx: Vec<Frame> = Vec::with_capacity(64);
+    let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
+    let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
+    // The flow of each frame in `tx`, to roll back those the port refuses.
+    let mut batch_flows = [0u32; BATCH];
     let mut idler = Idler::new([port.poll_fd()], busy_poll);
     // As a link partner the generator sends LLDP and answers peer-delay requests, so the
     // device under test can measure the link and size its headroom.
@@ -258,20 +321,27 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             crate::linkup::tx_stamp::DATAPLANE_STAMP_TIMEOUT,
         )
     });
-    let (mut sent, mut bytes, mut flow, mut last_tx) = (0u64, 0u64, 0usize, start);
+    let (mut sent, mut bytes, mut flow) = (0u64, 0u64, 0usize);
+    // When the first and the last batch with frames went out.
+    let (mut first_tx, mut last_tx) = (None::<u64>, 0u64);
     let prio = usize::from(setup.priority) % PRIORITIES;
     let mut credit = match setup.credit {
         Some(t) => CreditPort::new([(setup.priority, GEN_CREDIT_BUFFER)], &t, start)
             .expect("the generator's lane settings are valid"),
         None => CreditPort::none(),
     };
-    let (mut credit_wait_ns, mut waiting_since) = (0u64, None::<u64>);
+    let mut credit_wait = CreditWait::default();
+    // How long one wait for credit may last before the generator says so: the lane's
+    // timeout, after which a peer that runs credits would have re-initialised the lane.
+    let credit_patience = setup.credit.map_or(u64::MAX, |t| t.timeout_ns);
     let mut carrier = CarrierHold::default();
     // The carrier's looks share one netlink socket (every millisecond while held).
     let mut nl = Netlink::new(false);
     let mut progress = Progress::new(setup.progress, start);
     // Paused time (PAUSE/PFC, SFC) at the previous progress line.
     let mut paused_before = (0u64, 0u64);
+    // Paced from here: the setup's time is no credit for a burst.
+    let mut shaper = Shaper::paced(setup.rate_bps, now_ns());
     loop {
         let now = now_ns();
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -318,7 +388,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             break;
         }
         rx.clear();
-        let _ = port.recv(&mut pool, &mut rx, 64, now);
+        let _ = port.recv(&mut pool, &mut rx, BATCH, now);
         for r in rx.drain(..) {
             if r.frame.len() > max_frame {
                 // Truncated on receipt (AF_PACKET): never read.
@@ -392,11 +462,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             port.hold_tx(held);
         }
         let paused = |now| timers.is_paused(prio, now) || sfc.is_paused(prio, None, now);
-        let mut credit_waiting = false;
+        let (mut credit_waiting, mut flows_paused) = (false, false);
         if !paused(now) && !held {
             // In buffers: a jumbo frame over AF_XDP takes several (as many as the previous
             // one, near enough; a frame the port refuses is rolled back below).
-            let room = port.tx_room().min(64);
+            let room = port.tx_room().min(BATCH);
             let (mut slots, mut k) = (0, 1);
             while room > 0
                 && (slots == 0 || slots + k <= room)
@@ -404,28 +474,47 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             {
                 match credit.gate(prio, setup.size as u32) {
                     Gate::Free | Gate::Send => {}
+                    // NeverFits is for frames above the lane's frame limit, 1,024 blocks of its
+                    // 64 KiB window: the CLI's 9,216 bytes are 144. A peer's window can still
+                    // be shorter than one frame: that is a wait that never ends (told below).
                     Gate::Wait | Gate::NeverFits => {
-                        // The CLI caps frames far below any window: this is waiting.
                         credit_waiting = true;
                         break;
                     }
                 }
+                // Flow-scope SFC pauses single flows: the next flow on, round-robin, that is
+                // not paused. While no flow pause runs the first flow asked is free (its
+                // class answers, no table is read); all are asked only when all are paused,
+                // once, and the batch stops.
+                let Some(f) = (0..flows).map(|i| (flow + i) % flows).find(|&f| {
+                    let key = Ipv4Flow {
+                        src_port: src_port(f),
+                        ..key
+                    };
+                    !sfc.is_paused(prio, Some(&key), now)
+                }) else {
+                    flows_paused = true;
+                    break;
+                };
                 if !shaper.try_send(setup.size as u32, now) {
                     break;
                 }
                 let Some(frame) = pool.alloc_frame(setup.size) else {
                     break;
                 };
-                let t = &templates[flow];
-                if images.is_empty() {
-                    t.emit(pool.buf_mut(&frame))
-                        .expect("frame size validated by the CLI");
-                } else {
-                    pool.write_frame(&frame, &images[flow]);
+                flow = f;
+                let t = of_flow(flow);
+                match &image {
+                    None => {
+                        t.emit(pool.buf_mut(&frame))
+                            .expect("frame size validated by the CLI");
+                    }
+                    Some(image) => pool.write_frame(&frame, image),
                 }
                 t.stamp(pool.buf_mut(&frame), next_seq[flow], now_ns());
                 next_seq[flow] += 1;
-                flow = (flow + 1) % templates.len();
+                batch_flows[tx.len()] = flow as u32;
+                flow = (flow + 1) % flows;
                 // A frame the ring refuses below was counted but never sent: the peer's
                 // count is repaired at the next resync, as for a frame lost on the wire.
                 credit.on_sent(prio, setup.size as u32);
@@ -434,13 +523,20 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 tx.push(frame);
             }
         }
-        match (credit_waiting, waiting_since) {
-            (true, None) => waiting_since = Some(now),
-            (false, Some(t)) => {
-                credit_wait_ns += now - t;
-                waiting_since = None;
-            }
-            _ => {}
+        if credit_wait.update(credit_waiting, now, credit_patience) {
+            let lane = credit.lane(prio);
+            tracing::warn!(
+                iface = port.name(),
+                size = setup.size,
+                lane_active = lane.is_some_and(|l| l.state() == LaneState::Active),
+                granted_bytes =
+                    lane.map_or(0, |l| u64::from(l.tx().available_blocks()) * BLOCK_BYTES),
+                "no credit for one frame in {} ms: the peer must run credits on priority {} \
+                 and its receive buffer must hold two frames (sink --credit-buffer), or this \
+                 generator waits for ever",
+                credit_patience / 1_000_000,
+                setup.priority
+            );
         }
         let sending = !tx.is_empty();
         if sending {
@@ -449,15 +545,22 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             let _ = port.send(&mut pool, &mut tx);
             let k = batch - tx.len();
             // Frames the ring refused (left in `tx`) were never sent: roll their sequence
-            // numbers back, last first.
-            while let Some(f) = tx.pop() {
-                flow = (flow + templates.len() - 1) % templates.len();
-                next_seq[flow] -= 1;
+            // numbers back, and send the first of them next.
+            for &f in &batch_flows[k..batch] {
+                next_seq[f as usize] -= 1;
+            }
+            if k < batch {
+                flow = batch_flows[k] as usize;
+            }
+            for f in tx.drain(..) {
                 pool.release(f);
             }
             sent += k as u64;
             bytes += k as u64 * setup.size as u64;
-            last_tx = now;
+            if k > 0 {
+                first_tx.get_or_insert(now);
+                last_tx = now;
+            }
         }
         // The update goes out behind the data its blocks-sent count includes.
         send_credit_update(&mut credit, &mut **port, &mut pool, &mut tx, now);
@@ -467,7 +570,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         let mut deadline = end;
         let wake = if held {
             carrier.next_look()
-        } else if paused(now) {
+        } else if paused(now) || flows_paused {
             [timers.next_resume(now), sfc.next_resume(now)]
                 .into_iter()
                 .flatten()
@@ -487,14 +590,16 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         idler.hold(0, held);
         idler.wait(now, deadline);
     }
+    // Times are taken as the run ends: a pause still running is no part of the run after it.
+    let now = now_ns();
+    let sfc_paused = sfc.paused_ns(now);
     // Let the last frames leave before the port closes.
     let settle = now_ns() + 50_000_000;
     while now_ns() < settle {
         let _ = port.reclaim(&mut pool);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let now = now_ns();
-    let elapsed = (last_tx.max(start + 1) - start) as f64 / 1e9;
+    let span_ns = first_tx.map_or(0, |t| last_tx - t);
     let oversize = super::oversize_total(oversize, port.as_ref(), max_frame, "generator");
     GenReport {
         iface: port.name().to_string(),
@@ -502,10 +607,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         frames_sent: sent,
         bytes_sent: bytes,
         sent_per_flow: next_seq,
-        elapsed_s: elapsed,
-        rate_bps: (bytes + sent * crate::dataplane::shaper::WIRE_OVERHEAD) as f64 * 8.0 / elapsed,
+        elapsed_s: span_ns as f64 / 1e9,
+        rate_bps: super::line_rate_bps(sent, bytes, setup.size as u64, span_ns),
         paused_ns: timers.paused_ns(now)[prio],
-        sfc_paused_ns: sfc.paused_ns(now).class[prio],
+        sfc_paused_ns: sfc_paused.class[prio],
+        sfc_flow_paused_ns: sfc_paused.flow[prio],
         sfcm_rx,
         pfc_rx,
         pfc_rx_total,
@@ -513,7 +619,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         other_rx,
         oversize,
         credit: credit.report(prio),
-        credit_wait_ns: credit_wait_ns + waiting_since.map_or(0, |t| now.saturating_sub(t)),
+        credit_wait_ns: credit_wait.waited_ns(now),
         tx_refused: port.kernel_drops().tx_refused,
         no_carrier_ns: carrier.held_ns(now),
     }
@@ -522,6 +628,219 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{
+        dataplane::{
+            mem_port::{mem_link, MemPeer},
+            pool::{heap_frame_size, FramePool, JUMBO_MAX_FRAME},
+        },
+        wire::{sfcm, SfcScope, TestFrameView},
+    };
+
+    const MS: u64 = 1_000_000;
+
+    /// A generator of `flows` flows of 100-byte frames at 100 Mbit/s on priority 3, for
+    /// `duration_ms`, over an in-memory port.
+    fn mem_gen(flows: u32, duration_ms: u64) -> (WorkerPorts, MemPeer, GenSetup) {
+        let (port, peer) = mem_link("g0", MacAddr([2, 0, 0, 0, 0, 1]), BATCH);
+        let ports = WorkerPorts {
+            pool: FramePool::heap(1024).unwrap(),
+            ports: vec![Box::new(port)],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = GenSetup {
+            rate_bps: 100_000_000,
+            link_speed_bps: 1_000_000_000,
+            size: 100,
+            priority: 3,
+            vid: 0,
+            flows,
+            first_flow: 0,
+            duration: Some(Duration::from_millis(duration_ms)),
+            count: None,
+            dst_mac: MacAddr([2, 0, 0, 0, 0, 2]),
+            src_ip: [198, 18, 0, 1],
+            dst_ip: [198, 18, 0, 2],
+            dst_port: 48879,
+            sfc_udp_port: crate::wire::sfcm::SFCM_UDP_PORT,
+            link_partner: false,
+            ignore_pause: false,
+            credit: None,
+            progress: Duration::ZERO,
+        };
+        (ports, peer, setup)
+    }
+
+    /// Runs `setup` on `ports`, handing `during` the peer once the generator runs.
+    fn run_with(
+        ports: WorkerPorts,
+        setup: &GenSetup,
+        peer: &MemPeer,
+        during: impl FnOnce(&MemPeer),
+    ) -> GenReport {
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let gen = s.spawn(|| run(ports, setup, false, &stop));
+            during(peer);
+            gen.join().unwrap()
+        })
+    }
+
+    /// The test frames the generator sent.
+    fn sent(peer: &MemPeer) -> Vec<TestFrameView> {
+        peer.take()
+            .iter()
+            .filter_map(|f| TestFrameView::parse(f).ok())
+            .collect()
+    }
+
+    #[test]
+    fn the_rate_is_the_paced_one_however_few_frames() {
+        // 10 frames at 100 kbit/s: 9.6 ms apart, 86 ms from the first to the last.
+        let (ports, peer, setup) = mem_gen(1, 10_000);
+        let setup = GenSetup {
+            rate_bps: 100_000,
+            count: Some(10),
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |_| {});
+        assert_eq!(r.frames_sent, 10);
+        assert!(
+            (r.rate_bps - 100_000.0).abs() < 2_000.0,
+            "{} bit/s over {} s",
+            r.rate_bps,
+            r.elapsed_s
+        );
+        // One frame spans no time: no rate.
+        let (ports, peer, setup) = mem_gen(1, 10_000);
+        let setup = GenSetup {
+            count: Some(1),
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |_| {});
+        assert_eq!((r.frames_sent, r.rate_bps, r.elapsed_s), (1, 0.0, 0.0));
+    }
+
+    #[test]
+    fn a_pause_running_at_the_end_counts_only_within_the_run() {
+        // 60 ms of sending, and at 30 ms a PFC pause of 65,535 quanta at 100 Mbit/s (335 ms).
+        let (ports, peer, setup) = mem_gen(1, 60);
+        let setup = GenSetup {
+            link_speed_bps: 100_000_000,
+            ..setup
+        };
+        let r = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(30));
+            let pfc = MacControl::Pfc {
+                enable: 1 << 3,
+                quanta: [u16::MAX; 8],
+            };
+            let mut buf = [0u8; 64];
+            let len = pfc
+                .emit_frame(MacAddr([2, 0, 0, 0, 0, 2]), &mut buf)
+                .unwrap();
+            peer.inject(&buf[..len], now_ns());
+        });
+        assert_eq!(r.pfc_rx, 1);
+        assert!(
+            r.paused_ns > 0 && r.paused_ns <= 60 * MS,
+            "paused {} ns in a 60 ms run",
+            r.paused_ns
+        );
+    }
+
+    #[test]
+    fn every_flow_of_one_jumbo_image_is_its_own() {
+        // 4,000-byte frames are written from the one image, stamped with their flow.
+        let (mut ports, peer, setup) = mem_gen(3, 10_000);
+        ports.pool = FramePool::heap_sized(64, heap_frame_size(JUMBO_MAX_FRAME)).unwrap();
+        let setup = GenSetup {
+            size: 4000,
+            count: Some(9),
+            first_flow: 5,
+            ..setup
+        };
+        run_with(ports, &setup, &peer, |_| {});
+        let frames = peer.take();
+        assert_eq!(frames.len(), 9);
+        for (i, f) in frames.iter().enumerate() {
+            let v = TestFrameView::parse(f).expect("a whole test frame, its checksum right");
+            let flow = i % 3;
+            assert_eq!((v.flow, v.seq), (5 + flow as u32, (i / 3) as u64));
+            assert_eq!(Ipv4Flow::of_frame(f).unwrap().src_port, 49152 + flow as u16);
+            assert_eq!(f.len(), 4000);
+        }
+    }
+
+    #[test]
+    fn a_wait_for_credit_that_lasts_is_told_once() {
+        let mut w = CreditWait::default();
+        assert!(!w.update(true, 0, 50));
+        assert!(!w.update(false, 40, 50), "credit came in time");
+        assert!(!w.update(true, 100, 50));
+        assert!(!w.update(true, 149, 50));
+        assert!(w.update(true, 150, 50), "one wait of 50");
+        assert!(!w.update(true, 200, 50), "told once");
+        assert!(!w.update(false, 210, 50));
+        assert!(!w.update(true, 300, 50));
+        assert!(!w.update(true, 400, 50), "told once a run");
+        assert_eq!(w.waited_ns(420), 40 + 110 + 120);
+    }
+
+    #[test]
+    fn a_flow_scope_sfc_message_pauses_that_flow_and_no_other() {
+        let (ports, peer, setup) = mem_gen(2, 200);
+        // Flow 0's 5-tuple, as the congestion point reads it from a frame of flow 0.
+        let flow0 = Ipv4Flow {
+            src_ip: setup.src_ip,
+            dst_ip: setup.dst_ip,
+            protocol: IP_PROTO_UDP,
+            src_port: 49152,
+            dst_port: setup.dst_port,
+        };
+        let mut at = 0;
+        let report = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(10));
+            at = now_ns();
+            let msg = Sfcm {
+                priority: 3,
+                scope: SfcScope::Flow,
+                seq: 0,
+                pause_ns: 20 * MS,
+                sent_ns: at,
+                queue_bytes: 64 * 1024,
+                drain_bps: 1_000_000_000,
+                src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+                flow: Some(flow0),
+            };
+            let mut buf = [0u8; 128];
+            let len =
+                sfcm::emit_to_source(&msg, MacAddr([2, 0, 0, 0, 0, 2]), None, &mut buf).unwrap();
+            peer.inject(&buf[..len], at);
+        });
+        let frames = sent(&peer);
+        // Frames built before the message was read may carry a later stamp: 1 ms margins.
+        let paused = |v: &&TestFrameView| v.tx_ns > at + MS && v.tx_ns < at + 19 * MS;
+        let of = |flow: u32| frames.iter().filter(move |v| v.flow == flow);
+        assert_eq!(of(0).filter(paused).count(), 0, "flow 0 sent while paused");
+        assert!(of(1).filter(paused).count() > 100, "flow 1 must go on");
+        assert!(
+            of(0).any(|v| v.tx_ns > at + 21 * MS),
+            "flow 0 resumes after the pause"
+        );
+        assert_eq!(report.sfcm_rx, 1);
+        assert_eq!(report.sfc_paused_ns, 0, "{report:?}");
+        assert_eq!(report.sfc_flow_paused_ns, 20 * MS, "{report:?}");
+        // Every frame sent has its own sequence number: none skipped or repeated.
+        for f in 0..2 {
+            let seqs: Vec<u64> = of(f).map(|v| v.seq).collect();
+            assert_eq!(
+                seqs,
+                (0..report.sent_per_flow[f as usize]).collect::<Vec<_>>()
+            );
+        }
+    }
 
     #[test]
     fn a_refused_frame_holds_the_generator_until_the_carrier_is_back() {

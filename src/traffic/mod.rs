@@ -17,10 +17,22 @@ use crate::{
         },
         pool::{Frame, FramePool},
         port::{send_or_release, Port},
+        shaper::WIRE_OVERHEAD,
         xdp_prog::{Steering, XdpMode},
     },
     fc::credit_port::{emit_update, CreditPort},
 };
+
+/// The line rate, bit/s with wire overhead, of `frames` frames of `bytes` in all (the first
+/// `first_len` long) whose first started `span_ns` before the last: the first frame opens the
+/// interval, so only the others' wire time fills it (N frames span N − 1 gaps). 0 for fewer
+/// than two frames, or none apart.
+pub fn line_rate_bps(frames: u64, bytes: u64, first_len: u64, span_ns: u64) -> f64 {
+    if frames < 2 || span_ns == 0 {
+        return 0.0;
+    }
+    (bytes - first_len + (frames - 1) * WIRE_OVERHEAD) as f64 * 8.0 * 1e9 / span_ns as f64
+}
 
 /// The frames too long to receive a tool dropped on `port`: `counted` by the tool itself
 /// plus those its XDP program dropped; logged once when there were any (`tool`: "generator",

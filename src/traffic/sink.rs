@@ -25,10 +25,11 @@ use std::{
 use serde::Serialize;
 
 use super::{
-    flows::{FlowReport, FlowTable},
+    flows::{FlowReport, FlowTable, Sender},
     histogram::{Histogram, LatencySummary},
     progress::Progress,
     send_credit_update,
+    sink_guard::GuardPaused,
 };
 use crate::{
     dataplane::{
@@ -40,7 +41,7 @@ use crate::{
         port::{send_or_release, KernelDrops, Port, RxFrame},
         queue::{PrioQueues, Queued},
         sfc_roster::{RosterWriter, SourceRoster},
-        shaper::{Shaper, WIRE_OVERHEAD},
+        shaper::Shaper,
     },
     fc::{
         credit_port::{CreditLaneReport, CreditPort, CreditTimers},
@@ -51,7 +52,7 @@ use crate::{
     wire::{
         classify,
         sfcm::{self, Ipv4Flow},
-        EthernetFrame, FrameKind, Sfcm, TestFrameView, WireError,
+        EthernetFrame, FrameKind, MacControl, Sfcm, TestFrameView, WireError,
     },
 };
 
@@ -79,12 +80,14 @@ pub struct SinkCongestion {
 
 /// How the sink pauses upstream with PFC (at the congestion point's thresholds, and while its
 /// RX ring is short of buffers).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SinkPfc {
     /// Pause time of each XOFF, quanta.
     pub pause_quanta: u16,
     /// Link speed for quanta and refresh timing.
     pub link_speed_bps: u64,
+    /// Where its stall guard, if it has one, says that it paused upstream.
+    pub guard: Option<Arc<GuardPaused>>,
 }
 
 /// How the sink tells upstream to pause.
@@ -155,12 +158,17 @@ pub struct SinkReport {
     pub bytes: u64,
     /// Seconds from first to last test frame.
     pub elapsed_s: f64,
-    /// Receive rate with wire overhead, bit/s.
+    /// Receive rate with wire overhead, bit/s: the frames after the first over `elapsed_s`
+    /// (0 for fewer than two).
     pub rate_bps: f64,
     /// Test frames per priority (PCP).
     pub per_priority: [u64; PRIORITIES],
-    /// One-way latency (TX stamp to RX/drain, same host clock).
-    pub latency: LatencySummary,
+    /// One-way latency (TX stamp to RX/drain, same host clock); `None` when the TX stamps
+    /// are not on the sink's clock (the generator on another host).
+    pub latency: Option<LatencySummary>,
+    /// Test frames without a latency sample: stamped after they arrived, by the sink's
+    /// clock (a generator on another host).
+    pub latency_skipped: u64,
     /// Per-flow detail.
     pub flows: Vec<FlowReport>,
     /// Frames that were not test traffic for us.
@@ -172,6 +180,12 @@ pub struct SinkReport {
     pub damaged: u64,
     /// Test frames older than the sequence window (the flows' `stale`, summed).
     pub stale: u64,
+    /// Test frames from another source than their flow's first frame (source MAC or PCP),
+    /// not accounted (the flows' `mixed_sources`, summed): generators sharing flow ids.
+    pub mixed_sources: u64,
+    /// New generator runs that restarted a flow's sequence numbers (the flows' `restarts`,
+    /// summed).
+    pub restarts: u64,
     /// Congestion point: frames dropped because the buffer was full.
     pub buffer_overflow: u64,
     /// PFC frames sent (congestion point, or RX ring short of buffers).
@@ -206,29 +220,58 @@ pub struct SinkReport {
     pub credit: Option<CreditLaneReport>,
 }
 
+/// The fastest frame taking longer than this (10 s) means the TX stamps are not on the sink's
+/// clock: no queue holds a frame that long.
+const CLOCKS_DIFFER_US: f64 = 10e6;
+
 struct Counting {
     flows: FlowTable,
     latency: Histogram,
+    /// Frames stamped after they arrived, so without a latency sample.
+    latency_skipped: u64,
     received: u64,
     bytes: u64,
     per_priority: [u64; PRIORITIES],
     first_ns: u64,
+    /// Length of the first test frame: it opens the interval the rate is taken over.
+    first_len: u64,
     last_ns: u64,
 }
 
 impl Counting {
-    fn record(&mut self, v: &TestFrameView, len: u32, now: u64) {
-        self.flows.record(v.flow, v.seq);
-        if now >= v.tx_ns {
-            self.latency.record(now - v.tx_ns);
+    fn record(&mut self, v: &TestFrameView, from: Sender, len: u32, now: u64) {
+        self.flows.record(v.flow, v.seq, v.tx_ns, from);
+        match now.checked_sub(v.tx_ns) {
+            Some(ns) => self.latency.record(ns),
+            None => self.latency_skipped += 1,
         }
         self.received += 1;
         self.bytes += u64::from(len);
         self.per_priority[usize::from(v.pcp.unwrap_or(0) & 7)] += 1;
         if self.first_ns == 0 {
-            self.first_ns = now;
+            (self.first_ns, self.first_len) = (now, u64::from(len));
         }
         self.last_ns = now;
+    }
+
+    /// From the first test frame to the last, ns.
+    fn span_ns(&self) -> u64 {
+        self.last_ns.saturating_sub(self.first_ns)
+    }
+
+    /// The receive rate, bit/s with wire overhead (0 for fewer than two frames).
+    fn rate_bps(&self) -> f64 {
+        super::line_rate_bps(self.received, self.bytes, self.first_len, self.span_ns())
+    }
+
+    /// The latency summary, or `None` when the generator's TX stamps and the sink's clock
+    /// cannot be compared: each is its own host's CLOCK_MONOTONIC, so with the generator on
+    /// another host most frames seem to arrive before they were sent, or even the fastest
+    /// seems to take longer than any queue holds a frame.
+    fn latency(&self) -> Option<LatencySummary> {
+        let s = self.latency.summary();
+        let differ = self.latency_skipped > s.samples || s.min_us > CLOCKS_DIFFER_US;
+        (!differ).then_some(s)
     }
 }
 
@@ -281,14 +324,34 @@ impl SfcUpstream {
     }
 }
 
-/// The test frame of ours (to UDP port `port`) that `frame` is; `Err(true)` for one that was
-/// damaged on its way (its checksum fails), `Err(false)` for any other frame.
-fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<TestFrameView, bool> {
-    match TestFrameView::parse(pool.data(frame)) {
-        Ok(v) if v.dst_port == port => Ok(v),
+/// The test frame of ours (to UDP port `port`) that `frame` is, and who sent it; `Err(true)`
+/// for one that was damaged on its way (its checksum fails), `Err(false)` for any other frame.
+fn parse_ours(pool: &FramePool, frame: &Frame, port: u16) -> Result<(TestFrameView, Sender), bool> {
+    let data = pool.data(frame);
+    match TestFrameView::parse(data) {
+        Ok(v) if v.dst_port == port => {
+            let mac = EthernetFrame::new_checked(data).map_err(|_| false)?.src();
+            Ok((v, Sender { mac, pcp: v.pcp }))
+        }
         Err(WireError::Damaged { .. }) => Err(true),
         _ => Err(false),
     }
+}
+
+/// Sends the PAUSE or PFC frame `m` on `port`; returns whether it left.
+fn send_pfc(
+    port: &mut dyn Port,
+    pool: &mut FramePool,
+    tx: &mut Vec<Frame>,
+    m: &MacControl,
+) -> bool {
+    pool.alloc().is_some_and(|mut f| {
+        let len = m
+            .emit_frame(port.mac(), pool.buf_mut(&f))
+            .expect("a pool frame holds a MAC control frame");
+        f.set_len(len);
+        send_or_release(port, pool, tx, f).unwrap_or(false)
+    })
 }
 
 /// Sends the SFC message `msg` to its source (to the offending frame's source MAC, over UDP
@@ -329,10 +392,12 @@ pub fn run(
     let mut c = Counting {
         flows: FlowTable::new(setup.max_flows),
         latency: Histogram::default(),
+        latency_skipped: 0,
         received: 0,
         bytes: 0,
         per_priority: [0; PRIORITIES],
         first_ns: 0,
+        first_len: 0,
         last_ns: 0,
     };
     let mut queues = PrioQueues::new(pool.capacity() as usize);
@@ -348,6 +413,10 @@ pub fn run(
         },
         |k| k.thresholds,
     );
+    let guard_paused = match &setup.pause {
+        Some(SinkPause::Pfc(k)) => k.guard.as_deref(),
+        _ => None,
+    };
     let mut generator = match &setup.pause {
         Some(SinkPause::Pfc(k)) => Some(PfcGenerator::new(
             [Some(thresholds); PRIORITIES],
@@ -456,7 +525,7 @@ pub fn run(
                 pool.release(r.frame);
                 continue;
             }
-            let v = match parse_ours(&pool, &r.frame, setup.dst_port) {
+            let (v, from) = match parse_ours(&pool, &r.frame, setup.dst_port) {
                 Ok(v) => v,
                 Err(true) => {
                     damaged += 1;
@@ -501,7 +570,7 @@ pub fn run(
                         // The sink's queue is its RX ring: taking a frame drains it.
                         s.cps[p].on_dequeue(u64::from(flen), now);
                     }
-                    c.record(&v, flen, r.rx_ns);
+                    c.record(&v, from, flen, r.rx_ns);
                     credit.on_drain(p, flen);
                     pool.release(r.frame);
                 }
@@ -527,6 +596,10 @@ pub fn run(
         }
         let mut work = n;
         if let Some(sh) = shaper.as_mut() {
+            // A frame drains after it arrived: `now` was read before this turn's receive, and
+            // a frame a generator on this host stamped since then would seem to drain before
+            // it was sent (its sample lost, the fastest ones first).
+            let drained_at = now_ns();
             while let Some(p) = queues.select(0) {
                 let len = queues
                     .front(p)
@@ -544,8 +617,8 @@ pub fn run(
                         s.cps[p].on_empty();
                     }
                 }
-                if let Ok(v) = parse_ours(&pool, &head.frame, setup.dst_port) {
-                    c.record(&v, len, now);
+                if let Ok((v, from)) = parse_ours(&pool, &head.frame, setup.dst_port) {
+                    c.record(&v, from, len, drained_at);
                 }
                 pool.release(head.frame);
                 work += 1;
@@ -567,18 +640,22 @@ pub fn run(
         if let Some(g) = generator.as_mut() {
             let congested = if fill.starved() { u8::MAX } else { 0 };
             if let Some(m) = g.poll(now, &waiting, congested) {
-                let sent = pool.alloc().is_some_and(|mut f| {
-                    let len = m
-                        .emit_frame(port.mac(), pool.buf_mut(&f))
-                        .expect("a pool frame holds a MAC control frame");
-                    f.set_len(len);
-                    send_or_release(&mut **port, &mut pool, &mut tx, f).unwrap_or(false)
-                });
-                if sent {
+                if send_pfc(&mut **port, &mut pool, &mut tx, &m) {
                     pfc_tx += 1;
                 } else {
                     // Sent again at the next turn, not half a pause later.
                     g.unsent(&m, now);
+                }
+            }
+            // The stall guard paused upstream while the sink was away: back, and pausing
+            // nothing itself, the sink ends that pause (`sink_guard`).
+            if let Some(paused) = guard_paused.filter(|p| p.take()) {
+                if let Some(m) = g.resume_all().filter(|_| g.xoff_mask() == 0) {
+                    if send_pfc(&mut **port, &mut pool, &mut tx, &m) {
+                        pfc_tx += 1;
+                    } else {
+                        paused.set();
+                    }
                 }
             }
         }
@@ -609,8 +686,8 @@ pub fn run(
     let now = now_ns();
     let peak = queues.peak_bytes().iter().copied().max().unwrap_or(0);
     queues.drain(|q| {
-        if let Ok(v) = parse_ours(&pool, &q.frame, setup.dst_port) {
-            c.record(&v, q.frame.len(), now);
+        if let Ok((v, from)) = parse_ours(&pool, &q.frame, setup.dst_port) {
+            c.record(&v, from, q.frame.len(), now);
         }
         pool.release(q.frame);
     });
@@ -620,13 +697,6 @@ pub fn run(
     let lost: u64 = flows.iter().map(|f| f.lost).sum();
     // What the sink dropped itself: at its socket, beyond its buffer, beyond its credit.
     let lost_here = (kernel_drops.rx_lost() + overflow + refused).min(lost);
-    // One test frame spans no time: no rate then (it would be its length over a nanosecond).
-    let elapsed = c.last_ns.saturating_sub(c.first_ns) as f64 / 1e9;
-    let rate_bps = if c.received > 1 && elapsed > 0.0 {
-        (c.bytes + c.received * WIRE_OVERHEAD) as f64 * 8.0 / elapsed
-    } else {
-        0.0
-    };
     SinkReport {
         iface: port.name().to_string(),
         backend,
@@ -639,13 +709,16 @@ pub fn run(
         duplicates: flows.iter().map(|f| f.duplicates).sum(),
         reordered: flows.iter().map(|f| f.reordered).sum(),
         bytes: c.bytes,
-        elapsed_s: elapsed,
-        rate_bps,
+        elapsed_s: c.span_ns() as f64 / 1e9,
+        rate_bps: c.rate_bps(),
         per_priority: c.per_priority,
-        latency: c.latency.summary(),
+        latency: c.latency(),
+        latency_skipped: c.latency_skipped,
         unknown_flow: c.flows.unknown_flow,
         damaged,
         stale: flows.iter().map(|f| f.stale).sum(),
+        mixed_sources: flows.iter().map(|f| f.mixed_sources).sum(),
+        restarts: flows.iter().map(|f| f.restarts).sum(),
         flows,
         other_rx,
         buffer_overflow: overflow,
@@ -660,5 +733,246 @@ pub fn run(
         credit: setup
             .credit
             .and_then(|k| credit.report(usize::from(k.priority))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::RawFd;
+
+    use super::*;
+    use crate::{
+        dataplane::{
+            mem_port::{mem_link, MemPeer, MemPort},
+            port::PortError,
+        },
+        wire::{MacAddr, TestFrame},
+    };
+
+    fn counting() -> Counting {
+        Counting {
+            flows: FlowTable::new(4),
+            latency: Histogram::default(),
+            latency_skipped: 0,
+            received: 0,
+            bytes: 0,
+            per_priority: [0; PRIORITIES],
+            first_ns: 0,
+            first_len: 0,
+            last_ns: 0,
+        }
+    }
+
+    const FROM: Sender = Sender {
+        mac: MacAddr([2, 0, 0, 0, 0, 1]),
+        pcp: Some(3),
+    };
+
+    /// Frame `seq` of flow 7, stamped `tx_ns`.
+    fn view(seq: u64, tx_ns: u64) -> TestFrameView {
+        let f = TestFrame {
+            seq,
+            tx_ns,
+            ..TestFrame::sample(100)
+        };
+        let mut b = [0u8; 100];
+        f.emit(&mut b).unwrap();
+        TestFrameView::parse(&b).unwrap()
+    }
+
+    #[test]
+    fn latency_from_another_hosts_clock_is_told_not_reported() {
+        // Uptime 23 days.
+        const NOW: u64 = 2_000_000_000_000_000;
+        // Same clock: one frame stamped after it arrived is counted, the rest are samples.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(&view(s, NOW - 20_000), FROM, 100, NOW);
+        }
+        c.record(&view(10, NOW + 1), FROM, 100, NOW);
+        assert_eq!(c.latency_skipped, 1);
+        assert_eq!(c.latency().map(|l| l.samples), Some(10));
+        // Stamped by a clock 10^15 ns ahead: every frame arrives "before" it was sent.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(&view(s, NOW + 1_000_000_000_000_000), FROM, 100, NOW);
+        }
+        assert_eq!((c.latency_skipped, c.latency()), (10, None));
+        // Or behind: even the fastest frame seems to take 10^6 s.
+        let mut c = counting();
+        for s in 0..10 {
+            c.record(
+                &view(s, NOW - 1_000_000_000_000_000.min(NOW)),
+                FROM,
+                100,
+                NOW,
+            );
+        }
+        assert_eq!((c.latency_skipped, c.latency()), (0, None));
+    }
+
+    /// Two 1,000-byte frames 8,192 ns apart (the wire time of one at 1 Gbit/s) arrived at
+    /// the line's rate, not twice it.
+    #[test]
+    fn two_frames_give_the_line_rate() {
+        let mut c = counting();
+        c.record(&view(0, 1), FROM, 1000, 1_000_000);
+        assert_eq!(c.rate_bps(), 0.0, "one frame spans no time");
+        c.record(&view(1, 2), FROM, 1000, 1_008_192);
+        assert_eq!(c.rate_bps(), 1e9);
+    }
+
+    /// The PFC frames a sink sends in 20 ms when its stall guard has (`guard_paused`) or has
+    /// not paused upstream, with `queued` 1,000-byte test frames arriving at once into a
+    /// congestion buffer that drains at 1 kbit/s (XOFF at 2 KiB).
+    fn pfc_after_guard(guard_paused: bool, queued: u64) -> Vec<MacControl> {
+        let (port, peer) = mem_link("s0", MacAddr([2, 0, 0, 0, 0, 2]), 64);
+        for seq in 0..queued {
+            let f = TestFrame {
+                seq,
+                ..TestFrame::sample(1000)
+            };
+            let mut b = [0u8; 1000];
+            f.emit(&mut b).unwrap();
+            peer.inject(&b, now_ns());
+        }
+        let guard = Arc::new(GuardPaused::default());
+        if guard_paused {
+            guard.set();
+        }
+        let ports = WorkerPorts {
+            pool: FramePool::heap(256).unwrap(),
+            ports: vec![Box::new(port)],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = SinkSetup {
+            duration: Some(Duration::from_millis(20)),
+            idle_timeout: None,
+            progress: Duration::ZERO,
+            expect: None,
+            max_flows: 8,
+            dst_port: TestFrame::sample(100).dst_port,
+            congestion: Some(SinkCongestion {
+                drain_rate_bps: 1_000,
+                buffer_bytes: 64 * 1024,
+                thresholds: PfcThresholds {
+                    xoff: 2 * 1024,
+                    xon: 1024,
+                },
+            }),
+            pause: Some(SinkPause::Pfc(SinkPfc {
+                pause_quanta: u16::MAX,
+                link_speed_bps: 10_000_000_000,
+                guard: Some(guard),
+            })),
+            credit: None,
+        };
+        run(ports, &setup, false, &AtomicBool::new(false));
+        peer.take()
+            .iter()
+            .filter_map(|f| MacControl::parse_frame(f).ok())
+            .collect()
+    }
+
+    #[test]
+    fn a_sink_back_from_a_stall_ends_its_guards_pause_unless_it_pauses_itself() {
+        let xon = MacControl::Pfc {
+            enable: u8::MAX,
+            quanta: [0; PRIORITIES],
+        };
+        assert_eq!(pfc_after_guard(false, 0), []);
+        assert_eq!(pfc_after_guard(true, 0), [xon], "the guard's pause ended");
+        // Above XOFF the sink's own pause of priority 3 holds (refreshed): no XON for the
+        // guard's.
+        let own = pfc_after_guard(true, 10);
+        let xoff = MacControl::Pfc {
+            enable: 1 << 3,
+            quanta: std::array::from_fn(|p| if p == 3 { u16::MAX } else { 0 }),
+        };
+        assert!(!own.is_empty() && own.iter().all(|m| *m == xoff), "{own:?}");
+    }
+
+    /// A port on which one test frame arrives at each receive, stamped right then: after the
+    /// sink's turn began, as a frame a generator on this host sends meanwhile is.
+    struct FreshFrames {
+        port: MemPort,
+        peer: MemPeer,
+        seq: u64,
+    }
+
+    impl Port for FreshFrames {
+        fn name(&self) -> &str {
+            self.port.name()
+        }
+        fn mac(&self) -> MacAddr {
+            self.port.mac()
+        }
+        fn recv(
+            &mut self,
+            pool: &mut FramePool,
+            out: &mut Vec<RxFrame>,
+            max: usize,
+            now: u64,
+        ) -> Result<usize, PortError> {
+            let tx_ns = now_ns();
+            let f = TestFrame {
+                seq: self.seq,
+                tx_ns,
+                ..TestFrame::sample(100)
+            };
+            let mut b = [0u8; 100];
+            f.emit(&mut b).unwrap();
+            self.peer.inject(&b, tx_ns);
+            self.seq += 1;
+            self.port.recv(pool, out, max, now)
+        }
+        fn tx_room(&mut self) -> usize {
+            self.port.tx_room()
+        }
+        fn send(&mut self, pool: &mut FramePool, f: &mut Vec<Frame>) -> Result<usize, PortError> {
+            self.port.send(pool, f)
+        }
+        fn reclaim(&mut self, pool: &mut FramePool) -> Result<(), PortError> {
+            self.port.reclaim(pool)
+        }
+        fn poll_fd(&self) -> Option<RawFd> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_congestion_point_sink_samples_every_frame_it_drains() {
+        let (port, peer) = mem_link("s0", MacAddr([2, 0, 0, 0, 0, 2]), 64);
+        let ports = WorkerPorts {
+            pool: FramePool::heap(256).unwrap(),
+            ports: vec![Box::new(FreshFrames { port, peer, seq: 0 })],
+            backend: "mem",
+            max_frame: 1518,
+            rx_queues: vec![1],
+        };
+        let setup = SinkSetup {
+            duration: Some(Duration::from_secs(10)),
+            idle_timeout: None,
+            progress: Duration::ZERO,
+            expect: Some(200),
+            max_flows: 8,
+            dst_port: TestFrame::sample(100).dst_port,
+            congestion: Some(SinkCongestion {
+                drain_rate_bps: 10_000_000_000,
+                buffer_bytes: 512 * 1024,
+                thresholds: PfcThresholds {
+                    xoff: 128 * 1024,
+                    xon: 64 * 1024,
+                },
+            }),
+            pause: None,
+            credit: None,
+        };
+        let r = run(ports, &setup, false, &AtomicBool::new(false));
+        assert!(r.received >= 200, "{r:?}");
+        assert_eq!(r.latency_skipped, 0, "{r:?}");
+        assert_eq!(r.latency.map(|l| l.samples), Some(r.received), "{r:?}");
     }
 }

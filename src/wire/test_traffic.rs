@@ -60,11 +60,6 @@ impl TestFrame {
         14 + if tagged { 4 } else { 0 } + IPV4_LEN + UDP_LEN + PAYLOAD_HEADER_LEN
     }
 
-    /// Offset of the sequence number within the frame (for in-place stamping).
-    pub fn seq_offset(&self) -> usize {
-        self.eth.header_len() + IPV4_LEN + UDP_LEN + 8
-    }
-
     /// Writes the frame into `buf` and returns its length.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
         let tagged = self.eth.vlan.is_some();
@@ -101,12 +96,17 @@ impl TestFrame {
         Ok(self.len)
     }
 
-    /// Rewrites sequence number and timestamp of a frame emitted from `self` in place, and
-    /// its UDP checksum.
+    /// Rewrites in place what differs between the frames of a generator's flows, in a frame
+    /// emitted from `self` or from a template that differs from it only there: the UDP source
+    /// port and flow id (`self`'s), the sequence number and timestamp, and the UDP checksum.
+    /// So one emitted image serves every flow.
     pub fn stamp(&self, frame: &mut [u8], seq: u64, tx_ns: u64) {
-        let at = self.seq_offset();
-        frame[at..at + 8].copy_from_slice(&seq.to_be_bytes());
-        frame[at + 8..at + 16].copy_from_slice(&tx_ns.to_be_bytes());
+        let l4 = self.eth.header_len() + IPV4_LEN;
+        frame[l4..l4 + 2].copy_from_slice(&self.src_port.to_be_bytes());
+        let p = l4 + UDP_LEN;
+        frame[p + 4..p + 8].copy_from_slice(&self.flow.to_be_bytes());
+        frame[p + 8..p + 16].copy_from_slice(&seq.to_be_bytes());
+        frame[p + 16..p + 24].copy_from_slice(&tx_ns.to_be_bytes());
         set_udp_checksum(&mut frame[self.eth.header_len()..]);
     }
 }
@@ -301,6 +301,23 @@ mod tests {
         f.stamp(&mut buf, 42, 1_000_000);
         let v = TestFrameView::parse(&buf[..1000]).unwrap();
         assert_eq!((v.seq, v.tx_ns), (42, 1_000_000));
+        // Another flow's template stamps its own flow into the same image: the frame is the
+        // one that template emits.
+        let other = TestFrame {
+            flow: 9,
+            src_port: 50_000,
+            ..f
+        };
+        other.stamp(&mut buf, 43, 2_000_000);
+        let mut direct = vec![0u8; 1000];
+        TestFrame {
+            seq: 43,
+            tx_ns: 2_000_000,
+            ..other
+        }
+        .emit(&mut direct)
+        .unwrap();
+        assert_eq!(buf[..1000], direct[..]);
         // The IPv4 header checksums to zero when verified.
         assert_eq!(ipv4_checksum(&buf[18..38]), 0);
         assert_eq!(u16::from_be_bytes([buf[20], buf[21]]), 1000 - 18);
