@@ -29,7 +29,7 @@ use super::{
     histogram::{Histogram, LatencySummary},
     progress::Progress,
     send_credit_update,
-    sink_guard::GuardPaused,
+    sink_guard::{sfcm_udp, GuardPaused},
 };
 use crate::{
     dataplane::{
@@ -104,13 +104,6 @@ pub enum SinkPause {
         /// Over UDP to this port ([`sfcm_udp`]), else at layer 2.
         udp_port: Option<u16>,
     },
-}
-
-/// How a receiving host sends an SFC message `msg` over UDP to `port`, if at all: to the
-/// offending frame's source address from the address that frame was sent to (the host's
-/// own); at layer 2 when `port` is `None` or the message names no flow.
-pub fn sfcm_udp(port: Option<u16>, msg: &Sfcm) -> Option<(u16, [u8; 4])> {
-    port.zip(msg.flow.map(|f| f.dst_ip))
 }
 
 /// When to stop and what to accept.

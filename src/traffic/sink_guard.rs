@@ -55,10 +55,8 @@ use crate::{
             send_pause, send_sfcm, GuardPause, GuardSfc, Look, StallWatch, Verdict, BELL_LOOK_NS,
         },
     },
-    wire::MacAddr,
+    wire::{MacAddr, Sfcm},
 };
-
-use super::sink::sfcm_udp;
 
 /// How long the sink may make no receive turn, with frames waiting and arriving, before the
 /// doorbell rings: ten times the 200 us it lets wake-ups gather when it only counts
@@ -73,6 +71,13 @@ pub const STALL_NS: u64 = 2_000_000;
 /// while the sink stays stalled and short of buffers: 2 ms, so that a sink back at work is not
 /// held up for long by a pause it no longer needs.
 const PAUSE_UNIT_NS: u64 = 500_000;
+
+/// How a receiving host sends an SFC message `msg` over UDP to `port`, if at all: to the
+/// offending frame's source address from the address that frame was sent to (the host's
+/// own); at layer 2 when `port` is `None` or the message names no flow.
+pub fn sfcm_udp(port: Option<u16>, msg: &Sfcm) -> Option<(u16, [u8; 4])> {
+    port.zip(msg.flow.map(|f| f.dst_ip))
+}
 
 /// Whether the guard has paused upstream with PFC since the sink last looked: set by the guard
 /// after each PFC frame it sends, taken by the sink at its next turn, which then ends the
