@@ -394,21 +394,15 @@ fn credits_carry_jumbo_frames() {
 #[test]
 fn a_sink_credit_window_shorter_than_two_jumbo_frames_is_refused() {
     let w = wire_at_9000();
-    let out = w
-        .sink_ns
-        .cmd(common::BIN)
-        .args([
-            "sink",
-            "--iface",
-            &w.s,
-            "--credit",
-            "3",
-            "--credit-buffer",
-            "8KiB",
-        ])
-        .args(["--duration", "1s"])
-        .output()
-        .unwrap();
+    let sink = |credit_buffer: &str, duration: &str| {
+        w.sink_ns
+            .cmd(common::BIN)
+            .args(["sink", "--iface", &w.s, "--credit", "3"])
+            .args(["--credit-buffer", credit_buffer, "--duration", duration])
+            .output()
+            .unwrap()
+    };
+    let out = sink("8KiB", "1s");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
@@ -416,21 +410,7 @@ fn a_sink_credit_window_shorter_than_two_jumbo_frames_is_refused() {
         "{err}"
     );
     // Two frames fit in 18,036 bytes: taken.
-    let out = w
-        .sink_ns
-        .cmd(common::BIN)
-        .args([
-            "sink",
-            "--iface",
-            &w.s,
-            "--credit",
-            "3",
-            "--credit-buffer",
-            "18036",
-        ])
-        .args(["--duration", "100ms"])
-        .output()
-        .unwrap();
+    let out = sink("18036", "100ms");
     assert!(
         out.status.success(),
         "{}",

@@ -232,6 +232,21 @@ struct Counting {
 }
 
 impl Counting {
+    /// Nothing counted yet, flows `0..max_flows` accounted.
+    fn new(max_flows: u32) -> Self {
+        Counting {
+            flows: FlowTable::new(max_flows),
+            latency: Histogram::default(),
+            latency_skipped: 0,
+            received: 0,
+            bytes: 0,
+            per_priority: [0; PRIORITIES],
+            first_ns: 0,
+            first_len: 0,
+            last_ns: 0,
+        }
+    }
+
     fn record(&mut self, v: &TestFrameView, from: Sender, len: u32, now: u64) {
         self.flows.record(v.flow, v.seq, v.tx_ns, from);
         match now.checked_sub(v.tx_ns) {
@@ -382,17 +397,7 @@ pub fn run(
     } = ports;
     let port = &mut ports[0];
     let start = now_ns();
-    let mut c = Counting {
-        flows: FlowTable::new(setup.max_flows),
-        latency: Histogram::default(),
-        latency_skipped: 0,
-        received: 0,
-        bytes: 0,
-        per_priority: [0; PRIORITIES],
-        first_ns: 0,
-        first_len: 0,
-        last_ns: 0,
-    };
+    let mut c = Counting::new(setup.max_flows);
     let mut queues = PrioQueues::new(pool.capacity() as usize);
     let mut shaper = setup
         .congestion
@@ -743,17 +748,7 @@ mod tests {
     };
 
     fn counting() -> Counting {
-        Counting {
-            flows: FlowTable::new(4),
-            latency: Histogram::default(),
-            latency_skipped: 0,
-            received: 0,
-            bytes: 0,
-            per_priority: [0; PRIORITIES],
-            first_ns: 0,
-            first_len: 0,
-            last_ns: 0,
-        }
+        Counting::new(4)
     }
 
     const FROM: Sender = Sender {
