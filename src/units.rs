@@ -153,6 +153,22 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     Ok(bytes.round() as u64)
 }
 
+/// The digits of a plain decimal number `int.frac` read exactly as one integer, and how many
+/// of them follow the point ("1.50": 150 and 2): the number is `digits / 10^after_point`,
+/// without a float's rounding. `None` for anything but ASCII digits around at most one point
+/// (none at all included), or more digits than 128 bits carry.
+pub(crate) fn decimal_digits(number: &str) -> Option<(u128, u32)> {
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    let digits = int.bytes().chain(frac.bytes()).try_fold(0u128, |n, b| {
+        let d = b.is_ascii_digit().then(|| u128::from(b - b'0'))?;
+        n.checked_mul(10)?.checked_add(d)
+    })?;
+    Some((digits, u32::try_from(frac.len()).ok()?))
+}
+
 /// True if `s`, which [`scaled`] read as `value` with the integer factors of `units`, is a
 /// whole number: its digits, decimal point and exponent read exactly, times the unit's
 /// factor. A number with more significant digits than 128-bit arithmetic carries is judged
@@ -171,14 +187,12 @@ fn whole_bytes(s: &str, value: f64, units: &[(&str, f64)]) -> bool {
         Some(i) => (&number[..i], number[i + 1..].parse::<i64>().unwrap_or(0)),
         None => (number, 0),
     };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let frac = frac.trim_end_matches('0');
-    // The value is digits × 10^scale × factor, the digits being `int` and `frac` together.
-    let scale = exponent.saturating_sub(frac.len() as i64);
-    let product = int.bytes().chain(frac.bytes()).try_fold(0u128, |n, b| {
-        n.checked_mul(10)?.checked_add(u128::from(b - b'0'))
-    });
-    let Some(product) = product.and_then(|d| d.checked_mul(factor)) else {
+    // The value is digits × 10^scale × factor.
+    let Some((digits, after_point)) = decimal_digits(mantissa) else {
+        return value.fract() == 0.0;
+    };
+    let scale = exponent.saturating_sub(i64::from(after_point));
+    let Some(product) = digits.checked_mul(factor) else {
         return value.fract() == 0.0;
     };
     if product == 0 || scale >= 0 {

@@ -319,15 +319,11 @@ impl FromStr for Timestamp {
                 "expected a decimal number such as 1700000000.000000120",
             ));
         }
-        let frac_digits = i32::try_from(frac.len()).map_err(|_| bad("too many digits"))?;
         let too_large = || bad("too large");
-        let mut digits: i128 = 0;
-        for b in int.bytes().chain(frac.bytes()) {
-            digits = digits
-                .checked_mul(10)
-                .and_then(|d| d.checked_add(i128::from(b - b'0')))
-                .ok_or_else(too_large)?;
-        }
+        // A plain decimal by now: `None` is only more digits than the integer carries.
+        let (digits, frac_digits) = crate::units::decimal_digits(mantissa).ok_or_else(too_large)?;
+        let digits = i128::try_from(digits).map_err(|_| too_large())?;
+        let frac_digits = i32::try_from(frac_digits).map_err(|_| bad("too many digits"))?;
         let shift = exp
             .checked_add(unit_exp)
             .and_then(|e| e.checked_sub(frac_digits))

@@ -880,6 +880,20 @@ mod tests {
         (w, peer0, peer1, stats)
     }
 
+    /// A PFC frame pausing priority 3 for `quanta`, from the sink side's MAC.
+    fn pfc3_frame(quanta: u16) -> [u8; 60] {
+        let mut q = [0; PRIORITIES];
+        q[3] = quanta;
+        let mut b = [0u8; 60];
+        MacControl::Pfc {
+            enable: 1 << 3,
+            quanta: q,
+        }
+        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut b)
+        .unwrap();
+        b
+    }
+
     /// Reloadable settings for the two-port [`worker`]: priority 3 `prio3`, the others lossy.
     fn live_settings(
         prio3: PrioPlan,
@@ -1279,15 +1293,7 @@ mod tests {
             restoration_ns: 200 * MS,
             action: StormAction::Drop,
         }));
-        let mut quanta = [0; PRIORITIES];
-        quanta[3] = 9_766; // 5 ms at 1 Gbit/s
-        let mut pfc = [0u8; 60];
-        MacControl::Pfc {
-            enable: 1 << 3,
-            quanta,
-        }
-        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pfc)
-        .unwrap();
+        let pfc = pfc3_frame(9_766); // 5 ms at 1 Gbit/s
         let mut now = 0;
         for k in 0..40 {
             let arrival = k * 10 * MS;
@@ -1327,15 +1333,7 @@ mod tests {
         w.setup.live = Some(live.clone());
         live.publish(settings(Some(watchdog)));
         // The sink pauses priority 3 for good: a storm.
-        let mut quanta = [0; PRIORITIES];
-        quanta[3] = 65535;
-        let mut pfc = [0u8; 60];
-        MacControl::Pfc {
-            enable: 1 << 3,
-            quanta,
-        }
-        .emit_frame(MacAddr([2, 0, 0, 0, 0, 3]), &mut pfc)
-        .unwrap();
+        let pfc = pfc3_frame(65535);
         let storm = |w: &mut ForwardWorker, from: u64| {
             for now in (from..from + 40 * MS).step_by(MS as usize) {
                 dst.inject(&pfc, now);
