@@ -16,8 +16,9 @@ use std::{
 use pnet::datalink::{self, Channel, DataLinkReceiver};
 
 use super::{
+    clock::{now_ns, realtime_ns},
     pool::{Frame, FramePool},
-    port::{iface_mac, KernelDrops, Port, PortError, RxFrame},
+    port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
 };
 use crate::wire::MacAddr;
 
@@ -181,6 +182,9 @@ fn packet_socket() -> io::Result<RawFd> {
     // Our own transmissions must not come back as receptions.
     set_opt(fd, libc::SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)?;
     set_opt(fd, libc::SOL_PACKET, PACKET_AUXDATA, 1)?;
+    // Each frame's arrival time as the kernel took it (`netif_rx` or the NAPI poll, before
+    // any softirq backlog and the socket's queue), which `recv` turns into the worker's clock.
+    set_opt(fd, libc::SOL_SOCKET, libc::SO_TIMESTAMPNS, 1)?;
     if set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, RCVBUF).is_err() {
         set_opt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, RCVBUF)?;
     }
@@ -209,11 +213,17 @@ fn drops_since_last_read(fd: RawFd) -> io::Result<u64> {
     Ok(u64::from(stats[1]))
 }
 
+/// A frame [`recv_frame`] received: its real length (above the buffer's, the frame was
+/// truncated, and the caller must drop it, counted as oversize, never use it) and the
+/// kernel's arrival stamp, CLOCK_REALTIME ns, where the socket gave one.
+struct Received {
+    len: usize,
+    stamp_realtime: Option<u64>,
+}
+
 /// Receives one frame into `buf` without blocking, re-inserting a stripped 802.1Q tag.
-/// Returns `Ok(None)` when nothing is waiting. The length returned is the frame's real
-/// length: above `buf.len()` the frame was truncated, and the caller must drop it (counted
-/// as oversize), never use it.
-fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
+/// Returns `Ok(None)` when nothing is waiting.
+fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<Received>> {
     const TAG: usize = 4;
     if buf.len() <= 12 + TAG {
         return Err(io::Error::from(io::ErrorKind::InvalidInput));
@@ -223,8 +233,8 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
         iov_base: buf[TAG..].as_mut_ptr().cast(),
         iov_len: buf.len() - TAG,
     };
-    let mut cmsg = [0u64; 8]; // aligned room for one tpacket_auxdata control message
-                              // SAFETY: a zeroed msghdr is valid; the pointers reference live local buffers.
+    let mut cmsg = [0u64; 16]; // aligned room for a tpacket_auxdata and a timespec message
+                               // SAFETY: a zeroed msghdr is valid; the pointers reference live local buffers.
     let (n, msg) = unsafe {
         let mut msg: libc::msghdr = std::mem::zeroed();
         msg.msg_iov = &mut iov;
@@ -248,17 +258,22 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
     let real = n as usize;
     let len = real.min(buf.len() - TAG);
     let mut aux: Option<AuxData> = None;
+    let mut stamp_realtime = None;
     // SAFETY: walking the control messages recvmsg filled in, within msg_controllen.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
             if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == PACKET_AUXDATA {
                 aux = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast()));
+            } else if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS
+            {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp_realtime = Some(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64);
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    match aux {
+    let frame_len = match aux {
         Some(a) if a.tp_status & TP_STATUS_VLAN_VALID != 0 && len >= 12 => {
             let tpid = if a.tp_status & TP_STATUS_VLAN_TPID_VALID != 0 {
                 a.tp_vlan_tpid
@@ -268,13 +283,17 @@ fn recv_frame(fd: RawFd, buf: &mut [u8]) -> io::Result<Option<usize>> {
             buf.copy_within(TAG..TAG + 12, 0);
             buf[12..14].copy_from_slice(&tpid.to_be_bytes());
             buf[14..16].copy_from_slice(&a.tp_vlan_tci.to_be_bytes());
-            Ok(Some(real + TAG))
+            real + TAG
         }
         _ => {
             buf.copy_within(TAG..TAG + len, 0);
-            Ok(Some(real))
+            real
         }
-    }
+    };
+    Ok(Some(Received {
+        len: frame_len,
+        stamp_realtime,
+    }))
 }
 
 impl AfPacketPort {
@@ -359,15 +378,22 @@ impl Port for AfPacketPort {
         now: u64,
     ) -> Result<usize, PortError> {
         let mut n = 0;
+        // The kernel stamps on CLOCK_REALTIME, the worker's clock is CLOCK_MONOTONIC: one
+        // reading of their difference serves the batch.
+        let realtime_ahead = realtime_ns().wrapping_sub(now_ns());
         while n < max {
             let Some(mut frame) = pool.alloc() else { break };
             match recv_frame(self.fd, pool.buf_mut(&frame)) {
-                Ok(Some(len)) => {
-                    frame.set_len(len);
+                Ok(Some(r)) => {
+                    frame.set_len(r.len);
+                    // A stamp after `now` (the realtime clock stepped) is taken as `now`.
+                    let stamp = r
+                        .stamp_realtime
+                        .map(|t| t.wrapping_sub(realtime_ahead).min(now));
                     out.push(RxFrame {
                         frame,
-                        rx_ns: now,
-                        stamped: false,
+                        rx_ns: stamp.unwrap_or(now),
+                        stamped: stamp.is_some(),
                     });
                     n += 1;
                 }
@@ -439,6 +465,12 @@ impl Port for AfPacketPort {
 
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.fd)
+    }
+
+    /// The kernel's software RX stamp (`SO_TIMESTAMPNS`), taken where the frame entered the
+    /// stack, before it waited for a softirq and in the socket's queue.
+    fn rx_stamping(&self) -> Stamping {
+        Stamping::Kernel
     }
 
     /// A full receive queue is this backend's full RX ring.

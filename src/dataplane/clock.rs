@@ -13,6 +13,18 @@ pub fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Nanoseconds on CLOCK_REALTIME, the clock of the kernel's socket timestamps (vDSO).
+#[inline]
+pub fn realtime_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_REALTIME always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Sleeps until `at` on CLOCK_MONOTONIC.
 pub fn sleep_until(at: u64) {
     let ts = libc::timespec {

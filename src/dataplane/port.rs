@@ -160,9 +160,10 @@ impl PortError {
 pub enum Stamping {
     /// By the NIC.
     Hardware,
-    /// By the kernel in the driver's transmit (`SO_TIMESTAMPING` software TX stamp, taken by
-    /// `skb_tx_timestamp`; ptp4l's `software`): the peer-delay frames that need a TX time
-    /// are sent on an AF_PACKET socket for it (see [`crate::linkup::tx_stamp`]).
+    /// By the kernel (ptp4l's `software`): on transmit in the driver (`SO_TIMESTAMPING`
+    /// software TX stamp, taken by `skb_tx_timestamp`; the peer-delay frames that need a TX
+    /// time are sent on an AF_PACKET socket for it, see [`crate::linkup::tx_stamp`]); on
+    /// receive where the frame entered the stack (`SO_TIMESTAMPNS`, the AF_PACKET backend).
     Kernel,
     /// By our XDP program on arrival (`bpf_ktime_get_ns`, CLOCK_MONOTONIC), before the
     /// socket and the worker's wake-up.
