@@ -28,7 +28,14 @@
 //! bytes of each priority that arrived since its previous turn while no XOFF of ours held the
 //! priority (a crossing in there went unnoticed until this turn), the most of them per gauge
 //! period. The notice term is the larger of the two, added to the observed overshoot in
-//! [`crate::fc::adaptive`]. With the bound alone, `tests/under_load.rs`'s 8 KiB floor lost
+//! [`crate::fc::adaptive`]. With several workers the leader sleeps while a flow fills another
+//! worker's queue, and that worker, looking for a crossing at every turn to ring the leader
+//! ([`super::leader_bell`]), sees what the leader does not: its looks that found none count
+//! as the leader's turns ([`PortHeadroom::looked`]). Before, the leader's whole sleep counted
+//! as blind: one flow on worker 1's queue (`tests/tools.rs`, compilers running) raised the
+//! notice term to 497 kB, the headroom in force to 608 kB (the buffer is 320 KiB), XOFF to its
+//! minimum (3 kB) and XON to 0, and the line ran dry after each XON (0.71 of it); after,
+//! 70-82 kB, and XOFF and XON as configured. With the bound alone, `tests/under_load.rs`'s 8 KiB floor lost
 //! 1-5 frames in 5 of 14 runs on the lab VM with no stall called (the notice term
 //! 127-153 kB), and 2-3 frames in 3 of 14 with two CPU hogs running, the worker's longest lag
 //! under 0.26-0.52 ms (notice 92-100 kB); with both, 0 of 20 and 0 of 30 with the hogs.
@@ -393,6 +400,19 @@ impl PortHeadroom {
         changed
     }
 
+    /// Another worker looked for a crossing when `looked` bytes per priority had arrived, and
+    /// found none ([`super::shared::SharedPort::looked`]): up to there the arrivals were
+    /// looked at as by a turn of ours, and only what arrived since counts as unnoticed at
+    /// this turn. With the flow on another worker's queue the leader sleeps between its
+    /// turns, and counting from its own previous turn took the whole sleep for blindness.
+    pub fn looked(&mut self, looked: &[u64; PRIORITIES]) {
+        if let Some(last) = self.turn_arrived.as_mut() {
+            for (l, x) in last.iter_mut().zip(looked) {
+                *l = (*l).max(*x);
+            }
+        }
+    }
+
     /// Whether [`PortHeadroom::drain`] has a look to take at `now` (`[headroom] xoff_time` is
     /// set and [`DRAIN_LOOK_NS`] passed since the last).
     #[inline]
@@ -700,6 +720,32 @@ mod tests {
         turn(&mut h, &mut arrived, 10_000, 0, 300_000);
         h.advance(MS, &arrived, &held);
         assert_eq!(h.report(3, MS).unwrap().notice, 0);
+    }
+
+    #[test]
+    fn what_another_worker_looked_at_is_not_unnoticed() {
+        let c = plans();
+        let mut h = PortHeadroom::new(guarded(), 1518, &c, None, 0);
+        let held = [0u64; PRIORITIES];
+        let mut arrived = [0u64; PRIORITIES];
+        h.observe(0, 0, 0, &arrived, &arrived, |_, _| {});
+        // The leader sleeps 1 ms while 250 kB arrive on another worker's queue, whose last
+        // look before the leader's turn (no crossing) had 240 kB of them: 10 kB went
+        // unnoticed, not 250.
+        arrived[3] = 250_000;
+        let mut looked = [0u64; PRIORITIES];
+        looked[3] = 240_000;
+        h.looked(&looked);
+        h.observe(MS, 0, 0, &arrived, &arrived, |_, _| {});
+        assert_eq!(h.blind[3], 10_000);
+        // A look older than the leader's own turn changes nothing.
+        looked[3] = 100_000;
+        arrived[3] = 260_000;
+        h.looked(&looked);
+        h.observe(2 * MS, 0, 0, &arrived, &arrived, |_, _| {});
+        assert_eq!(h.blind[3], 10_000);
+        h.advance(3 * MS, &arrived, &held);
+        assert_eq!(h.report(3, 3 * MS).unwrap().notice, 11_250);
     }
 
     #[test]

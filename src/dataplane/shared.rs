@@ -73,6 +73,9 @@ pub struct SharedPort {
     pfc_xon: [AtomicU64; PRIORITIES],
     /// The priorities the leader's congestion point holds in XOFF (bit p: priority p).
     leader_xoff: AtomicU8,
+    /// The bytes arrived per priority as of the latest look of another worker that found
+    /// no crossing on this port while the leader slept ([`SharedPort::looked`]).
+    looked_arrived: [AtomicU64; PRIORITIES],
 }
 
 /// What the stall guard met and did on a port ([`SharedPort::stall_counts`]).
@@ -210,6 +213,25 @@ impl SharedPort {
             let held = xoff_held & (1 << p) != 0;
             t.xoff != 0 && t.crossed(self.pfc_occupancy_of(p), held, starved)
         })
+    }
+
+    /// A worker other than the leader read `arrived` ([`SharedPort::arrived_all`]), then
+    /// looked for a crossing of the priorities in `mask` on this port and found none: a
+    /// crossing those bytes made would have been seen, and one made later rings the leader
+    /// at that worker's next look. So what arrived up to then went no longer unnoticed than
+    /// what arrives by a turn of the leader's (the notice term's measured part,
+    /// [`super::pfc_headroom`]).
+    pub fn looked(&self, mask: u8, arrived: &[u64; PRIORITIES]) {
+        for p in priorities(mask) {
+            if arrived[p] > self.looked_arrived[p].load(Relaxed) {
+                self.looked_arrived[p].fetch_max(arrived[p], Relaxed);
+            }
+        }
+    }
+
+    /// The arrivals as of the latest look that found no crossing ([`SharedPort::looked`]).
+    pub fn looked_arrived(&self) -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| self.looked_arrived[p].load(Relaxed))
     }
 
     /// Until when the PFC this port last sent pauses priority `p` upstream.
@@ -529,6 +551,20 @@ mod tests {
         assert!(!s.pfc_crossing(1 << 3), "starved, XOFF held, below XON");
         s.set_fill_starved(false);
         assert!(s.pfc_crossing(1 << 3), "no longer starved, below XON");
+    }
+
+    #[test]
+    fn a_look_keeps_the_latest_arrivals_of_its_priorities() {
+        let s = SharedPort::default();
+        let mut a = [0u64; PRIORITIES];
+        (a[3], a[5]) = (1_000, 7);
+        s.looked(1 << 3, &a);
+        assert_eq!(s.looked_arrived()[3], 1_000);
+        assert_eq!(s.looked_arrived()[5], 0, "not a priority of the mask");
+        // Two workers' looks in either order: the later arrivals stay.
+        a[3] = 900;
+        s.looked(1 << 3, &a);
+        assert_eq!(s.looked_arrived()[3], 1_000);
     }
 
     #[test]

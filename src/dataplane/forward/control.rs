@@ -131,6 +131,9 @@ impl ForwardWorker {
         let c = &self.stats.ports[p];
         let port = &mut self.ports[p];
         if let Some(h) = port.headroom.as_mut() {
+            if self.leader_bell.is_some() {
+                h.looked(&port.shared.looked_arrived());
+            }
             let arrived = port.shared.arrived_all();
             if h.observe(now, before, after, &arrived, &occupancy, |prio, o| {
                 c.overshoot[prio].record(o.bytes);

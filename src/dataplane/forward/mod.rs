@@ -690,7 +690,8 @@ impl ForwardWorker {
     }
 
     /// A worker other than the leader: rings the leader if it sleeps while a PFC priority of
-    /// a port stands where it would send PFC ([`crate::dataplane::leader_bell`]).
+    /// a port stands where it would send PFC ([`crate::dataplane::leader_bell`]), and says of
+    /// each port it found none on what had arrived when it looked ([`SharedPort::looked`]).
     #[inline]
     fn wake_the_leader_at_a_crossing(&self) {
         let Some(bell) = self
@@ -703,8 +704,15 @@ impl ForwardWorker {
         if !bell.leader_asleep() {
             return;
         }
-        if self.a_crossing_stands() {
-            bell.ring();
+        let mask = pfc_mask(&self.setup.prios);
+        for port in &self.ports {
+            // Read before the look: a crossing those bytes made is in what it reads.
+            let arrived = port.shared.arrived_all();
+            if !port.shared.egress_held() && port.shared.pfc_crossing(mask) {
+                bell.ring();
+                return;
+            }
+            port.shared.looked(mask, &arrived);
         }
     }
 
