@@ -129,8 +129,12 @@ pub struct GenReport {
     pub sfc_paused_ns: u64,
     /// Time its flows spent paused by flow-scope SFC messages, summed over the flows, ns.
     pub sfc_flow_paused_ns: u64,
-    /// SFC messages received.
+    /// SFC messages received addressed to the generator, the source they pause (obeyed
+    /// unless `--ignore-pause`).
     pub sfcm_rx: u64,
+    /// SFC messages received addressed to another source (not in `sfcm_rx`), never obeyed: a
+    /// bridge floods the frames for a host it has not learnt to all its ports.
+    pub sfcm_not_ours: u64,
     /// PFC frames received with the generator's priority enabled.
     pub pfc_rx: u64,
     /// PFC frames received in total.
@@ -298,7 +302,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
         .expect("the default reaction-point config is valid");
-    let (mut sfcm_rx, mut oversize) = (0u64, 0u64);
+    let (mut sfcm_rx, mut sfcm_not_ours, mut oversize) = (0u64, 0u64, 0u64);
+    // What SFC messages for this generator are addressed to (docs/sfc.md): its MAC, and over
+    // UDP also the source address of its frames.
+    let (mac, ip) = (port.mac(), setup.src_ip);
     let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
     let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
     // The flow of each frame in `tx`, to roll back those the port refuses.
@@ -375,6 +382,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     pfc_rx,
                     sfc_paused = %sfc_share,
                     sfcm_rx,
+                    sfcm_not_ours,
                     "progress over the last {:.1} s",
                     t.secs()
                 );
@@ -406,7 +414,13 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 }
             }
             let at = r.rx_ns.min(now);
-            let mut on_sfcm = |msg: &Sfcm| {
+            // A message for another source is another source's to obey: taken as ours, one
+            // congested source would pause every source that hears it.
+            let mut on_sfcm = |msg: &Sfcm, ours: bool| {
+                if !ours {
+                    sfcm_not_ours += 1;
+                    return;
+                }
                 sfcm_rx += 1;
                 if !setup.ignore_pause {
                     sfc.on_sfcm(msg, at);
@@ -419,12 +433,12 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     }
                 }
                 FrameKind::Sfcm => match SfcmFrame::parse(data) {
-                    Ok(f) => on_sfcm(&f.msg),
+                    Ok(f) => on_sfcm(&f.msg, f.eth.dst == mac),
                     Err(_) => other_rx += 1,
                 },
                 FrameKind::Data if class.ethertype == EtherType::IPV4 => {
                     match SfcmUdpFrame::parse(data, setup.sfc_udp_port) {
-                        Ok(f) => on_sfcm(&f.msg),
+                        Ok(f) => on_sfcm(&f.msg, f.eth.dst == mac && f.dst_ip == ip),
                         Err(_) => other_rx += 1,
                     }
                 }
@@ -613,6 +627,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         sfc_paused_ns: sfc_paused.class[prio],
         sfc_flow_paused_ns: sfc_paused.flow[prio],
         sfcm_rx,
+        sfcm_not_ours,
         pfc_rx,
         pfc_rx_total,
         pause_rx,
@@ -840,6 +855,50 @@ mod tests {
                 (0..report.sent_per_flow[f as usize]).collect::<Vec<_>>()
             );
         }
+    }
+
+    /// Class-scope SFC messages for other sources, each pausing for 50 ms, reach the
+    /// generator (as a bridge floods them): at layer 2 to another MAC, over UDP to another
+    /// address or to another MAC. None pauses it; one to it (5 ms) does.
+    #[test]
+    fn sfc_messages_for_another_source_are_counted_and_not_obeyed() {
+        let (ports, peer, setup) = mem_gen(1, 100);
+        let (ours, other) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 9]));
+        let report = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(10));
+            let send = |src_mac, src_ip, udp: bool, pause_ns| {
+                let msg = Sfcm {
+                    priority: 3,
+                    scope: SfcScope::Class,
+                    seq: 0,
+                    pause_ns,
+                    sent_ns: now_ns(),
+                    queue_bytes: 64 * 1024,
+                    drain_bps: 1_000_000_000,
+                    src_mac,
+                    flow: Some(Ipv4Flow {
+                        src_ip,
+                        dst_ip: setup.dst_ip,
+                        protocol: IP_PROTO_UDP,
+                        src_port: src_port(0),
+                        dst_port: setup.dst_port,
+                    }),
+                };
+                let udp = udp.then_some((sfcm::SFCM_UDP_PORT, [198, 18, 0, 2]));
+                let mut buf = [0u8; 128];
+                let len =
+                    sfcm::emit_to_source(&msg, MacAddr([2, 0, 0, 0, 0, 2]), udp, &mut buf).unwrap();
+                peer.inject(&buf[..len], now_ns());
+            };
+            send(other, setup.src_ip, false, 50 * MS);
+            send(ours, [198, 18, 0, 9], true, 50 * MS);
+            send(other, setup.src_ip, true, 50 * MS);
+            std::thread::sleep(Duration::from_millis(10));
+            send(ours, setup.src_ip, false, 5 * MS);
+        });
+        assert_eq!((report.sfcm_rx, report.sfcm_not_ours), (1, 3), "{report:?}");
+        assert_eq!(report.sfc_paused_ns, 5 * MS, "{report:?}");
+        assert_eq!(report.other_rx, 0, "{report:?}");
     }
 
     #[test]
