@@ -8,7 +8,10 @@ use std::{sync::atomic::AtomicBool, time::Duration};
 
 use serde::Serialize;
 
-use super::{progress::Progress, send_credit_update};
+use super::{
+    progress::{Progress, Shares},
+    send_credit_update,
+};
 
 use crate::{
     dataplane::{
@@ -87,8 +90,11 @@ const BATCH: usize = 64;
 /// every 16,384 flows (flows that far apart share a 5-tuple, so a flow-scope SFC pause of
 /// one pauses both).
 fn src_port(f: usize) -> u16 {
-    49152 + (f % 16384) as u16
+    49152 + (f % SRC_PORTS) as u16
 }
+
+/// How many UDP source ports the flows take turns on.
+const SRC_PORTS: usize = 16384;
 
 /// The IPv4 5-tuple of `t`'s frames: the key a flow-scope SFC message names them by
 /// ([`Ipv4Flow::of_frame`] at the congestion point).
@@ -246,6 +252,25 @@ impl CreditWait {
     }
 }
 
+/// The generator's paused time so far at `now`, ns, as its progress line tells it: by
+/// PAUSE/PFC, by class-scope SFC, and by flow-scope SFC as the mean over its `flow_keys`
+/// 5-tuples (a flow-scope pause holds one flow while the others go on: their summed time
+/// would pass the line's interval with two flows paused).
+fn paused_totals(
+    timers: &mut PauseTimers,
+    sfc: &mut SfcReactionPoint,
+    prio: usize,
+    flow_keys: u64,
+    now: u64,
+) -> [u64; 3] {
+    let sfc_paused = sfc.paused_ns(now);
+    [
+        timers.paused_ns(now)[prio],
+        sfc_paused.class[prio],
+        sfc_paused.flow[prio] / flow_keys,
+    ]
+}
+
 /// Runs the generator until done or `stop` is set.
 pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicBool) -> GenReport {
     let WorkerPorts {
@@ -345,8 +370,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     // The carrier's looks share one netlink socket (every millisecond while held).
     let mut nl = Netlink::new(false);
     let mut progress = Progress::new(setup.progress, start);
-    // Paused time (PAUSE/PFC, SFC) at the previous progress line.
-    let mut paused_before = (0u64, 0u64);
+    // The shares of each progress line's interval paused ([`paused_totals`]).
+    let mut paused_shares = Shares::<3>::default();
+    let flow_keys = flows.min(SRC_PORTS) as u64;
     // Paced from here: the setup's time is no credit for a burst.
     let mut shaper = Shaper::paced(setup.rate_bps, now_ns());
     loop {
@@ -355,18 +381,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             break;
         }
         if let Some(t) = progress.poll(now, sent, bytes) {
-            let paused = (timers.paused_ns(now)[prio], sfc.paused_ns(now).class[prio]);
-            let share = |total: u64, before: u64| {
-                format!(
-                    "{:.0} %",
-                    (total - before) as f64 * 100.0 / t.ns.max(1) as f64
-                )
-            };
-            let (pfc_share, sfc_share) = (
-                share(paused.0, paused_before.0),
-                share(paused.1, paused_before.1),
+            let [pfc_share, sfc_share, sfc_flow_share] = paused_shares.of(
+                paused_totals(&mut timers, &mut sfc, prio, flow_keys, now),
+                &t,
             );
-            paused_before = paused;
             if carrier.next_look().is_some() {
                 tracing::info!(
                     iface = port.name(),
@@ -381,6 +399,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     paused = %pfc_share,
                     pfc_rx,
                     sfc_paused = %sfc_share,
+                    sfc_flow_paused = %sfc_flow_share,
                     sfcm_rx,
                     sfcm_not_ours,
                     "progress over the last {:.1} s",
@@ -648,6 +667,7 @@ mod tests {
             mem_port::{mem_link, MemPeer},
             pool::{heap_frame_size, FramePool, JUMBO_MAX_FRAME},
         },
+        traffic::progress::Tick,
         wire::{sfcm, SfcScope, TestFrameView},
     };
 
@@ -899,6 +919,41 @@ mod tests {
         assert_eq!((report.sfcm_rx, report.sfcm_not_ours), (1, 3), "{report:?}");
         assert_eq!(report.sfc_paused_ns, 5 * MS, "{report:?}");
         assert_eq!(report.other_rx, 0, "{report:?}");
+    }
+
+    #[test]
+    fn the_progress_line_tells_class_and_flow_scope_sfc_pauses_apart() {
+        let mut timers = PauseTimers::new(1_000_000_000);
+        let mut sfc = SfcReactionPoint::new(SfcRpConfig::default()).unwrap();
+        let msg = |scope, pause_ns| Sfcm {
+            priority: 3,
+            scope,
+            seq: 0,
+            pause_ns,
+            sent_ns: 0,
+            queue_bytes: 0,
+            drain_bps: 0,
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            flow: Some(Ipv4Flow {
+                src_ip: [198, 18, 0, 1],
+                dst_ip: [198, 18, 0, 2],
+                protocol: IP_PROTO_UDP,
+                src_port: src_port(0),
+                dst_port: 48879,
+            }),
+        };
+        // One of two flows paused for 40 ms, then the class for 10 ms, in a line of 100 ms.
+        sfc.on_sfcm(&msg(SfcScope::Flow, 40 * MS), 0);
+        sfc.on_sfcm(&msg(SfcScope::Class, 10 * MS), 50 * MS);
+        let mut shares = Shares::<3>::default();
+        let tick = Tick {
+            frames: 0,
+            bytes: 0,
+            ns: 100 * MS,
+        };
+        let totals = paused_totals(&mut timers, &mut sfc, 3, 2, 100 * MS);
+        assert_eq!(totals, [0, 10 * MS, 20 * MS]);
+        assert_eq!(shares.of(totals, &tick), ["0 %", "10 %", "20 %"]);
     }
 
     #[test]
