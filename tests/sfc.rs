@@ -1,12 +1,13 @@
 //! Source flow control under incast: three generators, each in its own namespace, share a
 //! Linux bridge into `lossless run`, whose egress toward the sink is shaped below their sum.
-//! A bridge never forwards PFC (link-local), so only SFC can reach the sources.
+//! A bridge never forwards PFC (link-local), so only SFC can reach the sources. And a
+//! generator obeys only the SFC messages addressed to it.
 
 mod common;
 
 use std::{process::Command, time::Duration};
 
-use common::{control_section, traffic_lock, unique, veth, Netns, Proc, TempFile};
+use common::{control_section, run_scapy, traffic_lock, unique, veth, Netns, Proc, TempFile};
 use serde_json::Value;
 
 struct Incast {
@@ -20,6 +21,13 @@ struct Incast {
 }
 
 fn incast() -> Incast {
+    incast_learning(true)
+}
+
+/// [`incast`], its bridge learning where the generators are when `learning`; without, it
+/// floods every frame for one of them to all three, as a bridge does for a host it has not
+/// learnt (yet, or any more).
+fn incast_learning(learning: bool) -> Incast {
     let (lan, dut, sink) = (Netns::new("ln"), Netns::new("ld"), Netns::new("ls"));
     let br = unique("br");
     let sh = |args: &[&str]| {
@@ -42,6 +50,9 @@ fn incast() -> Incast {
         let (g, l) = (unique("g"), unique("l"));
         veth(&ns, &g, &lan, &l);
         sh(&["link", "set", &l, "master", &br]);
+        if !learning {
+            sh(&["link", "set", &l, "type", "bridge_slave", "learning", "off"]);
+        }
         gens.push((ns, g));
     }
     let (d0, l0, d1, s) = (unique("d"), unique("l"), unique("d"), unique("s"));
@@ -199,6 +210,76 @@ fn flow_scope_sfc_makes_incast_lossless() {
     }
 }
 
+/// The SFC incast through a bridge that floods each message to all three generators: each
+/// counts the messages for the others apart (`sfcm_not_ours`) and pauses for its own alone.
+/// Before, each took every message as its own, one source's congestion pausing all three.
+#[test]
+fn each_source_obeys_its_own_sfc_messages_through_a_flooding_bridge() {
+    let _serial = traffic_lock();
+    let w = incast_learning(false);
+    let (gens, sink, dut) = run(&w, SFC);
+    assert_lossless(&gens, &sink, &dut);
+    for g in &gens {
+        assert!(n(&g["sfcm_not_ours"]) > 0, "not flooded: {g}");
+    }
+}
+
+/// SFC messages for other sources reach a generator (a bridge floods them while it has not
+/// learnt where their source is), asking for 100 ms: at layer 2 to another MAC, over UDP to
+/// its MAC but another source's address. It counts them apart and goes on; the one
+/// addressed to it pauses it for the 1 ms it says. Before, it paused for 100 ms.
+#[test]
+fn a_generator_obeys_only_sfc_messages_addressed_to_it() {
+    let (gn, pn) = (Netns::new("lg"), Netns::new("lp"));
+    let (g, p) = (unique("g"), unique("p"));
+    veth(&gn, &g, &pn, &p);
+    let mut gen = Proc::spawn(
+        &gn,
+        &[
+            "gen",
+            "--iface",
+            &g,
+            "--rate",
+            "100Mbit",
+            "--size",
+            "1000",
+            "--priority",
+            "3",
+            "--duration",
+            "30s",
+            "--src-ip",
+            "198.18.0.10",
+            "--json",
+        ],
+    );
+    gen.wait_ready(Duration::from_secs(10));
+    let mac = gn.run(&["cat", &format!("/sys/class/net/{g}/address")]);
+    let mac = mac.trim();
+    let script = format!(
+        r#"
+from scapy.all import Ether, IP, UDP, Raw, sendp
+import struct
+# SFCM body: version 1, type 1, class scope, priority 3, the pause interval in ns.
+def body(pause_ns):
+    return struct.pack("!BBBBIQQQQ6sBB4s4sHH4s", 1, 1, 0, 3, 7, pause_ns, 0, 1 << 20, 10**9,
+                       b"\x02\x00\x00\x00\x00\x09", 0, 0, b"\0" * 4, b"\0" * 4, 0, 0, b"\0" * 4)
+other_mac = Ether(dst="02:00:00:00:00:01", type=0x88b5) / Raw(body(100_000_000))
+other_ip = (Ether(dst="{mac}") / IP(src="198.18.0.254", dst="198.18.0.11", flags="DF")
+            / UDP(sport=34997, dport=34997) / Raw(body(100_000_000)))
+ours = Ether(dst="{mac}", type=0x88b5) / Raw(body(1_000_000))
+sendp([other_mac] * 5 + [other_ip] * 5 + [ours], iface="{p}", verbose=False)
+"#
+    );
+    run_scapy(&pn, &script);
+    std::thread::sleep(Duration::from_millis(200));
+    gen.interrupt();
+    let g = gen.json(Duration::from_secs(10));
+    assert_eq!(n(&g["sfc_paused_ns"]), 1_000_000, "{g}");
+    assert_eq!(n(&g["sfcm_not_ours"]), 10, "{g}");
+    assert_eq!(n(&g["sfcm_rx"]), 1, "{g}");
+    assert_eq!(n(&g["other_rx"]), 0, "{g}");
+}
+
 fn assert_lossless(gens: &[Value], sink: &Value, dut: &Value) {
     let sent: u64 = gens.iter().map(|g| n(&g["frames_sent"])).sum();
     // Every sequence number of every source delivered once.
@@ -230,6 +311,13 @@ fn assert_lossless(gens: &[Value], sink: &Value, dut: &Value) {
     }
     let d0 = &dut["ports"][0];
     assert!(n(&d0["sfcm_tx"][3]) > 0, "{d0}");
+    // Each message is addressed to one source: the others may hear it too (flooded by the
+    // bridge), but count it apart and do not obey it.
+    let heard: u64 = gens.iter().map(|g| n(&g["sfcm_rx"])).sum();
+    assert!(
+        heard <= n(&d0["sfcm_tx"][3]),
+        "the sources took {heard} messages as theirs: {gens:?}\n{d0}"
+    );
     for (reason, count) in d0["drops"].as_object().unwrap() {
         assert_eq!(n(count), 0, "drops {reason}: {d0}");
     }

@@ -1359,10 +1359,15 @@ fn gen_and_sink_log_progress_lines() {
     assert!(sent[0] > 0, "gen sent from the start:\n{gen_log}");
     assert!(sent.windows(2).all(|w| w[0] < w[1]), "{gen_log}");
     assert!(*sent.last().unwrap() <= sent_total, "{gen_log}");
-    assert!(
-        gen_log.contains("rate=") && gen_log.contains("paused=0 %"),
-        "{gen_log}"
-    );
+    // Paused by PFC/PAUSE, by class-scope SFC and by flow-scope SFC, each told apart.
+    for field in [
+        "rate=",
+        " paused=0 %",
+        "sfc_paused=0 %",
+        "sfc_flow_paused=0 %",
+    ] {
+        assert!(gen_log.contains(field), "no {field}: {gen_log}");
+    }
 
     let waiting = sink_log.matches("no test frames yet").count();
     let received = logged_values(&sink_log, progress, "received");

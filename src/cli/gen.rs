@@ -164,7 +164,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
 fn text(r: &GenReport) -> String {
     let mut s = format!(
         "gen {iface} ({backend}): sent {frames} frames, {bytes} bytes in {secs:.3} s ({rate})\n\
-         flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC, flows {sfc_flow_paused:.3} ms by flow-scope SFC (summed); PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm}\n",
+         flow control: paused {paused:.3} ms by PFC/PAUSE, {sfc_paused:.3} ms by SFC, flows {sfc_flow_paused:.3} ms by flow-scope SFC (summed); PFC received {pfc} (for our priority; {pfc_all} total), PAUSE {pause}, SFCM {sfcm} (for other sources, not obeyed: {sfcm_not_ours})\n",
         iface = r.iface,
         backend = r.backend,
         frames = r.frames_sent,
@@ -178,6 +178,7 @@ fn text(r: &GenReport) -> String {
         sfc_paused = r.sfc_paused_ns as f64 / 1e6,
         sfc_flow_paused = r.sfc_flow_paused_ns as f64 / 1e6,
         sfcm = r.sfcm_rx,
+        sfcm_not_ours = r.sfcm_not_ours,
     );
     if r.no_carrier_ns > 0 {
         s += &format!(

@@ -8,7 +8,10 @@ use std::{sync::atomic::AtomicBool, time::Duration};
 
 use serde::Serialize;
 
-use super::{progress::Progress, send_credit_update};
+use super::{
+    progress::{Progress, Shares},
+    send_credit_update,
+};
 
 use crate::{
     dataplane::{
@@ -87,8 +90,11 @@ const BATCH: usize = 64;
 /// every 16,384 flows (flows that far apart share a 5-tuple, so a flow-scope SFC pause of
 /// one pauses both).
 fn src_port(f: usize) -> u16 {
-    49152 + (f % 16384) as u16
+    49152 + (f % SRC_PORTS) as u16
 }
+
+/// How many UDP source ports the flows take turns on.
+const SRC_PORTS: usize = 16384;
 
 /// The IPv4 5-tuple of `t`'s frames: the key a flow-scope SFC message names them by
 /// ([`Ipv4Flow::of_frame`] at the congestion point).
@@ -129,8 +135,12 @@ pub struct GenReport {
     pub sfc_paused_ns: u64,
     /// Time its flows spent paused by flow-scope SFC messages, summed over the flows, ns.
     pub sfc_flow_paused_ns: u64,
-    /// SFC messages received.
+    /// SFC messages received addressed to the generator, the source they pause (obeyed
+    /// unless `--ignore-pause`).
     pub sfcm_rx: u64,
+    /// SFC messages received addressed to another source (not in `sfcm_rx`), never obeyed: a
+    /// bridge floods the frames for a host it has not learnt to all its ports.
+    pub sfcm_not_ours: u64,
     /// PFC frames received with the generator's priority enabled.
     pub pfc_rx: u64,
     /// PFC frames received in total.
@@ -242,6 +252,25 @@ impl CreditWait {
     }
 }
 
+/// The generator's paused time so far at `now`, ns, as its progress line tells it: by
+/// PAUSE/PFC, by class-scope SFC, and by flow-scope SFC as the mean over its `flow_keys`
+/// 5-tuples (a flow-scope pause holds one flow while the others go on: their summed time
+/// would pass the line's interval with two flows paused).
+fn paused_totals(
+    timers: &mut PauseTimers,
+    sfc: &mut SfcReactionPoint,
+    prio: usize,
+    flow_keys: u64,
+    now: u64,
+) -> [u64; 3] {
+    let sfc_paused = sfc.paused_ns(now);
+    [
+        timers.paused_ns(now)[prio],
+        sfc_paused.class[prio],
+        sfc_paused.flow[prio] / flow_keys,
+    ]
+}
+
 /// Runs the generator until done or `stop` is set.
 pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicBool) -> GenReport {
     let WorkerPorts {
@@ -298,7 +327,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     let (mut pfc_rx, mut pfc_rx_total, mut pause_rx, mut other_rx) = (0u64, 0u64, 0u64, 0u64);
     let mut sfc = SfcReactionPoint::new(SfcRpConfig::default())
         .expect("the default reaction-point config is valid");
-    let (mut sfcm_rx, mut oversize) = (0u64, 0u64);
+    let (mut sfcm_rx, mut sfcm_not_ours, mut oversize) = (0u64, 0u64, 0u64);
+    // What SFC messages for this generator are addressed to (docs/sfc.md): its MAC, and over
+    // UDP also the source address of its frames.
+    let (mac, ip) = (port.mac(), setup.src_ip);
     let mut rx: Vec<RxFrame> = Vec::with_capacity(BATCH);
     let mut tx: Vec<Frame> = Vec::with_capacity(BATCH);
     // The flow of each frame in `tx`, to roll back those the port refuses.
@@ -338,8 +370,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     // The carrier's looks share one netlink socket (every millisecond while held).
     let mut nl = Netlink::new(false);
     let mut progress = Progress::new(setup.progress, start);
-    // Paused time (PAUSE/PFC, SFC) at the previous progress line.
-    let mut paused_before = (0u64, 0u64);
+    // The shares of each progress line's interval paused ([`paused_totals`]).
+    let mut paused_shares = Shares::<3>::default();
+    let flow_keys = flows.min(SRC_PORTS) as u64;
     // Paced from here: the setup's time is no credit for a burst.
     let mut shaper = Shaper::paced(setup.rate_bps, now_ns());
     loop {
@@ -348,18 +381,10 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
             break;
         }
         if let Some(t) = progress.poll(now, sent, bytes) {
-            let paused = (timers.paused_ns(now)[prio], sfc.paused_ns(now).class[prio]);
-            let share = |total: u64, before: u64| {
-                format!(
-                    "{:.0} %",
-                    (total - before) as f64 * 100.0 / t.ns.max(1) as f64
-                )
-            };
-            let (pfc_share, sfc_share) = (
-                share(paused.0, paused_before.0),
-                share(paused.1, paused_before.1),
+            let [pfc_share, sfc_share, sfc_flow_share] = paused_shares.of(
+                paused_totals(&mut timers, &mut sfc, prio, flow_keys, now),
+                &t,
             );
-            paused_before = paused;
             if carrier.next_look().is_some() {
                 tracing::info!(
                     iface = port.name(),
@@ -374,7 +399,9 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     paused = %pfc_share,
                     pfc_rx,
                     sfc_paused = %sfc_share,
+                    sfc_flow_paused = %sfc_flow_share,
                     sfcm_rx,
+                    sfcm_not_ours,
                     "progress over the last {:.1} s",
                     t.secs()
                 );
@@ -406,7 +433,13 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                 }
             }
             let at = r.rx_ns.min(now);
-            let mut on_sfcm = |msg: &Sfcm| {
+            // A message for another source is another source's to obey: taken as ours, one
+            // congested source would pause every source that hears it.
+            let mut on_sfcm = |msg: &Sfcm, ours: bool| {
+                if !ours {
+                    sfcm_not_ours += 1;
+                    return;
+                }
                 sfcm_rx += 1;
                 if !setup.ignore_pause {
                     sfc.on_sfcm(msg, at);
@@ -419,12 +452,12 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
                     }
                 }
                 FrameKind::Sfcm => match SfcmFrame::parse(data) {
-                    Ok(f) => on_sfcm(&f.msg),
+                    Ok(f) => on_sfcm(&f.msg, f.eth.dst == mac),
                     Err(_) => other_rx += 1,
                 },
                 FrameKind::Data if class.ethertype == EtherType::IPV4 => {
                     match SfcmUdpFrame::parse(data, setup.sfc_udp_port) {
-                        Ok(f) => on_sfcm(&f.msg),
+                        Ok(f) => on_sfcm(&f.msg, f.eth.dst == mac && f.dst_ip == ip),
                         Err(_) => other_rx += 1,
                     }
                 }
@@ -613,6 +646,7 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
         sfc_paused_ns: sfc_paused.class[prio],
         sfc_flow_paused_ns: sfc_paused.flow[prio],
         sfcm_rx,
+        sfcm_not_ours,
         pfc_rx,
         pfc_rx_total,
         pause_rx,
@@ -633,6 +667,7 @@ mod tests {
             mem_port::{mem_link, MemPeer},
             pool::{heap_frame_size, FramePool, JUMBO_MAX_FRAME},
         },
+        traffic::progress::Tick,
         wire::{sfcm, SfcScope, TestFrameView},
     };
 
@@ -840,6 +875,85 @@ mod tests {
                 (0..report.sent_per_flow[f as usize]).collect::<Vec<_>>()
             );
         }
+    }
+
+    /// Class-scope SFC messages for other sources, each pausing for 50 ms, reach the
+    /// generator (as a bridge floods them): at layer 2 to another MAC, over UDP to another
+    /// address or to another MAC. None pauses it; one to it (5 ms) does.
+    #[test]
+    fn sfc_messages_for_another_source_are_counted_and_not_obeyed() {
+        let (ports, peer, setup) = mem_gen(1, 100);
+        let (ours, other) = (MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 9]));
+        let report = run_with(ports, &setup, &peer, |peer| {
+            std::thread::sleep(Duration::from_millis(10));
+            let send = |src_mac, src_ip, udp: bool, pause_ns| {
+                let msg = Sfcm {
+                    priority: 3,
+                    scope: SfcScope::Class,
+                    seq: 0,
+                    pause_ns,
+                    sent_ns: now_ns(),
+                    queue_bytes: 64 * 1024,
+                    drain_bps: 1_000_000_000,
+                    src_mac,
+                    flow: Some(Ipv4Flow {
+                        src_ip,
+                        dst_ip: setup.dst_ip,
+                        protocol: IP_PROTO_UDP,
+                        src_port: src_port(0),
+                        dst_port: setup.dst_port,
+                    }),
+                };
+                let udp = udp.then_some((sfcm::SFCM_UDP_PORT, [198, 18, 0, 2]));
+                let mut buf = [0u8; 128];
+                let len =
+                    sfcm::emit_to_source(&msg, MacAddr([2, 0, 0, 0, 0, 2]), udp, &mut buf).unwrap();
+                peer.inject(&buf[..len], now_ns());
+            };
+            send(other, setup.src_ip, false, 50 * MS);
+            send(ours, [198, 18, 0, 9], true, 50 * MS);
+            send(other, setup.src_ip, true, 50 * MS);
+            std::thread::sleep(Duration::from_millis(10));
+            send(ours, setup.src_ip, false, 5 * MS);
+        });
+        assert_eq!((report.sfcm_rx, report.sfcm_not_ours), (1, 3), "{report:?}");
+        assert_eq!(report.sfc_paused_ns, 5 * MS, "{report:?}");
+        assert_eq!(report.other_rx, 0, "{report:?}");
+    }
+
+    #[test]
+    fn the_progress_line_tells_class_and_flow_scope_sfc_pauses_apart() {
+        let mut timers = PauseTimers::new(1_000_000_000);
+        let mut sfc = SfcReactionPoint::new(SfcRpConfig::default()).unwrap();
+        let msg = |scope, pause_ns| Sfcm {
+            priority: 3,
+            scope,
+            seq: 0,
+            pause_ns,
+            sent_ns: 0,
+            queue_bytes: 0,
+            drain_bps: 0,
+            src_mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            flow: Some(Ipv4Flow {
+                src_ip: [198, 18, 0, 1],
+                dst_ip: [198, 18, 0, 2],
+                protocol: IP_PROTO_UDP,
+                src_port: src_port(0),
+                dst_port: 48879,
+            }),
+        };
+        // One of two flows paused for 40 ms, then the class for 10 ms, in a line of 100 ms.
+        sfc.on_sfcm(&msg(SfcScope::Flow, 40 * MS), 0);
+        sfc.on_sfcm(&msg(SfcScope::Class, 10 * MS), 50 * MS);
+        let mut shares = Shares::<3>::default();
+        let tick = Tick {
+            frames: 0,
+            bytes: 0,
+            ns: 100 * MS,
+        };
+        let totals = paused_totals(&mut timers, &mut sfc, 3, 2, 100 * MS);
+        assert_eq!(totals, [0, 10 * MS, 20 * MS]);
+        assert_eq!(shares.of(totals, &tick), ["0 %", "10 %", "20 %"]);
     }
 
     #[test]

@@ -78,6 +78,33 @@ impl Progress {
     }
 }
 
+/// The share of each line's interval a tool spent in some states (`gen`: paused by PFC, by
+/// class-scope SFC, by flow-scope SFC), from the running totals of time it keeps for its
+/// report: a line tells its own interval, not the run's average.
+#[derive(Debug, Clone)]
+pub struct Shares<const N: usize> {
+    /// The totals at the previous line, ns.
+    before: [u64; N],
+}
+
+impl<const N: usize> Default for Shares<N> {
+    fn default() -> Self {
+        Shares { before: [0; N] }
+    }
+}
+
+impl<const N: usize> Shares<N> {
+    /// With the `totals` (ns) now, each state's share of the interval of `tick`, as the line
+    /// shows it ("12 %").
+    pub fn of(&mut self, totals: [u64; N], tick: &Tick) -> [String; N] {
+        let before = std::mem::replace(&mut self.before, totals);
+        std::array::from_fn(|i| {
+            let spent = totals[i].saturating_sub(before[i]);
+            format!("{:.0} %", spent as f64 * 100.0 / tick.ns.max(1) as f64)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +133,22 @@ mod tests {
         let mut p = Progress::new(Duration::ZERO, 0);
         assert_eq!(p.next_deadline(), None);
         assert_eq!(p.poll(u64::MAX, 1, 1), None);
+    }
+
+    #[test]
+    fn shares_are_of_each_lines_own_interval() {
+        let mut shares = Shares::<2>::default();
+        let tick = |ns| Tick {
+            frames: 0,
+            bytes: 0,
+            ns,
+        };
+        assert_eq!(shares.of([S / 4, 0], &tick(S)), ["25 %", "0 %"]);
+        // The second line counts only what came after the first.
+        assert_eq!(shares.of([S / 4, 2 * S], &tick(2 * S)), ["0 %", "100 %"]);
+        assert_eq!(
+            shares.of([S / 4 + S / 100, 2 * S], &tick(S)),
+            ["1 %", "0 %"]
+        );
     }
 }
