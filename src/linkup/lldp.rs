@@ -128,6 +128,8 @@ pub struct LldpAgent {
     next_tx_ns: u64,
     last_tx_ns: Option<u64>,
     neighbours: Vec<Neighbour>,
+    /// Bumped whenever a neighbour comes or goes ([`LldpAgent::table_version`]).
+    table_version: u64,
     counters: LldpCounters,
 }
 
@@ -139,6 +141,7 @@ impl LldpAgent {
             next_tx_ns: now,
             last_tx_ns: None,
             neighbours: Vec::with_capacity(MAX_NEIGHBOURS),
+            table_version: 0,
             counters: LldpCounters::default(),
         }
     }
@@ -208,6 +211,7 @@ impl LldpAgent {
             return match pos {
                 Some(i) => {
                     self.neighbours.remove(i);
+                    self.table_version += 1;
                     NeighbourChange::Removed
                 }
                 None => NeighbourChange::Ignored,
@@ -240,6 +244,7 @@ impl LldpAgent {
                     last_seen_ns: now,
                     expires_ns,
                 });
+                self.table_version += 1;
                 self.send_soon(now);
                 NeighbourChange::Added
             }
@@ -260,12 +265,23 @@ impl LldpAgent {
         });
         let expired = before - self.neighbours.len();
         self.counters.expired += expired as u64;
+        if expired > 0 {
+            self.table_version += 1;
+        }
         expired
     }
 
     /// The current neighbours.
     pub fn neighbours(&self) -> &[Neighbour] {
         &self.neighbours
+    }
+
+    /// Which neighbours are known, as a number that changes whenever one is learnt, removed
+    /// by its TTL-0 LLDPDU or expired. Their count would not do: one going and another
+    /// coming between two looks leave it the same, and whoever reports the neighbour would
+    /// keep naming the one gone.
+    pub fn table_version(&self) -> u64 {
+        self.table_version
     }
 
     /// True if some neighbour advertises that it answers peer-delay requests.
@@ -412,13 +428,17 @@ mod tests {
             a.handle_rx(S, src, b.shutdown_pdu()),
             NeighbourChange::Ignored
         );
+        assert_eq!(a.table_version(), 0, "nothing came or went");
+        a.handle_rx(S, src, b.pdu());
         a.handle_rx(S, src, b.pdu());
         assert_eq!(a.neighbours().len(), 1);
+        assert_eq!(a.table_version(), 1, "learnt, then refreshed");
         assert_eq!(
             a.handle_rx(2 * S, src, b.shutdown_pdu()),
             NeighbourChange::Removed
         );
         assert!(a.neighbours().is_empty());
+        assert_eq!(a.table_version(), 2);
     }
 
     #[test]
