@@ -163,12 +163,18 @@ impl LldpAgent {
         }
     }
 
-    /// The LLDPDU a port sends when it shuts down: TTL 0, so neighbours forget it at once.
-    pub fn shutdown_pdu(&self) -> Lldpdu {
-        Lldpdu {
+    /// The LLDPDU a port sends when it shuts down (802.1AB's shutdown LLDPDU): Chassis ID,
+    /// Port ID and TTL 0, so neighbours forget it at once, and no optional TLV (there is
+    /// nothing left to advertise). `None` until this agent has handed out an LLDPDU: no
+    /// neighbour can hold anything of ours to forget.
+    pub fn shutdown_pdu(&self) -> Option<Lldpdu> {
+        self.last_tx_ns.map(|_| Lldpdu {
             ttl: 0,
+            system_name: None,
+            pfc: None,
+            adaptive: None,
             ..self.pdu()
-        }
+        })
     }
 
     /// The LLDPDU to send at `now`, if one is due; schedules the next one.
@@ -331,7 +337,22 @@ mod tests {
         assert!(a.poll_transmit(60 * S + 5).is_some());
         assert_eq!(a.next_deadline(), 90 * S + 5);
         assert_eq!(a.counters().tx, 3);
-        assert_eq!(a.shutdown_pdu().ttl, 0);
+    }
+
+    /// The shutdown LLDPDU holds only what identifies the port, with TTL 0, and comes only
+    /// once an LLDPDU went out.
+    #[test]
+    fn shuts_down_with_ttl_zero_once_it_has_sent() {
+        let mut a = agent(1, "eth0");
+        assert_eq!(a.shutdown_pdu(), None, "nothing sent, nothing to take back");
+        let sent = a.poll_transmit(0).unwrap();
+        let bye = a.shutdown_pdu().unwrap();
+        assert_eq!(
+            (bye.chassis_id, bye.port_id),
+            (sent.chassis_id, sent.port_id)
+        );
+        assert_eq!(bye.ttl, 0);
+        assert_eq!((bye.system_name, bye.pfc, bye.adaptive), (None, None, None));
     }
 
     #[test]
@@ -422,21 +443,17 @@ mod tests {
     #[test]
     fn ttl_zero_removes_at_once() {
         let mut a = agent(1, "eth0");
-        let b = agent(2, "eth1");
+        let mut b = agent(2, "eth1");
+        b.poll_transmit(0);
         let src = MacAddr([2, 0, 0, 0, 0, 2]);
-        assert_eq!(
-            a.handle_rx(S, src, b.shutdown_pdu()),
-            NeighbourChange::Ignored
-        );
+        let bye = b.shutdown_pdu().unwrap();
+        assert_eq!(a.handle_rx(S, src, bye.clone()), NeighbourChange::Ignored);
         assert_eq!(a.table_version(), 0, "nothing came or went");
         a.handle_rx(S, src, b.pdu());
         a.handle_rx(S, src, b.pdu());
         assert_eq!(a.neighbours().len(), 1);
         assert_eq!(a.table_version(), 1, "learnt, then refreshed");
-        assert_eq!(
-            a.handle_rx(2 * S, src, b.shutdown_pdu()),
-            NeighbourChange::Removed
-        );
+        assert_eq!(a.handle_rx(2 * S, src, bye), NeighbourChange::Removed);
         assert!(a.neighbours().is_empty());
         assert_eq!(a.table_version(), 2);
     }

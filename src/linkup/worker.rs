@@ -37,6 +37,8 @@ pub struct ForwardingAgent {
     idle_until: u64,
     /// The agent's counts as last published ([`LINK_EVENTS`] order).
     events_seen: [u64; LINK_EVENTS.len()],
+    /// The shutdown LLDPDU is in [`LinkShared`] (or could not be built, said once).
+    shutdown_frame_given: bool,
 }
 
 impl ForwardingAgent {
@@ -67,6 +69,7 @@ impl ForwardingAgent {
             table_seen: None,
             idle_until: 0,
             events_seen: [0; LINK_EVENTS.len()],
+            shutdown_frame_given: false,
         }
     }
 }
@@ -91,6 +94,22 @@ impl PortAgent for ForwardingAgent {
         }
         if let Some(r) = self.agent.take_measurement(now) {
             self.link.finish(r);
+        }
+        // The worker cannot send the shutdown LLDPDU: it stops with the agent (its drain knows
+        // nothing of link-up). The control plane sends it after, from the frame given here
+        // once the first LLDPDU went out (so only on a port whose neighbour may know us).
+        if !self.shutdown_frame_given {
+            match self.agent.shutdown_frame() {
+                Ok(None) => {}
+                Ok(Some(frame)) => {
+                    self.link.set_shutdown_frame(frame);
+                    self.shutdown_frame_given = true;
+                }
+                Err(e) => {
+                    tracing::warn!(iface = port.name(), error = %e, "no shutdown LLDPDU for the stop");
+                    self.shutdown_frame_given = true;
+                }
+            }
         }
         // Each learnt, expired or shut-down neighbour changes the version (the count would
         // miss one going as another comes); formatted only then, not every turn.
@@ -159,6 +178,27 @@ mod tests {
         let len = pdu.emit_frame(mac, Default::default(), &mut buf).unwrap();
         buf.truncate(len);
         buf
+    }
+
+    /// The shutdown LLDPDU is handed to the control plane once the first LLDPDU went out,
+    /// and is sent once: before, and after it was taken, there is nothing to send. (An
+    /// interface that does not exist shows whether there is a frame without sending one.)
+    #[test]
+    fn the_shutdown_lldpdu_is_given_once_an_lldpdu_went_out() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 10]);
+        let (mut port, peer) = mem_link("m0", mac, 64);
+        let mut pool = FramePool::heap(64).unwrap();
+        let link = Arc::new(LinkShared::default());
+        let mut a = ForwardingAgent::new(&settings(), link.clone(), mac, "m0", 0x08, S);
+        let nowhere = "lossless-none0";
+        a.poll(&mut port, &mut pool, 0);
+        assert!(peer.take().is_empty(), "the first LLDPDU is due at 1 s");
+        assert!(!link.send_shutdown_lldpdu(nowhere).unwrap(), "none yet");
+        a.poll(&mut port, &mut pool, S);
+        assert_eq!(peer.take().len(), 1);
+        let e = link.send_shutdown_lldpdu(nowhere).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        assert!(!link.send_shutdown_lldpdu(nowhere).unwrap(), "taken once");
     }
 
     /// What status and metrics report as the LLDP peer names a neighbour only while it is
