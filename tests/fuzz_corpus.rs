@@ -189,6 +189,9 @@ frames = 32768
 busy_poll = false
 stats_interval_s = 5
 log = "info,lossless=debug"
+realtime = "on"
+realtime_priority = 40
+stall_guard = "500us"
 
 [metrics]
 listen = "[::1]:9464"
@@ -207,6 +210,8 @@ reserve_percent = 10
 max_pause = "10ms"
 filter = true
 scope = "flow"
+accept_from = ["02:00:00:00:00:01"]
+max_rate = 5000
 
 [control]
 socket = "/run/lossless/lossless.sock"
@@ -219,16 +224,31 @@ interval = "60s"
 max_frame = 9216
 peer_response = "1ms"
 
+[credit]
+update_interval = "2ms"
+resync_interval = "4ms"
+timeout = "100ms"
+
+[headroom]
+adaptive = true
+min_headroom = "64KiB"
+margin = 2.5
+half_life = "5min"
+quiet = "2ms"
+xoff_time = "800us"
+
 [[port]]
 iface = "eth0"
 speed = "25G"
 trust = "dscp"
 pause_quanta = 65535
+mtu = 9000
 
 [[port]]
 iface = "eth1"
 speed = "100Gbit"
 pause_quanta = 32768
+credit = false
 
 [priority.0]
 limit = "1MB"
@@ -246,7 +266,12 @@ sfc_threshold = 16384
 limit = "2MiB"
 "#;
 
-const CONFIG_MINIMAL_OFF: &str = r#"[metrics]
+const CONFIG_MINIMAL_OFF: &str = r#"[daemon]
+realtime = "off"
+stall_guard = "off"
+[headroom]
+adaptive = false
+[metrics]
 listen = ""
 [control]
 socket = ""

@@ -151,21 +151,52 @@ fn capture_lldp(ns: &Netns, iface: &str, src: &str, pcap: &str) -> Guard {
     Guard(t)
 }
 
+/// lldpd on `iface` in `ns`, its control socket unique to the test: the process and the
+/// socket's path.
+fn lldpd(ns: &Netns, iface: &str) -> (Daemon, String) {
+    let sock = std::env::temp_dir().join(unique("lldp"));
+    let sock = sock.to_str().unwrap().to_string();
+    let process = ns
+        .cmd("lldpd")
+        .args(["-d", "-u", &sock, "-I", iface])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lldpd is installed by scripts/setup");
+    (
+        Daemon::new(process, &[&sock, &format!("{sock}.lock")]),
+        sock,
+    )
+}
+
+/// `lldpcli show neighbors` of the lldpd on `sock` in `ns`, as key=value lines.
+fn lldp_neighbours(ns: &Netns, sock: &str) -> String {
+    ns.run(&["lldpcli", "-u", sock, "-f", "keyvalue", "show", "neighbors"])
+}
+
+/// Polls `lldp_neighbours` for up to `within` until `done` holds of the listing; returns
+/// the last listing.
+fn lldp_neighbours_until(
+    ns: &Netns,
+    sock: &str,
+    within: Duration,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = lldp_neighbours(ns, sock);
+        if done(&s) || Instant::now() > deadline {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
     let _l = traffic_lock();
     let (a, ai, b, bi) = pair();
-    let sock = std::env::temp_dir().join(unique("lldp"));
-    let sock = sock.to_str().unwrap().to_string();
-    let _lldpd = Daemon::new(
-        b.cmd("lldpd")
-            .args(["-d", "-u", &sock, "-I", &bi])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("lldpd is installed by scripts/setup"),
-        &[&sock, &format!("{sock}.lock")],
-    );
+    let (_lldpd, sock) = lldpd(&b, &bi);
     let pcap_file = TempFile::new("lldpcap", "");
     let pcap = pcap_file.path();
     let mut tshark = capture_lldp(&b, &bi, &mac_of(&a, &ai), pcap);
@@ -183,22 +214,9 @@ fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
     );
     ours.wait_ready(T);
     // lldpd lists our port (Port ID subtype interface name).
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let listing = loop {
-        let s = b.run(&[
-            "lldpcli",
-            "-u",
-            &sock,
-            "-f",
-            "keyvalue",
-            "show",
-            "neighbors",
-        ]);
-        if s.contains(&format!("port.ifname={ai}")) || Instant::now() > deadline {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let listing = lldp_neighbours_until(&b, &sock, Duration::from_secs(3), |s| {
+        s.contains(&format!("port.ifname={ai}"))
+    });
     assert!(
         listing.contains(&format!("lldp.{bi}.port.ifname={ai}")),
         "lldpcli show neighbors:\n{listing}"
@@ -236,6 +254,70 @@ fn lldp_decoded_by_tshark_and_listed_by_lldpd() {
     assert!(!v.contains("Malformed"), "{v}");
     ours.interrupt();
     let _ = ours.finish(T);
+}
+
+/// The daemon's stop ends with a TTL-0 LLDPDU on each port that sent LLDPDUs (802.1AB's
+/// shutdown LLDPDU: Chassis ID, Port ID, TTL 0, End): on the wire after every regular one,
+/// and lldpd drops the daemon's port from its neighbours at once instead of 120 s later.
+#[test]
+fn daemon_stop_sends_a_ttl_zero_lldpdu_that_lldpd_obeys() {
+    let _l = traffic_lock();
+    let (nd, nb, np) = (Netns::new("lsd"), Netns::new("lsb"), Netns::new("lsp"));
+    let (d0, b0, d1, p1) = (unique("lsd"), unique("lsb"), unique("lsd"), unique("lsp"));
+    veth(&nd, &d0, &nb, &b0);
+    veth(&nd, &d1, &np, &p1);
+    let (_lldpd, sock) = lldpd(&nb, &b0);
+    let (control, _socket) = common::control_section();
+    let cfg = TempFile::new(
+        "cfg",
+        &format!(
+            "[[port]]\niface = \"{d0}\"\nspeed = \"1Gbit\"\n[[port]]\niface = \"{d1}\"\nspeed = \"1Gbit\"\n\
+             [linkup]\nsamples = 2\ninterval = \"0s\"\n{control}"
+        ),
+    );
+    let mut dut = Proc::spawn(&nd, &["run", "--config", cfg.path(), "--json"]);
+    dut.wait_ready(T);
+    let ours = format!("lldp.{b0}.port.ifname={d0}");
+    let listing = lldp_neighbours_until(&nb, &sock, Duration::from_secs(10), |s| s.contains(&ours));
+    assert!(
+        listing.contains(&ours),
+        "lldpd never heard the daemon:\n{listing}\n{}",
+        dut.stderr()
+    );
+    let pcap_file = TempFile::new("lldpstop", "");
+    let pcap = pcap_file.path();
+    let filter = format!("ether proto 0x88cc and ether src {}", mac_of(&nd, &d0));
+    let tshark = Guard(common::capture_matching(&nb, &b0, &filter, pcap, 100));
+    dut.interrupt();
+    let (_, log) = dut.json_and_log(T);
+    // Gone from lldpd's table at once (its TTL, 120 s, has far to run).
+    let listing = lldp_neighbours_until(&nb, &sock, Duration::from_secs(2), |s| !s.contains(&ours));
+    assert!(
+        !listing.contains(&ours),
+        "lldpd still lists the stopped daemon:\n{listing}"
+    );
+    // SIGINT: tshark writes out what it captured and exits.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(tshark.0.id() as i32, libc::SIGINT) };
+    std::thread::sleep(Duration::from_millis(500));
+    drop(tshark);
+    let frames = common::pcap_fields(pcap, &["lldp.time_to_live", "lldp.tlv.type", "_ws.expert"]);
+    let last = frames
+        .last()
+        .unwrap_or_else(|| panic!("no LLDPDU captured at the stop"));
+    let fields: Vec<&str> = last.split('\t').collect();
+    assert_eq!(fields[0], "0", "the last LLDPDU has TTL 0: {frames:?}");
+    assert_eq!(
+        fields[1], "1,2,3,0",
+        "Chassis ID, Port ID, TTL, End only: {frames:?}"
+    );
+    assert_eq!(fields[2], "", "no expert info (malformed): {frames:?}");
+    assert_eq!(
+        frames.iter().filter(|f| f.starts_with("0\t")).count(),
+        1,
+        "one TTL-0 LLDPDU (d1's went to its own link): {frames:?}"
+    );
+    assert!(log.contains("TTL-0 LLDPDU sent"), "{log}");
 }
 
 /// One measurement through the cable emulator with one-way delay `delay`: returns the

@@ -392,10 +392,14 @@ impl DropLog {
 
 /// The forwarding threads. However `run` ends they are stopped and joined before XDP is
 /// detached: by [`Workers::join`] on the way out, or when dropped on an early error return
-/// (declared after the attachment, so dropped before it).
+/// (declared after the attachment, so dropped before it). Then each port whose link agent
+/// sent an LLDPDU sends the TTL-0 one, so its neighbour forgets it now rather than after the
+/// TTL (802.1AB's shutdown LLDPDU).
 struct Workers {
     shutdown: Arc<Shutdown>,
     handles: Vec<JoinHandle<Result<(), WorkerError>>>,
+    /// Each port's interface and link-up exchange, for the shutdown LLDPDU.
+    links: Vec<(String, Arc<LinkShared>)>,
 }
 
 impl Workers {
@@ -414,6 +418,20 @@ impl Workers {
                     failure = failure.or(Some(DaemonError::Worker { worker: w, source }))
                 }
                 Err(_) => failure = failure.or(Some(DaemonError::Panic(w))),
+            }
+        }
+        // Only now: the leader's agents sent LLDPDUs until it ended, and the last word must be
+        // the TTL-0 one. Each is taken when sent, so a second stop sends nothing.
+        for (iface, link) in &self.links {
+            match link.send_shutdown_lldpdu(iface) {
+                Ok(true) => tracing::info!(
+                    iface,
+                    "TTL-0 LLDPDU sent: the LLDP neighbour forgets this port now"
+                ),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(iface, error = %e, "shutdown LLDPDU not sent: the LLDP neighbour keeps this port until its TTL runs out")
+                }
             }
         }
         failure
@@ -515,6 +533,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     let mut workers = Workers {
         shutdown: shutdown.clone(),
         handles: Vec::new(),
+        links: ifaces.iter().cloned().zip(links.iter().cloned()).collect(),
     };
     let mut opened = Vec::new();
     for w in 0..d.workers {

@@ -17,7 +17,10 @@
 //! - **Forwarding threads** read [`Shutdown::flag`] once per loop turn (no tick: the check
 //!   is part of the hot loop) and then drain their own queues, bounded by the worker (at most
 //!   1 s, the rest counted as `shutdown` drops). The daemon joins every one of them before it
-//!   detaches XDP, so no socket is bound to a queue when the program goes.
+//!   detaches XDP, so no socket is bound to a queue when the program goes. Once they are
+//!   joined, each port whose link agent sent an LLDPDU sends the TTL-0 one
+//!   ([`crate::linkup::shared::LinkShared::send_shutdown_lldpdu`]): the agents ran in the
+//!   leader, and only now can no regular LLDPDU follow it.
 //! - **Servers** (status socket, metrics) `select!` on accept against
 //!   [`Shutdown::triggered`]. The moment it resolves they stop accepting and drop the
 //!   listener (a client connecting later is refused, not left waiting in the backlog), then

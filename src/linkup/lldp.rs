@@ -128,6 +128,8 @@ pub struct LldpAgent {
     next_tx_ns: u64,
     last_tx_ns: Option<u64>,
     neighbours: Vec<Neighbour>,
+    /// Bumped whenever a neighbour comes or goes ([`LldpAgent::table_version`]).
+    table_version: u64,
     counters: LldpCounters,
 }
 
@@ -139,6 +141,7 @@ impl LldpAgent {
             next_tx_ns: now,
             last_tx_ns: None,
             neighbours: Vec::with_capacity(MAX_NEIGHBOURS),
+            table_version: 0,
             counters: LldpCounters::default(),
         }
     }
@@ -160,12 +163,18 @@ impl LldpAgent {
         }
     }
 
-    /// The LLDPDU a port sends when it shuts down: TTL 0, so neighbours forget it at once.
-    pub fn shutdown_pdu(&self) -> Lldpdu {
-        Lldpdu {
+    /// The LLDPDU a port sends when it shuts down (802.1AB's shutdown LLDPDU): Chassis ID,
+    /// Port ID and TTL 0, so neighbours forget it at once, and no optional TLV (there is
+    /// nothing left to advertise). `None` until this agent has handed out an LLDPDU: no
+    /// neighbour can hold anything of ours to forget.
+    pub fn shutdown_pdu(&self) -> Option<Lldpdu> {
+        self.last_tx_ns.map(|_| Lldpdu {
             ttl: 0,
+            system_name: None,
+            pfc: None,
+            adaptive: None,
             ..self.pdu()
-        }
+        })
     }
 
     /// The LLDPDU to send at `now`, if one is due; schedules the next one.
@@ -208,6 +217,7 @@ impl LldpAgent {
             return match pos {
                 Some(i) => {
                     self.neighbours.remove(i);
+                    self.table_version += 1;
                     NeighbourChange::Removed
                 }
                 None => NeighbourChange::Ignored,
@@ -240,6 +250,7 @@ impl LldpAgent {
                     last_seen_ns: now,
                     expires_ns,
                 });
+                self.table_version += 1;
                 self.send_soon(now);
                 NeighbourChange::Added
             }
@@ -260,12 +271,23 @@ impl LldpAgent {
         });
         let expired = before - self.neighbours.len();
         self.counters.expired += expired as u64;
+        if expired > 0 {
+            self.table_version += 1;
+        }
         expired
     }
 
     /// The current neighbours.
     pub fn neighbours(&self) -> &[Neighbour] {
         &self.neighbours
+    }
+
+    /// Which neighbours are known, as a number that changes whenever one is learnt, removed
+    /// by its TTL-0 LLDPDU or expired. Their count would not do: one going and another
+    /// coming between two looks leave it the same, and whoever reports the neighbour would
+    /// keep naming the one gone.
+    pub fn table_version(&self) -> u64 {
+        self.table_version
     }
 
     /// True if some neighbour advertises that it answers peer-delay requests.
@@ -315,7 +337,22 @@ mod tests {
         assert!(a.poll_transmit(60 * S + 5).is_some());
         assert_eq!(a.next_deadline(), 90 * S + 5);
         assert_eq!(a.counters().tx, 3);
-        assert_eq!(a.shutdown_pdu().ttl, 0);
+    }
+
+    /// The shutdown LLDPDU holds only what identifies the port, with TTL 0, and comes only
+    /// once an LLDPDU went out.
+    #[test]
+    fn shuts_down_with_ttl_zero_once_it_has_sent() {
+        let mut a = agent(1, "eth0");
+        assert_eq!(a.shutdown_pdu(), None, "nothing sent, nothing to take back");
+        let sent = a.poll_transmit(0).unwrap();
+        let bye = a.shutdown_pdu().unwrap();
+        assert_eq!(
+            (bye.chassis_id, bye.port_id),
+            (sent.chassis_id, sent.port_id)
+        );
+        assert_eq!(bye.ttl, 0);
+        assert_eq!((bye.system_name, bye.pfc, bye.adaptive), (None, None, None));
     }
 
     #[test]
@@ -406,19 +443,19 @@ mod tests {
     #[test]
     fn ttl_zero_removes_at_once() {
         let mut a = agent(1, "eth0");
-        let b = agent(2, "eth1");
+        let mut b = agent(2, "eth1");
+        b.poll_transmit(0);
         let src = MacAddr([2, 0, 0, 0, 0, 2]);
-        assert_eq!(
-            a.handle_rx(S, src, b.shutdown_pdu()),
-            NeighbourChange::Ignored
-        );
+        let bye = b.shutdown_pdu().unwrap();
+        assert_eq!(a.handle_rx(S, src, bye.clone()), NeighbourChange::Ignored);
+        assert_eq!(a.table_version(), 0, "nothing came or went");
+        a.handle_rx(S, src, b.pdu());
         a.handle_rx(S, src, b.pdu());
         assert_eq!(a.neighbours().len(), 1);
-        assert_eq!(
-            a.handle_rx(2 * S, src, b.shutdown_pdu()),
-            NeighbourChange::Removed
-        );
+        assert_eq!(a.table_version(), 1, "learnt, then refreshed");
+        assert_eq!(a.handle_rx(2 * S, src, bye), NeighbourChange::Removed);
         assert!(a.neighbours().is_empty());
+        assert_eq!(a.table_version(), 2);
     }
 
     #[test]

@@ -42,6 +42,10 @@ const RX_BATCH: usize = 64;
 /// The largest peer-delay frame we emit fits (Ethernet + 54-octet PTP header and body).
 const STAMP_BUF: usize = 256;
 
+/// The largest shutdown LLDPDU: Ethernet header (14), Chassis ID (2 + 7), Port ID (2 + 1 +
+/// at most 255), TTL (4), End (2).
+const SHUTDOWN_FRAME_MAX: usize = 14 + 9 + 258 + 4 + 2;
+
 /// Configuration of a [`LinkAgent`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkAgentConfig {
@@ -405,12 +409,27 @@ impl LinkAgent {
         Ok(n)
     }
 
-    /// Sends the TTL-0 LLDPDU that tells neighbours to forget this port at once.
+    /// Sends the TTL-0 LLDPDU that tells neighbours to forget this port at once (if an
+    /// LLDPDU went out: [`crate::linkup::lldp::LldpAgent::shutdown_pdu`]).
     pub fn shutdown(&mut self, port: &mut dyn Port, pool: &mut FramePool) -> Result<(), LinkError> {
-        let pdu = self.lldp.shutdown_pdu();
-        let org = self.lldp.config().org;
-        self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
+        if let Some(pdu) = self.lldp.shutdown_pdu() {
+            let org = self.lldp.config().org;
+            self.send(port, pool, |mac, buf| pdu.emit_frame(mac, org, buf))?;
+        }
         Ok(())
+    }
+
+    /// The same TTL-0 LLDPDU as a whole frame, for whoever sends it once this agent can no
+    /// longer (the daemon, after its workers stopped: [`super::shared::LinkShared`]); `None`
+    /// if no LLDPDU went out.
+    pub fn shutdown_frame(&self) -> Result<Option<Vec<u8>>, WireError> {
+        let Some(pdu) = self.lldp.shutdown_pdu() else {
+            return Ok(None);
+        };
+        let mut buf = vec![0; SHUTDOWN_FRAME_MAX];
+        let len = pdu.emit_frame(self.mac, self.lldp.config().org, &mut buf)?;
+        buf.truncate(len);
+        Ok(Some(buf))
     }
 
     /// The next time [`LinkAgent::transmit`] has timed work (an answer waiting means now).

@@ -1,13 +1,18 @@
 //! What the control plane and the worker running a port's link agent share: a request to
-//! measure (an atomic flag) and the last finished measurement (a lock taken only when one
-//! finishes or is collected, never per frame).
+//! measure (an atomic flag), the last finished measurement and the LLDP neighbour (locks
+//! taken only when one finishes or is collected, or the neighbours change, never per frame),
+//! and the port's shutdown LLDPDU, which the control plane sends once the worker has ended.
 
-use std::sync::{
-    atomic::{AtomicBool, AtomicU64, Ordering},
-    Mutex,
+use std::{
+    io,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Mutex,
+    },
 };
 
 use super::{pdelay::MeasureError, run::LinkCounters, Measurement};
+use crate::dataplane::af_packet::RawSender;
 
 /// What link-up counts on a port, each with its name (the metric's `event` label).
 pub const LINK_EVENTS: [&str; 9] = [
@@ -45,6 +50,8 @@ pub struct LinkShared {
     measure: AtomicBool,
     result: Mutex<Option<Result<Measurement, MeasureError>>>,
     peer: Mutex<Option<String>>,
+    /// The TTL-0 LLDPDU (a whole frame) to send when the daemon stops, once one went out.
+    shutdown_frame: Mutex<Option<Vec<u8>>>,
     /// The agent's counts, [`LINK_EVENTS`] order, as the worker last published them.
     events: [AtomicU64; LINK_EVENTS.len()],
 }
@@ -74,6 +81,35 @@ impl LinkShared {
     /// The LLDP neighbour, as "chassis / port".
     pub fn peer(&self) -> Option<String> {
         self.peer.lock().expect("link peer lock").clone()
+    }
+
+    /// Records the port's shutdown LLDPDU, a whole frame (worker side, once, after the
+    /// agent's first LLDPDU).
+    pub fn set_shutdown_frame(&self, frame: Vec<u8>) {
+        *self.shutdown_frame.lock().expect("link shutdown lock") = Some(frame);
+    }
+
+    /// Sends the port's shutdown LLDPDU on `iface`, once, through a packet socket of its own;
+    /// true if there was one (none if the agent sent no LLDPDU). Control-plane side, after
+    /// the worker that ran the agent has ended: the agent and the worker's socket went with
+    /// it, and no regular LLDPDU of ours may follow the shutdown one and undo it.
+    pub fn send_shutdown_lldpdu(&self, iface: &str) -> io::Result<bool> {
+        let Some(frame) = self
+            .shutdown_frame
+            .lock()
+            .expect("link shutdown lock")
+            .take()
+        else {
+            return Ok(false);
+        };
+        let sent = RawSender::open(iface)?.send(&frame)?;
+        if sent < frame.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short send: {sent} of {} bytes", frame.len()),
+            ));
+        }
+        Ok(true)
     }
 
     /// Publishes the agent's counts (worker side: plain stores, no lock).

@@ -27,8 +27,9 @@ use crate::{
 pub struct ForwardingAgent {
     agent: LinkAgent,
     link: Arc<LinkShared>,
-    /// LLDP neighbours the agent knew when last published.
-    neighbours_seen: usize,
+    /// The LLDP agent's [`crate::linkup::lldp::LldpAgent::table_version`] when the peer was
+    /// last published (`None`: never).
+    table_seen: Option<u64>,
     /// Before this time a loop turn has nothing to do, unless a frame was handed in (which
     /// sets it to 0) or the control plane asks for a measurement: the agent's own next
     /// deadline as of its last turn. The worker turns every few microseconds; the agent has
@@ -36,6 +37,8 @@ pub struct ForwardingAgent {
     idle_until: u64,
     /// The agent's counts as last published ([`LINK_EVENTS`] order).
     events_seen: [u64; LINK_EVENTS.len()],
+    /// The shutdown LLDPDU is in [`LinkShared`] (or could not be built, said once).
+    shutdown_frame_given: bool,
 }
 
 impl ForwardingAgent {
@@ -63,9 +66,10 @@ impl ForwardingAgent {
         ForwardingAgent {
             agent,
             link,
-            neighbours_seen: usize::MAX,
+            table_seen: None,
             idle_until: 0,
             events_seen: [0; LINK_EVENTS.len()],
+            shutdown_frame_given: false,
         }
     }
 }
@@ -91,10 +95,29 @@ impl PortAgent for ForwardingAgent {
         if let Some(r) = self.agent.take_measurement(now) {
             self.link.finish(r);
         }
-        let known = self.agent.lldp().neighbours();
-        if known.len() != self.neighbours_seen {
-            self.neighbours_seen = known.len();
-            let peer = known
+        // The worker cannot send the shutdown LLDPDU: it stops with the agent (its drain knows
+        // nothing of link-up). The control plane sends it after, from the frame given here
+        // once the first LLDPDU went out (so only on a port whose neighbour may know us).
+        if !self.shutdown_frame_given {
+            match self.agent.shutdown_frame() {
+                Ok(None) => {}
+                Ok(Some(frame)) => {
+                    self.link.set_shutdown_frame(frame);
+                    self.shutdown_frame_given = true;
+                }
+                Err(e) => {
+                    tracing::warn!(iface = port.name(), error = %e, "no shutdown LLDPDU for the stop");
+                    self.shutdown_frame_given = true;
+                }
+            }
+        }
+        // Each learnt, expired or shut-down neighbour changes the version (the count would
+        // miss one going as another comes); formatted only then, not every turn.
+        let lldp = self.agent.lldp();
+        if self.table_seen != Some(lldp.table_version()) {
+            self.table_seen = Some(lldp.table_version());
+            let peer = lldp
+                .neighbours()
                 .first()
                 .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
             self.link.set_peer(peer);
@@ -130,9 +153,97 @@ mod tests {
     use super::*;
     use crate::{
         dataplane::mem_port::mem_link,
-        linkup::lldp::FAST_TX_NS,
+        linkup::lldp::{LldpAgent, FAST_TX_NS},
         wire::{lldp::Lldpdu, EtherType},
     };
+
+    const S: u64 = 1_000_000_000;
+
+    fn settings() -> LinkupSettings {
+        LinkupSettings {
+            samples: 4,
+            sample_interval_ns: 10_000_000,
+            interval_ns: 0,
+            max_frame: 1518,
+            peer_response_ns: 0,
+        }
+    }
+
+    /// The LLDP frame of neighbour `n` (MAC 02::n, port `p<n>`) with TTL `ttl_s`.
+    fn lldp_from(n: u8, ttl_s: u16) -> Vec<u8> {
+        let mac = MacAddr([2, 0, 0, 0, 1, n]);
+        let mut pdu = LldpAgent::new(LldpConfig::new(mac, &format!("p{n}"), 0x08), 0).pdu();
+        pdu.ttl = ttl_s;
+        let mut buf = vec![0; 256];
+        let len = pdu.emit_frame(mac, Default::default(), &mut buf).unwrap();
+        buf.truncate(len);
+        buf
+    }
+
+    /// The shutdown LLDPDU is handed to the control plane once the first LLDPDU went out,
+    /// and is sent once: before, and after it was taken, there is nothing to send. (An
+    /// interface that does not exist shows whether there is a frame without sending one.)
+    #[test]
+    fn the_shutdown_lldpdu_is_given_once_an_lldpdu_went_out() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 10]);
+        let (mut port, peer) = mem_link("m0", mac, 64);
+        let mut pool = FramePool::heap(64).unwrap();
+        let link = Arc::new(LinkShared::default());
+        let mut a = ForwardingAgent::new(&settings(), link.clone(), mac, "m0", 0x08, S);
+        let nowhere = "lossless-none0";
+        a.poll(&mut port, &mut pool, 0);
+        assert!(peer.take().is_empty(), "the first LLDPDU is due at 1 s");
+        assert!(!link.send_shutdown_lldpdu(nowhere).unwrap(), "none yet");
+        a.poll(&mut port, &mut pool, S);
+        assert_eq!(peer.take().len(), 1);
+        let e = link.send_shutdown_lldpdu(nowhere).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        assert!(!link.send_shutdown_lldpdu(nowhere).unwrap(), "taken once");
+    }
+
+    /// What status and metrics report as the LLDP peer names a neighbour only while it is
+    /// known: not once its TTL has run out, nor after its TTL-0 LLDPDU, also when another
+    /// neighbour takes its place between two turns (the same number of neighbours).
+    #[test]
+    fn the_reported_peer_expires_and_clears() {
+        let mac = MacAddr([2, 0, 0, 0, 0, 10]);
+        let (mut port, _peer) = mem_link("m0", mac, 64);
+        let mut pool = FramePool::heap(64).unwrap();
+        let link = Arc::new(LinkShared::default());
+        let mut a = ForwardingAgent::new(&settings(), link.clone(), mac, "m0", 0x08, 0);
+        let name = |n: u8| Some(format!("02:00:00:00:01:{n:02x} / p{n}"));
+        let hear = |a: &mut ForwardingAgent, n: u8, ttl_s: u16, now: u64| {
+            let f = lldp_from(n, ttl_s);
+            assert_eq!(a.on_frame(FrameKind::Lldp, &f, now, now), Taken::Consumed);
+        };
+        a.poll(&mut port, &mut pool, 0);
+        assert_eq!(link.peer(), None);
+        hear(&mut a, 1, 10, S);
+        a.poll(&mut port, &mut pool, S);
+        assert_eq!(link.peer(), name(1));
+        // Its TTL runs out (10 s after it was heard) as neighbour 2 is heard.
+        hear(&mut a, 2, 10, 11 * S);
+        a.poll(&mut port, &mut pool, 11 * S);
+        assert_eq!(link.peer(), name(2), "neighbour 1 expired");
+        // Neighbour 2 shuts down (TTL 0) and neighbour 3 is heard before the next turn.
+        hear(&mut a, 2, 0, 12 * S);
+        hear(&mut a, 3, 10, 12 * S);
+        a.poll(&mut port, &mut pool, 12 * S);
+        assert_eq!(link.peer(), name(3), "neighbour 2 shut down");
+        // Neighbour 3's TTL runs out with no one after it: the turn comes at that deadline.
+        assert_eq!(a.next_deadline(), 22 * S);
+        a.poll(&mut port, &mut pool, 22 * S - 1);
+        assert_eq!(link.peer(), name(3));
+        a.poll(&mut port, &mut pool, 22 * S);
+        assert_eq!(link.peer(), None, "neighbour 3 expired");
+        // A TTL-0 LLDPDU clears it at the next turn.
+        hear(&mut a, 4, 120, 23 * S);
+        a.poll(&mut port, &mut pool, 23 * S);
+        assert_eq!(link.peer(), name(4));
+        hear(&mut a, 4, 0, 24 * S);
+        a.poll(&mut port, &mut pool, 24 * S);
+        assert_eq!(link.peer(), None, "neighbour 4 shut down");
+    }
 
     /// A reload that changes which priorities have PFC changes what the agent advertises
     /// (DCBX's PFC configuration TLV): an LLDPDU with the new priorities goes out within a
@@ -142,14 +253,7 @@ mod tests {
         let mac = MacAddr([2, 0, 0, 0, 0, 10]);
         let (mut port, peer) = mem_link("m0", mac, 64);
         let mut pool = FramePool::heap(64).unwrap();
-        let settings = LinkupSettings {
-            samples: 4,
-            sample_interval_ns: 10_000_000,
-            interval_ns: 0,
-            max_frame: 1518,
-            peer_response_ns: 0,
-        };
-        let mut a = ForwardingAgent::new(&settings, Arc::default(), mac, "m0", 0x08, 0);
+        let mut a = ForwardingAgent::new(&settings(), Arc::default(), mac, "m0", 0x08, 0);
         let advertised = |frames: Vec<Vec<u8>>| -> Vec<u8> {
             frames
                 .iter()
