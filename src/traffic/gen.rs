@@ -626,6 +626,11 @@ pub fn run(ports: WorkerPorts, setup: &GenSetup, busy_poll: bool, stop: &AtomicB
     // Times are taken as the run ends: a pause still running is no part of the run after it.
     let now = now_ns();
     let sfc_paused = sfc.paused_ns(now);
+    // A link partner that stops says so (802.1AB's shutdown LLDPDU, TTL 0), so the daemon
+    // forgets it at once rather than at the end of its TTL.
+    if let Some(l) = link.as_mut() {
+        let _ = l.shutdown(&mut **port, &mut pool);
+    }
     // Let the last frames leave before the port closes.
     let settle = now_ns() + 50_000_000;
     while now_ns() < settle {
@@ -668,7 +673,10 @@ mod tests {
             pool::{heap_frame_size, FramePool, JUMBO_MAX_FRAME},
         },
         traffic::progress::Tick,
-        wire::{sfcm, SfcScope, TestFrameView},
+        wire::{
+            lldp::{Lldpdu, OrgTlvId},
+            sfcm, SfcScope, TestFrameView,
+        },
     };
 
     const MS: u64 = 1_000_000;
@@ -728,6 +736,25 @@ mod tests {
             .iter()
             .filter_map(|f| TestFrameView::parse(f).ok())
             .collect()
+    }
+
+    #[test]
+    fn a_link_partner_says_goodbye_with_a_ttl_zero_lldpdu() {
+        let (ports, peer, setup) = mem_gen(1, 30);
+        let setup = GenSetup {
+            link_partner: true,
+            ..setup
+        };
+        run_with(ports, &setup, &peer, |_| {});
+        let ttls: Vec<u16> = peer
+            .take()
+            .iter()
+            .filter_map(|f| Lldpdu::parse_frame(f, OrgTlvId::default()).ok())
+            .map(|(_, pdu)| pdu.ttl)
+            .collect();
+        assert!(ttls.len() >= 2, "{ttls:?}");
+        assert_eq!(ttls.last(), Some(&0), "the last LLDPDU: {ttls:?}");
+        assert!(ttls[..ttls.len() - 1].iter().all(|&t| t > 0), "{ttls:?}");
     }
 
     #[test]
