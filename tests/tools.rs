@@ -1040,7 +1040,8 @@ impl LineRun {
 /// worker 1's (on the lab VM of 2026-12-06 the generator's frames arrive on d0's second queue)
 /// the leader, which runs the congestion point, hears a crossing only when worker 1 rings it
 /// (`dataplane::leader_bell`), a wake-up later, and its XON comes that much later after the
-/// buffer fell to XON: 0.92-0.95 of the line in three runs with a compiler running beside.
+/// buffer fell to XON: 0.96-0.98 of the line in three runs on a quiet VM, 0.92-0.95 in three
+/// with a compiler running beside.
 /// Until the leader's notice term counted worker 1's looks as looks
 /// (`dataplane::pfc_headroom`), it took the leader's sleeps for blindness, the headroom in
 /// force ate the buffer, XOFF fell to its minimum and XON to 0: 0.83-0.85 in three runs in the
@@ -1063,11 +1064,12 @@ fn one_flow_through_two_workers_gets_the_whole_line() {
 /// daemon's second worker sends on `d1`'s second, which veth hands to `s0`'s second), one
 /// AF_XDP socket each over one pool: every flow arrives, whichever queue carried it.
 ///
-/// How much of the line they fill is not judged: 0.72-0.84 of it on the 2-vCPU VM (one flow:
-/// 0.99), where two busy real-time workers leave the generator and the tc hop little CPU, so
-/// the generator resumes late after XON: with `gen --realtime` 0.92-0.93, with the workers at
-/// normal priority 0.83-0.91, and 0.97-0.98 with XOFF 128 KiB and XON 96 KiB, whose XON leaves
-/// more to drain while it resumes.
+/// How much of the line they fill is not judged: 0.72-0.84 of it on the 2-vCPU VM in
+/// November (one flow: 0.99), where two busy real-time workers leave the generator and the tc
+/// hop little CPU, so the generator resumes late after XON: with `gen --realtime` 0.92-0.93,
+/// with the workers at normal priority 0.83-0.91, and 0.97-0.98 with XOFF 128 KiB and XON
+/// 96 KiB, whose XON leaves more to drain while it resumes. On 2026-12-06, quiet: 0.95-0.97
+/// in six runs, 0.90-0.94 in three with a compiler running.
 #[test]
 fn flows_over_two_workers_share_the_line_losslessly() {
     let _l = common::traffic_lock();
