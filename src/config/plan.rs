@@ -62,6 +62,24 @@ pub fn uncovered_queues_reason(iface: &str, active: u32, workers: u32) -> String
     )
 }
 
+/// `cpus` (ascending) as the kernel's CPU lists write them: "0-3,6".
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in cpus {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == c => *last = c,
+            _ => runs.push((c, c)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b)| match a == b {
+            true => a.to_string(),
+            false => format!("{a}-{b}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// The XOFF, XON and headroom of one PFC priority as they run from start on one port, where
 /// they differ from the file's (see [`Plan::start_thresholds`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -336,20 +354,22 @@ impl Plan {
         }
     }
 
-    /// The checks that need the ports' interfaces, done by `run` at start and by
-    /// `check-config` for the interfaces that exist, so that `check-config` refuses what `run`
-    /// would: `ifaces[i]` is what was read of port `i`'s interface (`None`: there is no such
-    /// interface, and only what the file says is checked, as its validation did). Each port's
-    /// longest frame is its `mtu`, else the interface's MTU, which the backend must carry
-    /// ([`PortPlan::max_frame`]), and the credit and PFC settings must fit it
+    /// The checks that need the host, done by `run` at start and by `check-config`, so that
+    /// `check-config` refuses what `run` would: `ifaces[i]` is what was read of port `i`'s
+    /// interface (`None`: there is no such interface, and only what the file says is checked,
+    /// as its validation did), `cpus` the CPUs the process may run on ([`Plan::check_cores`]).
+    /// Each port's longest frame is its `mtu`, else the interface's MTU, which the backend
+    /// must carry ([`PortPlan::max_frame`]), and the credit and PFC settings must fit it
     /// ([`Plan::check_frames`]); and every RX queue a port receives on needs a worker (worker
     /// w binds queue w of every port; over AF_PACKET, one socket takes them all). Returns
     /// each port's longest frame (`None`: no interface and no `mtu`).
     pub fn check_interfaces(
         &self,
         ifaces: &[Option<IfaceFacts>],
+        cpus: &[usize],
         file: &str,
     ) -> Result<Vec<Option<u32>>, ConfigError> {
+        self.check_cores(cpus, file)?;
         let backend = self.daemon.backend;
         let max_frames = self
             .ports
@@ -377,6 +397,32 @@ impl Plan {
             }
         }
         Ok(max_frames)
+    }
+
+    /// Refuses a `daemon.cores` entry naming a CPU outside `allowed`, the CPUs this process
+    /// may run on (its affinity: the machine's CPUs less what `taskset`, systemd's
+    /// `CPUAffinity=` or a cpuset takes away; empty: not known, nothing is checked). The
+    /// kernel refuses to pin a worker there, and the worker would run wherever the scheduler
+    /// puts it, beside another worker or the stall guard that counts on having a CPU of its
+    /// own, while the file says it has one.
+    pub fn check_cores(&self, allowed: &[usize], file: &str) -> Result<(), ConfigError> {
+        if allowed.is_empty() {
+            return Ok(());
+        }
+        let cores = &self.daemon.cores[..self.daemon.cores.len().min(self.daemon.workers)];
+        let Some((i, cpu)) = cores.iter().enumerate().find(|(_, c)| !allowed.contains(c)) else {
+            return Ok(());
+        };
+        Err(ConfigError::Invalid {
+            file: file.to_string(),
+            field: "daemon.cores".into(),
+            reason: format!(
+                "CPU {cpu} (cores[{i}]) is not one this process may run on: it may run on CPUs \
+                 {} (its affinity, what taskset, systemd's CPUAffinity= or a cpuset leaves of \
+                 the machine's); list only those, or leave cores out for no pinning",
+                cpu_list(allowed)
+            ),
+        })
     }
 
     /// The XOFF, XON and headroom each PFC priority runs with from start on a port whose

@@ -148,9 +148,10 @@ fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::R
     realtime.map_or(Ok(()), sched::enter_fifo)
 }
 
-/// Checks `plan` (read from `file`) against the ports' interfaces as they are now, as `run`
-/// does at start ([`Plan::check_interfaces`]: the MTU a port takes, the credit and PFC
-/// settings against its longest frame, a worker for every RX queue); an interface that does
+/// Checks `plan` (read from `file`) against the ports' interfaces and the CPUs this process
+/// may run on as they are now, as `run` does at start ([`Plan::check_interfaces`]: the MTU a
+/// port takes, the credit and PFC settings against its longest frame, a worker for every RX
+/// queue, `daemon.cores` within the affinity); an interface that does
 /// not exist is left out (`run` has refused it before, [`check_interfaces`]). Returns each
 /// port's longest frame (`None`: no interface and no `mtu`).
 pub fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u32>>, ConfigError> {
@@ -164,7 +165,7 @@ pub fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u3
             })
         })
         .collect();
-    plan.check_interfaces(&facts, file)
+    plan.check_interfaces(&facts, &sched::allowed_cpus(), file)
 }
 
 /// Fails with one clear error naming the field when a port's interface does not exist.
