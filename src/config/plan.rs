@@ -39,6 +39,29 @@ pub fn min_pfc_headroom(max_frame: u64) -> u64 {
     2 * (max_frame.max(MAX_STD_FRAME) + FCS_OCTETS) + PFC_FRAME
 }
 
+/// A port's longest frame (bytes, without FCS) as a check knows it, and where it comes from,
+/// so that an error says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongestFrame {
+    /// Not known yet: `mtu` is not set and the interface's MTU is read at start.
+    Unknown,
+    /// `port[N].mtu`, else the interface's MTU, plus [`FRAME_OVERHEAD`].
+    Mtu(u32),
+    /// `mtu` is not set and the interface's MTU could not be read (netlink did not report
+    /// it): the backend's largest frame is assumed, the one frame length it can take.
+    Assumed(u32),
+}
+
+impl LongestFrame {
+    /// The length, bytes (`None`: not known).
+    pub fn bytes(self) -> Option<u32> {
+        match self {
+            LongestFrame::Unknown => None,
+            LongestFrame::Mtu(f) | LongestFrame::Assumed(f) => Some(f),
+        }
+    }
+}
+
 /// What start-up reads of one port's interface (`None` in a field: the kernel did not say).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IfaceFacts {
@@ -190,17 +213,16 @@ pub struct Plan {
 
 impl Plan {
     /// Refuses a credit priority whose `limit` cannot hold two of a credit port's longest
-    /// frames, `max_frames[i]` for port `i` (`None`: not known yet, the interface's MTU is
-    /// read at start). The limit is the window a peer's sender works in, and a sender knows
+    /// frames, `max_frames[i]` for port `i`. The limit is the window a peer's sender works in, and a sender knows
     /// only the credit it is given, not the window: a frame longer than the window would wait
     /// at the head of its priority for ever, with nothing counted.
     pub fn check_credit_frames(
         &self,
-        max_frames: &[Option<u32>],
+        max_frames: &[LongestFrame],
         file: &str,
     ) -> Result<(), ConfigError> {
-        for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
-            let Some(max_frame) = max_frame.filter(|_| port.credit) else {
+        for (i, (port, longest)) in self.ports.iter().zip(max_frames).enumerate() {
+            let Some(max_frame) = longest.bytes().filter(|_| port.credit) else {
                 continue;
             };
             for (p, prio) in self.prios.iter().enumerate() {
@@ -211,9 +233,15 @@ impl Plan {
                         field: format!("priority.{p}.limit"),
                         reason: format!(
                             "{} bytes of credit cannot hold two of port[{i}]'s ({}) longest \
-                             frames ({max_frame} bytes each, its MTU plus {FRAME_OVERHEAD}): \
-                             raise the limit to at least {frames} or lower port[{i}].mtu",
-                            prio.limit, port.iface
+                             frames ({}): raise the limit to at least {frames} or {} \
+                             port[{i}].mtu",
+                            prio.limit,
+                            port.iface,
+                            self.longest_frame_words(i, *longest),
+                            match longest {
+                                LongestFrame::Assumed(_) => "set",
+                                _ => "lower",
+                            },
                         ),
                     });
                 }
@@ -222,19 +250,18 @@ impl Plan {
         Ok(())
     }
 
-    /// Refuses what the ports' longest frames do not fit, `max_frames[i]` for port `i` (bytes
-    /// without FCS; `None`: not known yet, the interface's MTU is read at start): a credit
+    /// Refuses what the ports' longest frames do not fit, `max_frames[i]` for port `i`: a credit
     /// limit ([`Plan::check_credit_frames`]) and a PFC priority's thresholds
     /// ([`Plan::check_pfc_frames`]). The file's validation calls it with the configured MTUs,
     /// `run` and `check-config` with the interfaces' ([`Plan::check_interfaces`]).
-    pub fn check_frames(&self, max_frames: &[Option<u32>], file: &str) -> Result<(), ConfigError> {
+    pub fn check_frames(&self, max_frames: &[LongestFrame], file: &str) -> Result<(), ConfigError> {
         self.check_pfc_frames(max_frames, file)?;
         self.check_credit_frames(max_frames, file)
     }
 
     /// Refuses a PFC priority that the dataplane would run with less headroom than the file
-    /// says, on a port whose longest frame is `max_frames[i]` bytes (`None`: not known yet, so
-    /// at least a standard frame, [`MAX_STD_FRAME`]):
+    /// says, on a port whose longest frame is `max_frames[i]` (not known yet: at least a
+    /// standard frame, [`MAX_STD_FRAME`]):
     /// - `priority.N.xoff` below the port's smallest XOFF ([`min_xoff`], two of its longest
     ///   frames): the dataplane holds XOFF at that minimum and takes the difference out of the
     ///   headroom, all of it where the buffer is smaller (a jumbo port, `xoff = "8KiB"`);
@@ -244,7 +271,7 @@ impl Plan {
     ///   XOFF: XOFF would be held there and XON at 0, pausing the source at every burst.
     pub fn check_pfc_frames(
         &self,
-        max_frames: &[Option<u32>],
+        max_frames: &[LongestFrame],
         file: &str,
     ) -> Result<(), ConfigError> {
         let invalid = |field: String, reason: String| ConfigError::Invalid {
@@ -259,12 +286,15 @@ impl Plan {
             return Ok(());
         }
         for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
-            let frame = max_frame.map_or(MAX_STD_FRAME, u64::from);
+            let frame = max_frame.bytes().map_or(MAX_STD_FRAME, u64::from);
             let least_xoff = min_xoff(frame);
             let least_headroom = min_pfc_headroom(frame);
             let longest = self.longest_frame_words(i, *max_frame);
             let mtu_fix = match max_frame {
-                Some(f) if u64::from(*f) > MAX_STD_FRAME => format!(" or lower port[{i}].mtu"),
+                LongestFrame::Assumed(_) => format!(" or set port[{i}].mtu"),
+                LongestFrame::Mtu(f) if u64::from(*f) > MAX_STD_FRAME => {
+                    format!(" or lower port[{i}].mtu")
+                }
                 _ => String::new(),
             };
             for &(p, plan) in &pfc {
@@ -333,9 +363,24 @@ impl Plan {
         )
     }
 
-    /// Port `i`'s longest frame in words, `max_frame` bytes (`None`: not known yet).
-    fn longest_frame_words(&self, i: usize, max_frame: Option<u32>) -> String {
+    /// Port `i`'s longest frame, `max_frame`, in words.
+    fn longest_frame_words(&self, i: usize, max_frame: LongestFrame) -> String {
         let port = &self.ports[i];
+        let backend = self.daemon.backend;
+        let max_frame = match max_frame {
+            LongestFrame::Assumed(f) => {
+                return format!(
+                    "{f} bytes each, assumed: port[{i}].mtu is not set and {}'s MTU could not be \
+                     read (netlink did not report it), so the {} backend's largest frame \
+                     (MTU {}) is taken",
+                    port.iface,
+                    backend.name(),
+                    backend.max_mtu(),
+                )
+            }
+            LongestFrame::Mtu(f) => Some(f),
+            LongestFrame::Unknown => None,
+        };
         match (max_frame, port.mtu) {
             (None, _) => format!(
                 "{MAX_STD_FRAME} bytes at least, a standard frame; port[{i}].mtu is not set, so \
@@ -377,9 +422,16 @@ impl Plan {
             .zip(ifaces)
             .enumerate()
             .map(|(i, (port, facts))| match facts {
-                Some(f) => port.max_frame(i, f.mtu, backend, file).map(Some),
-                None if port.mtu.is_some() => port.max_frame(i, None, backend, file).map(Some),
-                None => Ok(None),
+                Some(IfaceFacts { mtu: None, .. }) if port.mtu.is_none() => {
+                    Ok(LongestFrame::Assumed(backend.max_frame()))
+                }
+                Some(f) => port
+                    .max_frame(i, f.mtu, backend, file)
+                    .map(LongestFrame::Mtu),
+                None if port.mtu.is_some() => port
+                    .max_frame(i, None, backend, file)
+                    .map(LongestFrame::Mtu),
+                None => Ok(LongestFrame::Unknown),
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.check_frames(&max_frames, file)?;
@@ -396,7 +448,7 @@ impl Plan {
                 }
             }
         }
-        Ok(max_frames)
+        Ok(max_frames.into_iter().map(LongestFrame::bytes).collect())
     }
 
     /// Refuses a `daemon.cores` entry naming a CPU outside `allowed`, the CPUs this process

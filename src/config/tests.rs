@@ -2,7 +2,7 @@
 //! refused for.
 
 use super::{
-    plan::{min_pfc_headroom, IfaceFacts, StartThresholds},
+    plan::{min_pfc_headroom, IfaceFacts, LongestFrame, StartThresholds},
     validate::{
         DEFAULT_CREDIT_LIMIT, DEFAULT_HEADROOM, DEFAULT_LOSSY_LIMIT, DEFAULT_SFC_THRESHOLD,
         DEFAULT_XOFF, MAX_BUFFER_BYTES, MAX_DURATION_NS,
@@ -548,12 +548,12 @@ fn a_credit_limit_holds_two_of_the_longest_frames() {
     let mut credit_on_b = known.clone();
     credit_on_b.ports[1].credit = true;
     assert!(credit_on_b
-        .check_credit_frames(&[None, Some(9018)], "x")
+        .check_credit_frames(&[LongestFrame::Unknown, LongestFrame::Mtu(9018)], "x")
         .unwrap_err()
         .to_string()
         .contains("port[1]"));
     credit_on_b
-        .check_credit_frames(&[None, Some(1518)], "x")
+        .check_credit_frames(&[LongestFrame::Unknown, LongestFrame::Mtu(1518)], "x")
         .unwrap();
 }
 
@@ -891,6 +891,55 @@ fn a_cpu_listed_twice_in_cores_is_refused() {
         "x",
     )
     .unwrap();
+}
+
+/// An interface whose MTU netlink did not report, with `mtu` unset: the backend's largest
+/// frame is assumed, and an error it causes says so instead of naming an MTU 9198 the
+/// interface never had and the file never set.
+#[test]
+fn an_unread_mtu_is_said_to_be_assumed() {
+    let unread = Some(IfaceFacts {
+        mtu: None,
+        rx_queues: Some(1),
+    });
+    let pfc = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"pfc\"\nxoff = \"16KiB\"\nxon = \"8KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    let e = pfc
+        .check_interfaces(&[unread, None], &[], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.xoff")
+            && e.contains("d0's MTU could not be read")
+            && e.contains("9216 bytes each, assumed")
+            && e.contains("or set port[0].mtu")
+            && !e.contains("d0's MTU 9198"),
+        "{e}"
+    );
+    let credit = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"credit\"\nlimit = \"16KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    let e = credit
+        .check_interfaces(&[None, unread], &[], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.limit")
+            && e.contains("d1's MTU could not be read")
+            && e.contains("or set port[1].mtu"),
+        "{e}"
+    );
 }
 
 /// A worker's CPU outside the process's affinity is a configuration error at start and in
