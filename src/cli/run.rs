@@ -78,8 +78,16 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     for w in startup_warnings(&plan) {
         tracing::warn!("{w}");
     }
-    let report = daemon::run(&plan, &args.config)?;
-    common::print_report(&report, args.json, |r| {
+    let (out, end) = stopped_output(daemon::run(&plan, &args.config)?, args.json);
+    print!("{out}");
+    end
+}
+
+/// What `run` prints when the daemon stopped, and how it ends: the report of what was
+/// counted, also when a worker failed (what got through up to the failure), then that
+/// failure as the error.
+fn stopped_output(stopped: daemon::Stopped, json: bool) -> (String, Result<(), RunError>) {
+    let out = common::render_report(&stopped.report, json, |r| {
         let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
         for t in &r.worker_threads {
             s += &format!("worker {}: {}\n", t.worker, t);
@@ -92,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         }
         s
     });
-    Ok(())
+    (out, stopped.failure.map_or(Ok(()), |e| Err(e.into())))
 }
 
 /// What `check-config` found: the plan explained, and the warnings of the configuration's
@@ -350,4 +358,50 @@ pub fn check(args: &CheckArgs) -> Result<(), RunError> {
         CheckReport::text,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        control::daemon::{DaemonReport, Stopped},
+        dataplane::stats::PortSnapshot,
+        fc::plan::PrioPlan,
+    };
+
+    /// A daemon stopped by a failed worker prints the report of what it counted, then exits
+    /// with the failure (before, it exited with the error alone: what got through until the
+    /// failure was not said anywhere).
+    #[test]
+    fn a_failed_worker_still_reports_what_was_counted() {
+        let stopped = || Stopped {
+            report: DaemonReport {
+                backend: "af_xdp",
+                workers: 1,
+                priorities: [PrioPlan::lossy(1000); 8],
+                ports: vec![PortSnapshot {
+                    iface: "d0".into(),
+                    rx_frames: 1234,
+                    ..Default::default()
+                }],
+                worker_threads: Vec::new(),
+                memory_locked: false,
+            },
+            failure: Some(daemon::DaemonError::Panic(0)),
+        };
+        let (out, end) = stopped_output(stopped(), false);
+        assert!(
+            out.contains("lossless stopped (1 workers, af_xdp)") && out.contains("d0: rx 1234"),
+            "{out}"
+        );
+        let e = end.unwrap_err();
+        assert_eq!(
+            (e.to_string().as_str(), e.exit_code()),
+            ("worker 0 panicked", 1)
+        );
+        let (out, end) = stopped_output(stopped(), true);
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(r["ports"][0]["rx_frames"], 1234);
+        assert!(end.is_err());
+    }
 }

@@ -129,6 +129,16 @@ pub struct DaemonReport {
     pub memory_locked: bool,
 }
 
+/// How the daemon stopped: what it counted, and the worker failure that stopped it, if one
+/// did (the counts up to the failure are what tells the operator what got through).
+#[derive(Debug)]
+pub struct Stopped {
+    /// The report of what was counted.
+    pub report: DaemonReport,
+    /// The worker failure (or panic) that stopped the daemon (`None`: a signal did).
+    pub failure: Option<DaemonError>,
+}
+
 /// What a worker thread reports once it is set up, before it starts forwarding.
 struct WorkerStart {
     worker: usize,
@@ -508,8 +518,9 @@ async fn tick(timer: &mut Option<tokio::time::Interval>) {
 /// [`super::shutdown`] for what is waited for and how long. On SIGHUP the configuration at
 /// `config_path` is read again: the reloadable settings are applied live; an invalid file is
 /// refused and the running configuration kept. The caller has checked that the ports'
-/// interfaces exist ([`check_interfaces`]).
-pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError> {
+/// interfaces exist ([`check_interfaces`]). Once the workers ran, the report comes back even
+/// when one failed, with the failure ([`Stopped`]); an error is what stopped it before.
+pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
     let d = &plan.daemon;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -895,15 +906,15 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     if let Some(path) = &plan.control_socket {
         let _ = std::fs::remove_file(path);
     }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    Ok(DaemonReport {
-        backend,
-        workers: d.workers,
-        priorities: plan.prios,
-        ports: snapshots(),
-        worker_threads,
-        memory_locked,
+    Ok(Stopped {
+        report: DaemonReport {
+            backend,
+            workers: d.workers,
+            priorities: plan.prios,
+            ports: snapshots(),
+            worker_threads,
+            memory_locked,
+        },
+        failure,
     })
 }
