@@ -277,11 +277,11 @@ fn duration_error(s: &str, reason: &'static str) -> UnitError {
     }
 }
 
-/// Parses a duration ([`duration_terms`]) exactly, into picoseconds: each term's digits,
-/// point and exponent are read as integers, not as a float, for the calculator's
-/// timestamps, epoch-sized readings subtracted from each other, where an `f64` of seconds
-/// resolves only 238 ns ("1700000000.000000120s"). Digits finer than a picosecond are
-/// refused, not rounded; at most `u64::MAX` ns.
+/// Parses a duration (the grammar of `duration_terms`) exactly, into picoseconds: each
+/// term's digits, point and exponent are read as integers, not as a float, for the
+/// calculator's timestamps, epoch-sized readings subtracted from each other, where an `f64`
+/// of seconds resolves only 238 ns ("1700000000.000000120s"). Digits finer than a picosecond
+/// are refused, not rounded; at most `u64::MAX` ns.
 pub fn parse_duration_ps(s: &str) -> Result<u128, UnitError> {
     let err = |reason| duration_error(s, reason);
     let mut total: u128 = 0;
@@ -309,9 +309,9 @@ pub fn parse_duration_ps(s: &str) -> Result<u128, UnitError> {
     Ok(total)
 }
 
-/// Parses a duration ([`duration_terms`]) into seconds, as a float: a time a formula takes
-/// ("505.0505ns", a cable's delay), where a fraction of a picosecond is a value, not a typo.
-/// At most `u64::MAX` ns.
+/// Parses a duration (the grammar of `duration_terms`) into seconds, as a float: a time a
+/// formula takes ("505.0505ns", a cable's delay), where a fraction of a picosecond is a
+/// value, not a typo. At most `u64::MAX` ns.
 pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
     let total: f64 = duration_terms(s)?
         .into_iter()

@@ -190,7 +190,7 @@ pub struct HostCheck {
 /// Checks `plan` (read from `file`) against this host as `run` does at start, in its order,
 /// and with its errors: a port's interface that does not exist ([`check_interfaces`]),
 /// `realtime = "on"` without the permission ([`check_realtime`]), then the interfaces and
-/// CPUs ([`check_against_interfaces`]).
+/// CPUs (`Plan::check_interfaces` with what is read of them).
 pub fn check_host(plan: &Plan, file: &str) -> Result<HostCheck, DaemonError> {
     check_interfaces(plan)?;
     let warnings = check_realtime(plan)?.into_iter().collect();
