@@ -213,9 +213,9 @@ pub struct Plan {
 
 impl Plan {
     /// Refuses a credit priority whose `limit` cannot hold two of a credit port's longest
-    /// frames, `max_frames[i]` for port `i`. The limit is the window a peer's sender works in, and a sender knows
-    /// only the credit it is given, not the window: a frame longer than the window would wait
-    /// at the head of its priority for ever, with nothing counted.
+    /// frames, `max_frames[i]` for port `i`. The limit is the window a peer's sender works
+    /// in, and a sender knows only the credit it is given, not the window: a frame longer
+    /// than the window would wait at the head of its priority for ever, with nothing counted.
     pub fn check_credit_frames(
         &self,
         max_frames: &[LongestFrame],
