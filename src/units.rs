@@ -1,7 +1,8 @@
 //! The one grammar for quantities, shared by every command and the config file: bit rates
 //! ("2Gbit", "10G", "10Gb", "25Gbps", "100Mbit"; decimal prefixes), byte sizes ("64KiB",
 //! "1MB", "1500"; decimal and binary prefixes explicit) and durations ("5s", "200ms", "1.5us",
-//! "1m30s"). The headroom calculator parses through the same functions.
+//! "1m30s"; one grammar, read as a float or exactly to the picosecond). The headroom
+//! calculator parses through the same functions, its peer-delay timestamps included.
 
 use std::time::Duration;
 
@@ -20,6 +21,13 @@ pub struct UnitError {
 /// The number at the start of `s` (digits and one decimal point, optionally an exponent such
 /// as `1e-6`) and the rest, trimmed.
 pub(crate) fn split_number(s: &str) -> Option<(f64, &str)> {
+    let (number, rest) = split_number_text(s);
+    Some((number.parse().ok()?, rest))
+}
+
+/// The text of the number at the start of `s` (as [`split_number`] reads it, not checked to
+/// be one) and the rest, trimmed.
+fn split_number_text(s: &str) -> (&str, &str) {
     let s = s.trim();
     let bytes = s.as_bytes();
     let mut end = 0;
@@ -35,8 +43,19 @@ pub(crate) fn split_number(s: &str) -> Option<(f64, &str)> {
             end += 1 + (exp.len() - digits.len()) + n;
         }
     }
-    let n: f64 = s[..end].parse().ok()?;
-    Some((n, s[end..].trim_start()))
+    (&s[..end], s[end..].trim_start())
+}
+
+/// A number as [`split_number`] reads it (digits, at most one point, an exponent), read
+/// exactly: its value is `digits × 10^scale`. `None` for anything else, or more digits than
+/// 128 bits carry.
+fn exact_number(number: &str) -> Option<(u128, i64)> {
+    let (mantissa, exponent) = match number.find(['e', 'E']) {
+        Some(i) => (&number[..i], number[i + 1..].parse::<i64>().ok()?),
+        None => (number, 0),
+    };
+    let (digits, after_point) = decimal_digits(mantissa)?;
+    Some((digits, exponent.saturating_sub(i64::from(after_point))))
 }
 
 /// The value of `s` (a number and a unit from `units`, matched without regard to case
@@ -157,7 +176,7 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 /// of them follow the point ("1.50": 150 and 2): the number is `digits / 10^after_point`,
 /// without a float's rounding. `None` for anything but ASCII digits around at most one point
 /// (none at all included), or more digits than 128 bits carry.
-pub(crate) fn decimal_digits(number: &str) -> Option<(u128, u32)> {
+fn decimal_digits(number: &str) -> Option<(u128, u32)> {
     let (int, frac) = number.split_once('.').unwrap_or((number, ""));
     if int.is_empty() && frac.is_empty() {
         return None;
@@ -183,15 +202,10 @@ fn whole_bytes(s: &str, value: f64, units: &[(&str, f64)]) -> bool {
         .iter()
         .find(|(u, _)| u.eq_ignore_ascii_case(unit.trim()))
         .map_or(1, |(_, f)| *f as u128);
-    let (mantissa, exponent) = match number.find(['e', 'E']) {
-        Some(i) => (&number[..i], number[i + 1..].parse::<i64>().unwrap_or(0)),
-        None => (number, 0),
-    };
     // The value is digits × 10^scale × factor.
-    let Some((digits, after_point)) = decimal_digits(mantissa) else {
+    let Some((digits, scale)) = exact_number(number) else {
         return value.fract() == 0.0;
     };
-    let scale = exponent.saturating_sub(i64::from(after_point));
     let Some(product) = digits.checked_mul(factor) else {
         return value.fract() == 0.0;
     };
@@ -208,38 +222,38 @@ fn whole_bytes(s: &str, value: f64, units: &[(&str, f64)]) -> bool {
     }
 }
 
-/// Parses a duration into seconds, exactly enough for picoseconds: one or more terms of a
-/// number and a unit (`ps`, `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`/`min`, `h`), largest first or
-/// not, with or without spaces ("1.5us", "200ms", "1m30s", "1h 2m"). A unit is required
-/// except for a plain "0".
-pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
-    const U: &[(&str, f64)] = &[
-        ("ps", 1e-12),
-        ("ns", 1e-9),
-        ("us", 1e-6),
-        ("µs", 1e-6),
-        ("μs", 1e-6),
-        ("ms", 1e-3),
-        ("s", 1.0),
-        ("m", 60.0),
-        ("min", 60.0),
-        ("h", 3600.0),
+/// The terms of a duration, each its number's text and its unit's picoseconds: one or more
+/// terms of a number and a unit (`ps`, `ns`, `us`/`µs`/`μs`, `ms`, `s`, `m`/`min`, `h`),
+/// largest first or not, with or without spaces ("1.5us", "200ms", "1m30s", "1h 2m"). A unit
+/// is required except for a plain "0" (no terms).
+fn duration_terms(s: &str) -> Result<Vec<(&str, u128)>, UnitError> {
+    /// Picoseconds per unit.
+    const U: &[(&str, u128)] = &[
+        ("ps", 1),
+        ("ns", 1_000),
+        ("us", 1_000_000),
+        ("µs", 1_000_000),
+        ("μs", 1_000_000),
+        ("ms", 1_000_000_000),
+        ("s", 1_000_000_000_000),
+        ("m", 60_000_000_000_000),
+        ("min", 60_000_000_000_000),
+        ("h", 3_600_000_000_000_000),
     ];
-    let err = |reason| UnitError {
-        what: "duration",
-        input: s.to_string(),
-        reason,
-    };
+    let err = |reason| duration_error(s, reason);
     if s.trim() == "0" {
-        return Ok(0.0);
+        return Ok(Vec::new());
     }
     let mut rest = s.trim();
-    let mut total = 0.0;
     if rest.is_empty() {
         return Err(err("expected a number and a unit"));
     }
+    let mut terms = Vec::new();
     while !rest.is_empty() {
-        let (n, after) = split_number(rest).ok_or_else(|| err("expected a number and a unit"))?;
+        let (number, after) = split_number_text(rest);
+        if number.parse::<f64>().is_err() {
+            return Err(err("expected a number and a unit"));
+        }
         let unit_len = after
             .find(|c: char| c.is_ascii_digit() || c == '.' || c.is_whitespace())
             .unwrap_or(after.len());
@@ -249,11 +263,62 @@ pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
             .find(|(u, _)| u.eq_ignore_ascii_case(unit))
             .map(|(_, f)| *f)
             .ok_or_else(|| err(units_hint("duration")))?;
-        total += n * factor;
+        terms.push((number, factor));
         rest = tail.trim_start();
     }
-    if !total.is_finite() || total * 1e9 > u64::MAX as f64 {
+    Ok(terms)
+}
+
+fn duration_error(s: &str, reason: &'static str) -> UnitError {
+    UnitError {
+        what: "duration",
+        input: s.to_string(),
+        reason,
+    }
+}
+
+/// Parses a duration (the grammar of `duration_terms`) exactly, into picoseconds: each
+/// term's digits, point and exponent are read as integers, not as a float, for the
+/// calculator's timestamps, epoch-sized readings subtracted from each other, where an `f64`
+/// of seconds resolves only 238 ns ("1700000000.000000120s"). Digits finer than a picosecond
+/// are refused, not rounded; at most `u64::MAX` ns.
+pub fn parse_duration_ps(s: &str) -> Result<u128, UnitError> {
+    let err = |reason| duration_error(s, reason);
+    let mut total: u128 = 0;
+    for (number, factor) in duration_terms(s)? {
+        let (digits, scale) = exact_number(number).ok_or_else(|| err("out of range"))?;
+        let ps = digits
+            .checked_mul(factor)
+            .ok_or_else(|| err("out of range"))?;
+        let power = |k: i64| u32::try_from(k).ok().and_then(|k| 10u128.checked_pow(k));
+        let term = match scale {
+            _ if ps == 0 => 0,
+            0.. => power(scale)
+                .and_then(|p| ps.checked_mul(p))
+                .ok_or_else(|| err("out of range"))?,
+            _ => match power(-scale) {
+                Some(p) if ps % p == 0 => ps / p,
+                _ => return Err(err("finer than one picosecond")),
+            },
+        };
+        total = total.checked_add(term).ok_or_else(|| err("out of range"))?;
+    }
+    if total / 1000 > u128::from(u64::MAX) {
         return Err(err("out of range"));
+    }
+    Ok(total)
+}
+
+/// Parses a duration (the grammar of `duration_terms`) into seconds, as a float: a time a
+/// formula takes ("505.0505ns", a cable's delay), where a fraction of a picosecond is a
+/// value, not a typo. At most `u64::MAX` ns.
+pub fn parse_duration_secs(s: &str) -> Result<f64, UnitError> {
+    let total: f64 = duration_terms(s)?
+        .into_iter()
+        .map(|(number, factor)| number.parse::<f64>().unwrap_or(f64::NAN) * (factor as f64 / 1e12))
+        .sum();
+    if !total.is_finite() || total * 1e9 > u64::MAX as f64 {
+        return Err(duration_error(s, "out of range"));
     }
     Ok(total)
 }
@@ -376,6 +441,28 @@ mod tests {
         assert!((parse_duration_secs("250ps").unwrap() - 250e-12).abs() < 1e-24);
         for bad in ["5", "", "1m30", "-1s", "1x", "s"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        // Exact, as the calculator's timestamps need (one parser for both): an epoch-sized
+        // reading keeps its picoseconds, and finer digits are refused rather than rounded.
+        assert_eq!(
+            parse_duration_ps("1700000000.000000120s").unwrap(),
+            1_700_000_000_000_000_120_000
+        );
+        assert_eq!(
+            parse_duration_ps("1m30.000000000001s").unwrap(),
+            90_000_000_000_001
+        );
+        assert_eq!(parse_duration_ps("5e-3ns").unwrap(), 5);
+        // A time a formula takes may be finer (a cable's delay); as seconds it is read.
+        assert!((parse_duration_secs("505.0505ns").unwrap() - 505.0505e-9).abs() < 1e-20);
+        for (bad, why) in [
+            ("1.0001ps", "finer than one picosecond"),
+            ("1e99s", "out of range"),
+            (".s", "expected a number"),
+            ("1.2.3s", "expected a number"),
+        ] {
+            let e = parse_duration_ps(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
         }
     }
 }

@@ -177,6 +177,40 @@ fn on_without_permission_fails_at_start() {
     assert!(!has_xdp(&dut.ns, &dut.d0) && !has_xdp(&dut.ns, &dut.d1));
 }
 
+/// `check-config` decides `realtime` by `run`'s rule: `on` where SCHED_FIFO is not permitted
+/// is `run`'s error and exit code (before, it said OK and only a start failed), `auto` a
+/// warning that the workers would run SCHED_OTHER.
+#[test]
+fn check_config_refuses_on_without_permission() {
+    let check = |daemon: &str| {
+        let dut = Dut::new("rc", &format!("[daemon]\n{daemon}"));
+        let out = dut
+            .ns
+            .cmd("env")
+            .args(without_permission())
+            .args([BIN, "check-config", dut.cfg.path()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), text, err)
+    };
+    let (code, _, err) = check("realtime = \"on\"");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("daemon.realtime: SCHED_FIFO at priority 50 is not permitted")
+            && err.contains("CAP_SYS_NICE"),
+        "{err}"
+    );
+    let (code, text, err) = check("realtime = \"auto\"");
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        text.contains("warning: daemon.realtime = \"auto\" is not permitted here")
+            && text.contains("RLIMIT_RTPRIO 0"),
+        "{text}"
+    );
+}
+
 /// `--realtime` on gen, sink and cable: each tool's frame loop (its main thread) runs
 /// SCHED_FIFO at the priority asked for (gen at its default, 40, below the others), and the
 /// traffic still arrives whole. The order matters: a paced generator spins between frames on a

@@ -287,7 +287,7 @@ fn a_bad_configuration_is_not_restarted() {
 #[test]
 fn example_config_is_valid() {
     let out = Command::new(BIN)
-        .args(["check-config", "systemd/lossless.toml"])
+        .args(["check-config", "--file-only", "systemd/lossless.toml"])
         .output()
         .unwrap();
     assert!(

@@ -179,13 +179,19 @@ pub fn to_stdout(bytes: &[u8]) -> Result<bool, CliError> {
 
 /// Prints `report` as pretty JSON (scripts) or through `text` (people).
 pub fn print_report<T: Serialize>(report: &T, json: bool, text: impl FnOnce(&T) -> String) {
+    print!("{}", render_report(report, json, text));
+}
+
+/// What [`print_report`] prints.
+pub fn render_report<T: Serialize>(
+    report: &T,
+    json: bool,
+    text: impl FnOnce(&T) -> String,
+) -> String {
     if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(report).expect("reports serialise")
-        );
+        serde_json::to_string_pretty(report).expect("reports serialise") + "\n"
     } else {
-        print!("{}", text(report));
+        text(report)
     }
 }
 

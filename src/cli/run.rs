@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::common;
 use crate::{
-    config::{plan::StartThresholds, ConfigError, Plan},
+    config::{plan::StartThresholds, Plan},
     control::daemon,
     dataplane::sched::RealtimeMode,
     nic::needs::startup_warnings,
@@ -33,6 +33,11 @@ pub struct CheckArgs {
     /// Print the result as JSON: the plan, the warnings, or `ok: false` and the error.
     #[arg(long)]
     pub json: bool,
+    /// Check the file alone, not against this host (its interfaces, the CPUs this process
+    /// may run on, its permission for real-time scheduling): for a file meant for another
+    /// machine.
+    #[arg(long)]
+    pub file_only: bool,
 }
 
 /// Exit code for a configuration error (sysexits EX_CONFIG; systemd does not restart on it).
@@ -73,8 +78,16 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
     for w in startup_warnings(&plan) {
         tracing::warn!("{w}");
     }
-    let report = daemon::run(&plan, &args.config)?;
-    common::print_report(&report, args.json, |r| {
+    let (out, end) = stopped_output(daemon::run(&plan, &args.config)?, args.json);
+    print!("{out}");
+    end
+}
+
+/// What `run` prints when the daemon stopped, and how it ends: the report of what was
+/// counted, also when a worker failed (what got through up to the failure), then that
+/// failure as the error.
+fn stopped_output(stopped: daemon::Stopped, json: bool) -> (String, Result<(), RunError>) {
+    let out = common::render_report(&stopped.report, json, |r| {
         let mut s = format!("lossless stopped ({} workers, {})\n", r.workers, r.backend);
         for t in &r.worker_threads {
             s += &format!("worker {}: {}\n", t.worker, t);
@@ -87,7 +100,7 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
         }
         s
     });
-    Ok(())
+    (out, stopped.failure.map_or(Ok(()), |e| Err(e.into())))
 }
 
 /// What `check-config` found: the plan explained, and the warnings of the configuration's
@@ -96,6 +109,8 @@ pub fn run(args: &RunArgs) -> Result<(), RunError> {
 struct CheckReport {
     file: String,
     ok: bool,
+    /// Checked against this host as `run` checks it at start (false: `--file-only`).
+    host_checked: bool,
     workers: usize,
     realtime: RealtimeMode,
     realtime_priority: u8,
@@ -167,19 +182,24 @@ impl StartCheck {
 }
 
 impl CheckReport {
-    /// `plan` from `file` explained; `max_frames` are the ports' longest frames as start
-    /// will take them (`None`: not known, no interface and no `mtu`).
-    fn of(file: &std::path::Path, plan: &Plan, max_frames: &[Option<u32>]) -> Self {
+    /// `plan` from `file` explained; `host` is what was found of this host (`None`: the file
+    /// alone was checked, `--file-only`).
+    fn of(file: &std::path::Path, plan: &Plan, host: Option<&daemon::HostCheck>) -> Self {
+        let max_frames = match host {
+            Some(h) => h.max_frames.clone(),
+            None => plan.ports.iter().map(|_| None).collect(),
+        };
         // What start runs of each PFC priority, per port, where it is not the file's.
         let starts: Vec<_> = plan
             .ports
             .iter()
             .zip(max_frames)
-            .map(|(port, &m)| (port, plan.start_thresholds(m)))
+            .map(|(port, m)| (port, plan.start_thresholds(m)))
             .collect();
         CheckReport {
             file: file.display().to_string(),
             ok: true,
+            host_checked: host.is_some(),
             workers: plan.daemon.workers,
             realtime: plan.daemon.realtime,
             realtime_priority: plan.daemon.realtime_priority,
@@ -222,17 +242,28 @@ impl CheckReport {
                     },
                 })
                 .collect(),
-            warnings: plan
-                .warnings
-                .iter()
-                .cloned()
-                .chain(startup_warnings(plan))
-                .collect(),
+            warnings: match host {
+                Some(h) => plan
+                    .warnings
+                    .iter()
+                    .chain(&h.warnings)
+                    .cloned()
+                    .chain(startup_warnings(plan))
+                    .collect(),
+                None => plan.warnings.clone(),
+            },
         }
     }
 
     fn text(&self) -> String {
-        let mut out = format!("{}: OK\n", self.file);
+        let mut out = match self.host_checked {
+            true => format!("{}: OK\n", self.file),
+            false => format!(
+                "{}: OK as a file (--file-only: not checked against this host's interfaces, \
+                 CPUs and real-time permission)\n",
+                self.file
+            ),
+        };
         out += &format!(
             "workers: {}, real-time {} (SCHED_FIFO priority {}{})\n",
             self.workers,
@@ -295,12 +326,12 @@ impl CheckReport {
 }
 
 /// Validates a configuration file and explains what it will do; with `--json`, as one
-/// object (`ok: false` and `error` when the file is invalid). The ports' interfaces that
-/// exist are checked as `run` checks them at start, so that a file `run` would refuse with a
-/// configuration error is refused here with the same error (exit 78).
+/// object (`ok: false` and `error` when the file is invalid). Unless `--file-only`, the file
+/// is checked against this host as `run` checks it at start ([`daemon::check_host`]), so
+/// that a file `run` would refuse is refused here with the same error and exit code.
 pub fn check(args: &CheckArgs) -> Result<(), RunError> {
     let file = args.file.display().to_string();
-    let refused = |e: ConfigError| {
+    let refused = |e: RunError| {
         if args.json {
             let error = e.to_string();
             println!(
@@ -308,20 +339,69 @@ pub fn check(args: &CheckArgs) -> Result<(), RunError> {
                 serde_json::json!({ "file": file, "ok": false, "error": error })
             );
         }
-        Err(e.into())
+        Err(e)
     };
     let plan = match Plan::load(&args.file) {
         Ok(p) => p,
-        Err(e) => return refused(e),
+        Err(e) => return refused(e.into()),
     };
-    let max_frames = match daemon::check_against_interfaces(&plan, &file) {
-        Ok(m) => m,
-        Err(e) => return refused(e),
+    let host = match args.file_only {
+        true => None,
+        false => match daemon::check_host(&plan, &file) {
+            Ok(h) => Some(h),
+            Err(e) => return refused(e.into()),
+        },
     };
     common::print_report(
-        &CheckReport::of(&args.file, &plan, &max_frames),
+        &CheckReport::of(&args.file, &plan, host.as_ref()),
         args.json,
         CheckReport::text,
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        control::daemon::{DaemonReport, Stopped},
+        dataplane::stats::PortSnapshot,
+        fc::plan::PrioPlan,
+    };
+
+    /// A daemon stopped by a failed worker prints the report of what it counted, then exits
+    /// with the failure (before, it exited with the error alone: what got through until the
+    /// failure was not said anywhere).
+    #[test]
+    fn a_failed_worker_still_reports_what_was_counted() {
+        let stopped = || Stopped {
+            report: DaemonReport {
+                backend: "af_xdp",
+                workers: 1,
+                priorities: [PrioPlan::lossy(1000); 8],
+                ports: vec![PortSnapshot {
+                    iface: "d0".into(),
+                    rx_frames: 1234,
+                    ..Default::default()
+                }],
+                worker_threads: Vec::new(),
+                memory_locked: false,
+            },
+            failure: Some(daemon::DaemonError::Panic(0)),
+        };
+        let (out, end) = stopped_output(stopped(), false);
+        assert!(
+            out.contains("lossless stopped (1 workers, af_xdp)") && out.contains("d0: rx 1234"),
+            "{out}"
+        );
+        let e = end.unwrap_err();
+        assert_eq!(
+            (e.to_string().as_str(), e.exit_code()),
+            ("worker 0 panicked", 1)
+        );
+        let (out, end) = stopped_output(stopped(), true);
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(r["ports"][0]["rx_frames"], 1234);
+        assert!(end.is_err());
+    }
 }

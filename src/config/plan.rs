@@ -39,6 +39,29 @@ pub fn min_pfc_headroom(max_frame: u64) -> u64 {
     2 * (max_frame.max(MAX_STD_FRAME) + FCS_OCTETS) + PFC_FRAME
 }
 
+/// A port's longest frame (bytes, without FCS) as a check knows it, and where it comes from,
+/// so that an error says which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LongestFrame {
+    /// Not known yet: `mtu` is not set and the interface's MTU is read at start.
+    Unknown,
+    /// `port[N].mtu`, else the interface's MTU, plus [`FRAME_OVERHEAD`].
+    Mtu(u32),
+    /// `mtu` is not set and the interface's MTU could not be read (netlink did not report
+    /// it): the backend's largest frame is assumed, the one frame length it can take.
+    Assumed(u32),
+}
+
+impl LongestFrame {
+    /// The length, bytes (`None`: not known).
+    pub fn bytes(self) -> Option<u32> {
+        match self {
+            LongestFrame::Unknown => None,
+            LongestFrame::Mtu(f) | LongestFrame::Assumed(f) => Some(f),
+        }
+    }
+}
+
 /// What start-up reads of one port's interface (`None` in a field: the kernel did not say).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IfaceFacts {
@@ -60,6 +83,24 @@ pub fn uncovered_queues_reason(iface: &str, active: u32, workers: u32) -> String
          {iface} combined {workers}` (`rx {workers}` where the driver has RX-only channels, as \
          veth)"
     )
+}
+
+/// `cpus` (ascending) as the kernel's CPU lists write them: "0-3,6".
+fn cpu_list(cpus: &[usize]) -> String {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for &c in cpus {
+        match runs.last_mut() {
+            Some((_, last)) if *last + 1 == c => *last = c,
+            _ => runs.push((c, c)),
+        }
+    }
+    runs.iter()
+        .map(|&(a, b)| match a == b {
+            true => a.to_string(),
+            false => format!("{a}-{b}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// The XOFF, XON and headroom of one PFC priority as they run from start on one port, where
@@ -172,17 +213,16 @@ pub struct Plan {
 
 impl Plan {
     /// Refuses a credit priority whose `limit` cannot hold two of a credit port's longest
-    /// frames, `max_frames[i]` for port `i` (`None`: not known yet, the interface's MTU is
-    /// read at start). The limit is the window a peer's sender works in, and a sender knows
-    /// only the credit it is given, not the window: a frame longer than the window would wait
-    /// at the head of its priority for ever, with nothing counted.
+    /// frames, `max_frames[i]` for port `i`. The limit is the window a peer's sender works
+    /// in, and a sender knows only the credit it is given, not the window: a frame longer
+    /// than the window would wait at the head of its priority for ever, with nothing counted.
     pub fn check_credit_frames(
         &self,
-        max_frames: &[Option<u32>],
+        max_frames: &[LongestFrame],
         file: &str,
     ) -> Result<(), ConfigError> {
-        for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
-            let Some(max_frame) = max_frame.filter(|_| port.credit) else {
+        for (i, (port, longest)) in self.ports.iter().zip(max_frames).enumerate() {
+            let Some(max_frame) = longest.bytes().filter(|_| port.credit) else {
                 continue;
             };
             for (p, prio) in self.prios.iter().enumerate() {
@@ -193,9 +233,15 @@ impl Plan {
                         field: format!("priority.{p}.limit"),
                         reason: format!(
                             "{} bytes of credit cannot hold two of port[{i}]'s ({}) longest \
-                             frames ({max_frame} bytes each, its MTU plus {FRAME_OVERHEAD}): \
-                             raise the limit to at least {frames} or lower port[{i}].mtu",
-                            prio.limit, port.iface
+                             frames ({}): raise the limit to at least {frames} or {} \
+                             port[{i}].mtu",
+                            prio.limit,
+                            port.iface,
+                            self.longest_frame_words(i, *longest),
+                            match longest {
+                                LongestFrame::Assumed(_) => "set",
+                                _ => "lower",
+                            },
                         ),
                     });
                 }
@@ -204,19 +250,18 @@ impl Plan {
         Ok(())
     }
 
-    /// Refuses what the ports' longest frames do not fit, `max_frames[i]` for port `i` (bytes
-    /// without FCS; `None`: not known yet, the interface's MTU is read at start): a credit
+    /// Refuses what the ports' longest frames do not fit, `max_frames[i]` for port `i`: a credit
     /// limit ([`Plan::check_credit_frames`]) and a PFC priority's thresholds
     /// ([`Plan::check_pfc_frames`]). The file's validation calls it with the configured MTUs,
     /// `run` and `check-config` with the interfaces' ([`Plan::check_interfaces`]).
-    pub fn check_frames(&self, max_frames: &[Option<u32>], file: &str) -> Result<(), ConfigError> {
+    pub fn check_frames(&self, max_frames: &[LongestFrame], file: &str) -> Result<(), ConfigError> {
         self.check_pfc_frames(max_frames, file)?;
         self.check_credit_frames(max_frames, file)
     }
 
     /// Refuses a PFC priority that the dataplane would run with less headroom than the file
-    /// says, on a port whose longest frame is `max_frames[i]` bytes (`None`: not known yet, so
-    /// at least a standard frame, [`MAX_STD_FRAME`]):
+    /// says, on a port whose longest frame is `max_frames[i]` (not known yet: at least a
+    /// standard frame, [`MAX_STD_FRAME`]):
     /// - `priority.N.xoff` below the port's smallest XOFF ([`min_xoff`], two of its longest
     ///   frames): the dataplane holds XOFF at that minimum and takes the difference out of the
     ///   headroom, all of it where the buffer is smaller (a jumbo port, `xoff = "8KiB"`);
@@ -226,7 +271,7 @@ impl Plan {
     ///   XOFF: XOFF would be held there and XON at 0, pausing the source at every burst.
     pub fn check_pfc_frames(
         &self,
-        max_frames: &[Option<u32>],
+        max_frames: &[LongestFrame],
         file: &str,
     ) -> Result<(), ConfigError> {
         let invalid = |field: String, reason: String| ConfigError::Invalid {
@@ -241,12 +286,15 @@ impl Plan {
             return Ok(());
         }
         for (i, (port, max_frame)) in self.ports.iter().zip(max_frames).enumerate() {
-            let frame = max_frame.map_or(MAX_STD_FRAME, u64::from);
+            let frame = max_frame.bytes().map_or(MAX_STD_FRAME, u64::from);
             let least_xoff = min_xoff(frame);
             let least_headroom = min_pfc_headroom(frame);
             let longest = self.longest_frame_words(i, *max_frame);
             let mtu_fix = match max_frame {
-                Some(f) if u64::from(*f) > MAX_STD_FRAME => format!(" or lower port[{i}].mtu"),
+                LongestFrame::Assumed(_) => format!(" or set port[{i}].mtu"),
+                LongestFrame::Mtu(f) if u64::from(*f) > MAX_STD_FRAME => {
+                    format!(" or lower port[{i}].mtu")
+                }
                 _ => String::new(),
             };
             for &(p, plan) in &pfc {
@@ -315,9 +363,24 @@ impl Plan {
         )
     }
 
-    /// Port `i`'s longest frame in words, `max_frame` bytes (`None`: not known yet).
-    fn longest_frame_words(&self, i: usize, max_frame: Option<u32>) -> String {
+    /// Port `i`'s longest frame, `max_frame`, in words.
+    fn longest_frame_words(&self, i: usize, max_frame: LongestFrame) -> String {
         let port = &self.ports[i];
+        let backend = self.daemon.backend;
+        let max_frame = match max_frame {
+            LongestFrame::Assumed(f) => {
+                return format!(
+                    "{f} bytes each, assumed: port[{i}].mtu is not set and {}'s MTU could not be \
+                     read (netlink did not report it), so the {} backend's largest frame \
+                     (MTU {}) is taken",
+                    port.iface,
+                    backend.name(),
+                    backend.max_mtu(),
+                )
+            }
+            LongestFrame::Mtu(f) => Some(f),
+            LongestFrame::Unknown => None,
+        };
         match (max_frame, port.mtu) {
             (None, _) => format!(
                 "{MAX_STD_FRAME} bytes at least, a standard frame; port[{i}].mtu is not set, so \
@@ -336,20 +399,22 @@ impl Plan {
         }
     }
 
-    /// The checks that need the ports' interfaces, done by `run` at start and by
-    /// `check-config` for the interfaces that exist, so that `check-config` refuses what `run`
-    /// would: `ifaces[i]` is what was read of port `i`'s interface (`None`: there is no such
-    /// interface, and only what the file says is checked, as its validation did). Each port's
-    /// longest frame is its `mtu`, else the interface's MTU, which the backend must carry
-    /// ([`PortPlan::max_frame`]), and the credit and PFC settings must fit it
+    /// The checks that need the host, done by `run` at start and by `check-config`, so that
+    /// `check-config` refuses what `run` would: `ifaces[i]` is what was read of port `i`'s
+    /// interface (`None`: there is no such interface, and only what the file says is checked,
+    /// as its validation did), `cpus` the CPUs the process may run on ([`Plan::check_cores`]).
+    /// Each port's longest frame is its `mtu`, else the interface's MTU, which the backend
+    /// must carry ([`PortPlan::max_frame`]), and the credit and PFC settings must fit it
     /// ([`Plan::check_frames`]); and every RX queue a port receives on needs a worker (worker
     /// w binds queue w of every port; over AF_PACKET, one socket takes them all). Returns
     /// each port's longest frame (`None`: no interface and no `mtu`).
     pub fn check_interfaces(
         &self,
         ifaces: &[Option<IfaceFacts>],
+        cpus: &[usize],
         file: &str,
     ) -> Result<Vec<Option<u32>>, ConfigError> {
+        self.check_cores(cpus, file)?;
         let backend = self.daemon.backend;
         let max_frames = self
             .ports
@@ -357,9 +422,16 @@ impl Plan {
             .zip(ifaces)
             .enumerate()
             .map(|(i, (port, facts))| match facts {
-                Some(f) => port.max_frame(i, f.mtu, backend, file).map(Some),
-                None if port.mtu.is_some() => port.max_frame(i, None, backend, file).map(Some),
-                None => Ok(None),
+                Some(IfaceFacts { mtu: None, .. }) if port.mtu.is_none() => {
+                    Ok(LongestFrame::Assumed(backend.max_frame()))
+                }
+                Some(f) => port
+                    .max_frame(i, f.mtu, backend, file)
+                    .map(LongestFrame::Mtu),
+                None if port.mtu.is_some() => port
+                    .max_frame(i, None, backend, file)
+                    .map(LongestFrame::Mtu),
+                None => Ok(LongestFrame::Unknown),
             })
             .collect::<Result<Vec<_>, _>>()?;
         self.check_frames(&max_frames, file)?;
@@ -376,7 +448,33 @@ impl Plan {
                 }
             }
         }
-        Ok(max_frames)
+        Ok(max_frames.into_iter().map(LongestFrame::bytes).collect())
+    }
+
+    /// Refuses a `daemon.cores` entry naming a CPU outside `allowed`, the CPUs this process
+    /// may run on (its affinity: the machine's CPUs less what `taskset`, systemd's
+    /// `CPUAffinity=` or a cpuset takes away; empty: not known, nothing is checked). The
+    /// kernel refuses to pin a worker there, and the worker would run wherever the scheduler
+    /// puts it, beside another worker or the stall guard that counts on having a CPU of its
+    /// own, while the file says it has one.
+    pub fn check_cores(&self, allowed: &[usize], file: &str) -> Result<(), ConfigError> {
+        if allowed.is_empty() {
+            return Ok(());
+        }
+        let cores = &self.daemon.cores[..self.daemon.cores.len().min(self.daemon.workers)];
+        let Some((i, cpu)) = cores.iter().enumerate().find(|(_, c)| !allowed.contains(c)) else {
+            return Ok(());
+        };
+        Err(ConfigError::Invalid {
+            file: file.to_string(),
+            field: "daemon.cores".into(),
+            reason: format!(
+                "CPU {cpu} (cores[{i}]) is not one this process may run on: it may run on CPUs \
+                 {} (its affinity, what taskset, systemd's CPUAffinity= or a cpuset leaves of \
+                 the machine's); list only those, or leave cores out for no pinning",
+                cpu_list(allowed)
+            ),
+        })
     }
 
     /// The XOFF, XON and headroom each PFC priority runs with from start on a port whose

@@ -2,7 +2,7 @@
 //! refused for.
 
 use super::{
-    plan::{min_pfc_headroom, IfaceFacts, StartThresholds},
+    plan::{min_pfc_headroom, IfaceFacts, LongestFrame, StartThresholds},
     validate::{
         DEFAULT_CREDIT_LIMIT, DEFAULT_HEADROOM, DEFAULT_LOSSY_LIMIT, DEFAULT_SFC_THRESHOLD,
         DEFAULT_XOFF, MAX_BUFFER_BYTES, MAX_DURATION_NS,
@@ -548,12 +548,12 @@ fn a_credit_limit_holds_two_of_the_longest_frames() {
     let mut credit_on_b = known.clone();
     credit_on_b.ports[1].credit = true;
     assert!(credit_on_b
-        .check_credit_frames(&[None, Some(9018)], "x")
+        .check_credit_frames(&[LongestFrame::Unknown, LongestFrame::Mtu(9018)], "x")
         .unwrap_err()
         .to_string()
         .contains("port[1]"));
     credit_on_b
-        .check_credit_frames(&[None, Some(1518)], "x")
+        .check_credit_frames(&[LongestFrame::Unknown, LongestFrame::Mtu(1518)], "x")
         .unwrap();
 }
 
@@ -733,23 +733,23 @@ fn the_interfaces_are_checked_by_one_function() {
     )
     .unwrap();
     assert_eq!(
-        p.check_interfaces(&[facts(1500, 1), facts(1500, 1)], "x")
+        p.check_interfaces(&[facts(1500, 1), facts(1500, 1)], &[], "x")
             .unwrap(),
         [Some(1518), Some(1518)]
     );
     assert_eq!(
-        p.check_interfaces(&[None, None], "x").unwrap(),
+        p.check_interfaces(&[None, None], &[], "x").unwrap(),
         [None, None]
     );
     // The audit's a1: lo's MTU, 65536.
     let e = p
-        .check_interfaces(&[facts(65536, 1), None], "x")
+        .check_interfaces(&[facts(65536, 1), None], &[], "x")
         .unwrap_err()
         .to_string();
     assert!(e.contains("port[0].mtu") && e.contains("MTU 65536"), "{e}");
     // A 9,000-byte interface with `mtu` unset: XOFF 16 KiB is below its 18,036.
     let e = p
-        .check_interfaces(&[facts(1500, 1), facts(9000, 1)], "x")
+        .check_interfaces(&[facts(1500, 1), facts(9000, 1)], &[], "x")
         .unwrap_err()
         .to_string();
     assert!(
@@ -769,7 +769,7 @@ fn the_interfaces_are_checked_by_one_function() {
     )
     .unwrap();
     let e = credit
-        .check_interfaces(&[facts(9000, 1), None], "x")
+        .check_interfaces(&[facts(9000, 1), None], &[], "x")
         .unwrap_err()
         .to_string();
     assert!(
@@ -778,7 +778,7 @@ fn the_interfaces_are_checked_by_one_function() {
     );
     // Four RX queues and one worker: refused, unless AF_PACKET takes every queue.
     let e = p
-        .check_interfaces(&[facts(1500, 4), facts(1500, 1)], "x")
+        .check_interfaces(&[facts(1500, 4), facts(1500, 1)], &[], "x")
         .unwrap_err()
         .to_string();
     assert!(
@@ -788,7 +788,7 @@ fn the_interfaces_are_checked_by_one_function() {
         "{e}"
     );
     let two = Plan::parse(&format!("[daemon]\nworkers = 4\n{}", ten_gig("")), "x").unwrap();
-    two.check_interfaces(&[facts(1500, 4), facts(1500, 4)], "x")
+    two.check_interfaces(&[facts(1500, 4), facts(1500, 4)], &[], "x")
         .unwrap();
     let packet = Plan::parse(
         &format!("[daemon]\nbackend = \"af-packet\"\n{}", ten_gig("")),
@@ -796,7 +796,7 @@ fn the_interfaces_are_checked_by_one_function() {
     )
     .unwrap();
     packet
-        .check_interfaces(&[facts(1500, 4), facts(1500, 4)], "x")
+        .check_interfaces(&[facts(1500, 4), facts(1500, 4)], &[], "x")
         .unwrap();
 }
 
@@ -891,6 +891,80 @@ fn a_cpu_listed_twice_in_cores_is_refused() {
         "x",
     )
     .unwrap();
+}
+
+/// An interface whose MTU netlink did not report, with `mtu` unset: the backend's largest
+/// frame is assumed, and an error it causes says so instead of naming an MTU 9198 the
+/// interface never had and the file never set.
+#[test]
+fn an_unread_mtu_is_said_to_be_assumed() {
+    let unread = Some(IfaceFacts {
+        mtu: None,
+        rx_queues: Some(1),
+    });
+    let pfc = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"pfc\"\nxoff = \"16KiB\"\nxon = \"8KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    let e = pfc
+        .check_interfaces(&[unread, None], &[], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.xoff")
+            && e.contains("d0's MTU could not be read")
+            && e.contains("9216 bytes each, assumed")
+            && e.contains("or set port[0].mtu")
+            && !e.contains("d0's MTU 9198"),
+        "{e}"
+    );
+    let credit = Plan::parse(
+        &format!(
+            "{}[priority.3]\nmode = \"credit\"\nlimit = \"16KiB\"\n",
+            ten_gig("")
+        ),
+        "x",
+    )
+    .unwrap();
+    let e = credit
+        .check_interfaces(&[None, unread], &[], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("priority.3.limit")
+            && e.contains("d1's MTU could not be read")
+            && e.contains("or set port[1].mtu"),
+        "{e}"
+    );
+}
+
+/// A worker's CPU outside the process's affinity is a configuration error at start and in
+/// `check-config` (one check, [`Plan::check_interfaces`]), naming the field and the CPUs
+/// allowed; before, `run` logged "pinning failed" and ran the worker unpinned.
+#[test]
+fn a_core_outside_the_affinity_is_refused() {
+    let p = Plan::parse(
+        &format!("[daemon]\nworkers = 2\ncores = [1, 4, 7]\n{}", ten_gig("")),
+        "x",
+    )
+    .unwrap();
+    let e = p
+        .check_interfaces(&[None, None], &[0, 1, 2, 3, 6], "x")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("field `daemon.cores`")
+            && e.contains("CPU 4 (cores[1])")
+            && e.contains("CPUs 0-3,6"),
+        "{e}"
+    );
+    // cores[2] pins no worker (two workers); an unknown affinity checks nothing.
+    p.check_interfaces(&[None, None], &[0, 1, 4], "x").unwrap();
+    p.check_interfaces(&[None, None], &[], "x").unwrap();
 }
 
 /// A priority has one name, "0".."7": "03" and "+3" read as 3 too, and were silently

@@ -11,7 +11,7 @@ use super::{
         MetricsSection, PortSection, PrioMode, PrioritySection, SfcSection, SfcTransport,
         SizeValue, WatchdogSection,
     },
-    plan::{Plan, PortPlan, MAX_STD_FRAME},
+    plan::{LongestFrame, Plan, PortPlan, MAX_STD_FRAME},
 };
 use crate::{
     dataplane::{
@@ -379,13 +379,14 @@ fn validate(raw: ConfigFile, file: &str) -> Result<Plan, ConfigError> {
     };
     // The configured MTUs are checked now; the interfaces' (the default) at start, and by
     // `check-config` where the interface exists (`Plan::check_interfaces`).
-    let max_frames: Vec<Option<u32>> = plan
+    let max_frames: Vec<LongestFrame> = plan
         .ports
         .iter()
         .enumerate()
         .map(|(i, p)| {
             p.mtu
                 .and(p.max_frame(i, None, plan.daemon.backend, file).ok())
+                .map_or(LongestFrame::Unknown, LongestFrame::Mtu)
         })
         .collect();
     plan.check_frames(&max_frames, file)?;

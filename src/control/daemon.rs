@@ -36,7 +36,7 @@ use crate::{
         leader_bell::LeaderBell,
         open::{attach_for, open_worker_ports, uncovered_queues, Attached, OpenError, Queues},
         port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
-        sched::{self, RealtimeError, RealtimeMode, Request, WorkerSched},
+        sched::{self, Decision, Permission, RealtimeError, RealtimeMode, Request, WorkerSched},
         settings::SettingsCell,
         shared::SharedPort,
         stall_guard::{GuardSetup, GuardedPort, GuardedWorker, StallGuard},
@@ -129,6 +129,16 @@ pub struct DaemonReport {
     pub memory_locked: bool,
 }
 
+/// How the daemon stopped: what it counted, and the worker failure that stopped it, if one
+/// did (the counts up to the failure are what tells the operator what got through).
+#[derive(Debug)]
+pub struct Stopped {
+    /// The report of what was counted.
+    pub report: DaemonReport,
+    /// The worker failure (or panic) that stopped the daemon (`None`: a signal did).
+    pub failure: Option<DaemonError>,
+}
+
 /// What a worker thread reports once it is set up, before it starts forwarding.
 struct WorkerStart {
     worker: usize,
@@ -148,12 +158,13 @@ fn set_up_worker_thread(core: Option<usize>, realtime: Option<u8>) -> std::io::R
     realtime.map_or(Ok(()), sched::enter_fifo)
 }
 
-/// Checks `plan` (read from `file`) against the ports' interfaces as they are now, as `run`
-/// does at start ([`Plan::check_interfaces`]: the MTU a port takes, the credit and PFC
-/// settings against its longest frame, a worker for every RX queue); an interface that does
+/// Checks `plan` (read from `file`) against the ports' interfaces and the CPUs this process
+/// may run on as they are now, as `run` does at start ([`Plan::check_interfaces`]: the MTU a
+/// port takes, the credit and PFC settings against its longest frame, a worker for every RX
+/// queue, `daemon.cores` within the affinity); an interface that does
 /// not exist is left out (`run` has refused it before, [`check_interfaces`]). Returns each
 /// port's longest frame (`None`: no interface and no `mtu`).
-pub fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u32>>, ConfigError> {
+fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u32>>, ConfigError> {
     let facts: Vec<Option<IfaceFacts>> = plan
         .ports
         .iter()
@@ -164,7 +175,66 @@ pub fn check_against_interfaces(plan: &Plan, file: &str) -> Result<Vec<Option<u3
             })
         })
         .collect();
-    plan.check_interfaces(&facts, file)
+    plan.check_interfaces(&facts, &sched::allowed_cpus(), file)
+}
+
+/// What `check-config` finds of this host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostCheck {
+    /// Each port's longest frame as start takes it (`None`: not known).
+    pub max_frames: Vec<Option<u32>>,
+    /// What `run` would only log: `realtime = "auto"` that is not permitted.
+    pub warnings: Vec<String>,
+}
+
+/// Checks `plan` (read from `file`) against this host as `run` does at start, in its order,
+/// and with its errors: a port's interface that does not exist ([`check_interfaces`]),
+/// `realtime = "on"` without the permission ([`check_realtime`]), then the interfaces and
+/// CPUs (`Plan::check_interfaces` with what is read of them).
+pub fn check_host(plan: &Plan, file: &str) -> Result<HostCheck, DaemonError> {
+    check_interfaces(plan)?;
+    let warnings = check_realtime(plan)?.into_iter().collect();
+    Ok(HostCheck {
+        max_frames: check_against_interfaces(plan, file)?,
+        warnings,
+    })
+}
+
+/// `[daemon] realtime` as a request for real-time scheduling.
+fn realtime_request(plan: &Plan) -> Request {
+    Request {
+        mode: plan.daemon.realtime,
+        priority: plan.daemon.realtime_priority,
+        setting: "daemon.realtime",
+    }
+}
+
+/// Decides `[daemon] realtime` for this process by the rule `run` decides it with
+/// ([`sched::decide`], which [`sched::prepare`] logs), without logging or applying anything:
+/// `on` without the permission is the error `run` stops with; `auto` without it is the
+/// warning returned (the workers would run `SCHED_OTHER`).
+pub fn check_realtime(plan: &Plan) -> Result<Option<String>, RealtimeError> {
+    let req = realtime_request(plan);
+    if req.mode == RealtimeMode::Off {
+        return Ok(None);
+    }
+    let missing = match Permission::of_this_thread() {
+        Ok(perm) => match sched::decide(&req, &perm)? {
+            Decision::NotPermitted { missing } => missing,
+            Decision::Fifo { .. } | Decision::Off => return Ok(None),
+        },
+        Err(source) if req.mode == RealtimeMode::On => {
+            return Err(RealtimeError::Probe {
+                setting: req.setting,
+                source,
+            })
+        }
+        Err(e) => format!("cannot read this process's capabilities and limits: {e}"),
+    };
+    Ok(Some(format!(
+        "daemon.realtime = \"auto\" is not permitted here, so the workers would run normal \
+         (SCHED_OTHER) scheduling: {missing}"
+    )))
 }
 
 /// Fails with one clear error naming the field when a port's interface does not exist.
@@ -466,8 +536,9 @@ async fn tick(timer: &mut Option<tokio::time::Interval>) {
 /// [`super::shutdown`] for what is waited for and how long. On SIGHUP the configuration at
 /// `config_path` is read again: the reloadable settings are applied live; an invalid file is
 /// refused and the running configuration kept. The caller has checked that the ports'
-/// interfaces exist ([`check_interfaces`]).
-pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError> {
+/// interfaces exist ([`check_interfaces`]). Once the workers ran, the report comes back even
+/// when one failed, with the failure ([`Stopped`]); an error is what stopped it before.
+pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
     let d = &plan.daemon;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
@@ -486,11 +557,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     if let Err(e) = logging::apply_config_filter(d.log.as_deref()) {
         tracing::warn!(error = %e, "log filter not applied");
     }
-    let realtime_request = Request {
-        mode: d.realtime,
-        priority: d.realtime_priority,
-        setting: "daemon.realtime",
-    };
+    let realtime_request = realtime_request(plan);
     // Decided before anything is attached: `on` without permission stops here.
     let realtime = sched::prepare(&realtime_request)?;
     if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())
@@ -858,15 +925,15 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<DaemonReport, DaemonError>
     if let Some(path) = &plan.control_socket {
         let _ = std::fs::remove_file(path);
     }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    Ok(DaemonReport {
-        backend,
-        workers: d.workers,
-        priorities: plan.prios,
-        ports: snapshots(),
-        worker_threads,
-        memory_locked,
+    Ok(Stopped {
+        report: DaemonReport {
+            backend,
+            workers: d.workers,
+            priorities: plan.prios,
+            ports: snapshots(),
+            worker_threads,
+            memory_locked,
+        },
+        failure,
     })
 }

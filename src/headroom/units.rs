@@ -284,63 +284,14 @@ impl Timestamp {
 impl FromStr for Timestamp {
     type Err = HeadroomError;
 
-    /// Parses a non-negative decimal number (optionally with an exponent) and one unit of
-    /// `s`, `ms`, `us`/`µs`, `ns` or `ps`: `"1700000000.000000120s"`, `"10.2us"`, `"1.7e9s"`.
-    /// Digits finer than a picosecond are refused rather than rounded.
+    /// Parses a duration in the shared grammar, exactly ([`crate::units::parse_duration_ps`]):
+    /// `"1700000000.000000120s"`, `"10.2us"`, `"1.7e9s"`. Digits finer than a picosecond are
+    /// refused rather than rounded.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |why: &str| HeadroomError::invalid(Quantity::Timestamps, format!("{s:?}: {why}"));
-        let t = s.trim();
-        let num_len = t
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(t.len());
-        let (mantissa, rest) = t.split_at(num_len);
-        let (exp, unit) = match rest.strip_prefix(['e', 'E']) {
-            Some(e) => {
-                let sign = usize::from(e.starts_with(['+', '-']));
-                let n = e[sign..].bytes().take_while(u8::is_ascii_digit).count();
-                let exp: i32 = e[..sign + n]
-                    .parse()
-                    .map_err(|_| bad("expected digits after the exponent"))?;
-                (exp, e[sign + n..].trim())
-            }
-            None => (0, rest.trim()),
-        };
-        let unit_exp: i32 = match unit {
-            "s" => 12,
-            "ms" => 9,
-            "us" | "µs" | "μs" => 6,
-            "ns" => 3,
-            "ps" => 0,
-            _ => return Err(bad("use a number and one unit of s, ms, us, ns or ps")),
-        };
-        let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-        if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
-            return Err(bad(
-                "expected a decimal number such as 1700000000.000000120",
-            ));
-        }
-        let too_large = || bad("too large");
-        // A plain decimal by now: `None` is only more digits than the integer carries.
-        let (digits, frac_digits) = crate::units::decimal_digits(mantissa).ok_or_else(too_large)?;
-        let digits = i128::try_from(digits).map_err(|_| too_large())?;
-        let frac_digits = i32::try_from(frac_digits).map_err(|_| bad("too many digits"))?;
-        let shift = exp
-            .checked_add(unit_exp)
-            .and_then(|e| e.checked_sub(frac_digits))
-            .ok_or_else(too_large)?;
-        let ps = if shift >= 0 {
-            10i128
-                .checked_pow(shift.unsigned_abs())
-                .and_then(|p| digits.checked_mul(p))
-                .ok_or_else(too_large)?
-        } else {
-            match 10i128.checked_pow(shift.unsigned_abs()) {
-                Some(p) if digits % p == 0 => digits / p,
-                None if digits == 0 => 0,
-                _ => return Err(bad("finer than one picosecond")),
-            }
-        };
-        Ok(Timestamp::from_picos(ps))
+        let ps = crate::units::parse_duration_ps(s)
+            .map_err(|e| HeadroomError::invalid(Quantity::Timestamps, e.to_string()))?;
+        // At most u64::MAX ns, so within i128.
+        Ok(Timestamp::from_picos(ps as i128))
     }
 }
 
