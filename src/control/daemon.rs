@@ -33,6 +33,7 @@ use crate::{
         clock::now_ns,
         forward::{ingress_policy, ForwardSetup, ForwardWorker, PortSetup, WorkerError},
         handoff::handoff_ends,
+        iface_lock,
         leader_bell::LeaderBell,
         open::{attach_for, open_worker_ports, uncovered_queues, Attached, OpenError, Queues},
         port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
@@ -193,11 +194,31 @@ pub struct HostCheck {
 /// CPUs (`Plan::check_interfaces` with what is read of them).
 pub fn check_host(plan: &Plan, file: &str) -> Result<HostCheck, DaemonError> {
     check_interfaces(plan)?;
-    let warnings = check_realtime(plan)?.into_iter().collect();
+    let mut warnings: Vec<String> = check_realtime(plan)?.into_iter().collect();
+    warnings.extend(ports_in_use(plan));
     Ok(HostCheck {
         max_frames: check_against_interfaces(plan, file)?,
         warnings,
     })
+}
+
+/// A warning for each port whose interface another lossless process holds
+/// ([`iface_lock::holder`]): `run` would be refused while it runs. Not an error: on
+/// `systemctl reload` the holder is the daemon being reloaded, which may go on.
+fn ports_in_use(plan: &Plan) -> Vec<String> {
+    plan.ports
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| {
+            let pid = iface_lock::holder(ifindex(&p.iface)?)?;
+            (pid != std::process::id()).then(|| {
+                format!(
+                    "port[{i}].iface {} is in use by lossless pid {pid}: `run` is refused while                      that process runs (a reload of it is not)",
+                    p.iface
+                )
+            })
+        })
+        .collect()
 }
 
 /// `[daemon] realtime` as a request for real-time scheduling.

@@ -132,6 +132,31 @@ fn still_at(file: &File, path: &Path) -> bool {
 }
 
 /// The lock file of interface `ifindex` in this thread's network namespace.
+/// The process holding the lock of the interface of index `ifindex` in this thread's network
+/// namespace, looked up without taking it: taking it to see would refuse a daemon starting at
+/// that instant, and on a reload find the daemon being reloaded. The kernel lists every
+/// `flock` in `/proc/locks` with its holder's pid and its file's device and inode. `None`
+/// where no one holds it (no file, or a crashed holder's) or it cannot be told.
+pub fn holder(ifindex: i32) -> Option<u32> {
+    let meta = std::fs::metadata(lock_path(ifindex)?).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    flock_holder(&locks, meta.dev(), meta.ino())
+}
+
+/// The pid holding a `flock` on the file of device `dev` and inode `ino`, from the text of
+/// `/proc/locks` (`1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF`, the device as hex
+/// major:minor; a process waiting for the lock has `->` after the id and holds nothing).
+fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let file = format!("{:02x}:{:02x}:{ino}", libc::major(dev), libc::minor(dev));
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            [_, "FLOCK", _, _, pid, at, ..] if *at == file => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
 fn lock_path(ifindex: i32) -> Option<PathBuf> {
     let netns = std::fs::metadata("/proc/thread-self/ns/net").ok()?.ino();
     Some(PathBuf::from(LOCK_DIR).join(format!("xdp-{netns}-{ifindex}.lock")))
@@ -140,6 +165,35 @@ fn lock_path(ifindex: i32) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_is_read_from_the_kernels_list_without_taking_the_lock() {
+        let path = std::env::temp_dir().join(format!("lossless-holder-{}", std::process::id()));
+        let lock = IfaceLock::take_at("d0", &path)
+            .unwrap()
+            .expect("a lock file");
+        let meta = std::fs::metadata(&path).unwrap();
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        assert_eq!(
+            flock_holder(&locks, meta.dev(), meta.ino()),
+            Some(std::process::id()),
+            "{locks}"
+        );
+        // Still held by us: looking took nothing.
+        assert!(IfaceLock::take_at("d0", &path).is_err());
+        drop(lock);
+        let locks = std::fs::read_to_string("/proc/locks").unwrap();
+        assert_eq!(flock_holder(&locks, meta.dev(), meta.ino()), None);
+        // A waiter holds nothing; another kind of lock or file is not ours.
+        let dev = libc::makedev(0, 0x1a);
+        let text = "1: FLOCK  ADVISORY  WRITE 77 00:1a:5678 0 EOF\n\
+                    1: -> FLOCK  ADVISORY  WRITE 78 00:1a:5679 0 EOF\n\
+                    2: POSIX  ADVISORY  WRITE 79 00:1a:5680 0 EOF\n";
+        assert_eq!(flock_holder(text, dev, 5678), Some(77));
+        assert_eq!(flock_holder(text, dev, 5679), None);
+        assert_eq!(flock_holder(text, dev, 5680), None);
+        assert_eq!(flock_holder(text, dev, 1), None);
+    }
 
     #[test]
     fn a_second_taker_is_refused_until_the_first_lets_go() {
