@@ -4,24 +4,23 @@
 /// Nanoseconds on CLOCK_MONOTONIC.
 #[inline]
 pub fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec to write; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// Nanoseconds on CLOCK_REALTIME, the clock of the kernel's socket timestamps (vDSO).
 #[inline]
 pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+#[inline]
+fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: `ts` is a valid timespec to write; CLOCK_REALTIME always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    // SAFETY: `ts` is a valid timespec to write; both clocks always exist on Linux.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
