@@ -186,6 +186,12 @@ fn jumbo_run_was_lossless(
         u(d0, &["rx_frames"]),
         "{backend}: {d0}"
     );
+    // What came after each XOFF is measured on both backends (AF_PACKET: as the worker took
+    // it), so the adaptive headroom has evidence there too (before: 0 bytes on AF_PACKET).
+    assert!(
+        d0["overshoot"][3]["sum"].as_u64() > Some(0),
+        "{backend}: {d0}"
+    );
     assert_eq!(u(sink, &["lost_here"]), 0, "the sink's own drops: {sink}");
     // Every sequence number exactly once, in order, every frame whole.
     assert_eq!(u(sink, &["received"]), sent, "sink: {sink}");

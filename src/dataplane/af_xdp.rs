@@ -523,6 +523,10 @@ impl Port for AfXdpPort {
         self.fill_target as u64
     }
 
+    fn counts_arrivals(&self) -> bool {
+        self.ingress.is_some()
+    }
+
     fn rx_backlog(&mut self) -> RxBacklog {
         let Some(t) = &mut self.ingress else {
             return RxBacklog::default();

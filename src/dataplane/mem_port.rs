@@ -185,6 +185,10 @@ impl Port for MemPort {
         self.ingress.backlog(None)
     }
 
+    fn counts_arrivals(&self) -> bool {
+        true
+    }
+
     fn oversize_drops(&self) -> [u64; crate::fc::PRIORITIES] {
         self.ingress.oversize_drops()
     }

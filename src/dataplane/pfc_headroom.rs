@@ -78,8 +78,9 @@
 //! force.
 //!
 //! The leader worker owns one per port: it sees every XOFF/XON of the port's generator and the
-//! bytes arriving per priority (counted at the XDP hook), which is all the overshoot meters
-//! need ([`crate::fc::overshoot`]).
+//! bytes arriving per priority (counted at the XDP hook; on AF_PACKET, which has no such
+//! count, as the worker takes them), which is all the overshoot meters need
+//! ([`crate::fc::overshoot`]).
 
 use crate::fc::{
     adaptive::{AdaptiveConfig, AdaptiveHeadroom, HeadroomSettings, HeadroomSource},

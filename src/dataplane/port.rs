@@ -268,6 +268,11 @@ pub trait Port: Send {
     fn rx_backlog(&mut self) -> RxBacklog {
         RxBacklog::default()
     }
+    /// Whether [`Port::rx_backlog`]'s `arrived` counts what arrives (the XDP program's
+    /// totals). Where it does not (AF_PACKET), the worker counts what it takes instead.
+    fn counts_arrivals(&self) -> bool {
+        false
+    }
     /// Lossy frames dropped before the socket because the RX backlog was deep, per priority
     /// (the XDP program's count for this port's queue).
     fn backlog_drops(&self) -> [u64; crate::fc::PRIORITIES] {

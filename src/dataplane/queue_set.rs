@@ -130,6 +130,10 @@ impl Port for QueueSet {
         Some(self.epoll.as_raw_fd())
     }
 
+    fn counts_arrivals(&self) -> bool {
+        self.queues.iter().all(|q| q.counts_arrivals())
+    }
+
     fn rx_backlog(&mut self) -> RxBacklog {
         let mut sum = RxBacklog::default();
         // The shortest fill ring, as the fraction of its target left: free / target.

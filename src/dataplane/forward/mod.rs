@@ -279,6 +279,12 @@ struct PortState {
     rx_backlog: [u64; PRIORITIES],
     /// Bytes arrived per priority on this worker's queue, as last published.
     arrived: [u64; PRIORITIES],
+    /// Where the port does not count arrivals ([`Port::counts_arrivals`]: AF_PACKET), the
+    /// data bytes this worker took per priority, which stand in for them: the overshoot
+    /// meters and the adaptive headroom then see the bytes that came after an XOFF as the
+    /// worker took them (including any that arrived before it and waited, so never less).
+    /// Before, they saw nothing there, and the headroom stayed at its floor whatever came.
+    taken: Option<[u64; PRIORITIES]>,
     /// Headroom in force per PFC priority (the leader's; `None` on other workers).
     headroom: Option<PortHeadroom>,
     /// Whether this worker's fill ring is short of buffers (published in [`SharedPort`]).
@@ -380,6 +386,7 @@ impl ForwardWorker {
                         .expect("validated credit settings make valid lanes"),
                     rx_backlog: [0; PRIORITIES],
                     arrived,
+                    taken: (!io.counts_arrivals()).then_some([0; PRIORITIES]),
                     headroom,
                     fill_watch: FillWatch::default(),
                     fill_sizer: FillSizer::new(

@@ -83,11 +83,12 @@ impl ForwardWorker {
                 .update_rx_backlog(&self.ports[p].rx_backlog, &b.bytes);
             self.ports[p].rx_backlog = b.bytes;
         }
-        if b.arrived != self.ports[p].arrived {
+        let arrived = self.ports[p].taken.unwrap_or(b.arrived);
+        if arrived != self.ports[p].arrived {
             self.ports[p]
                 .shared
-                .add_arrived(&self.ports[p].arrived, &b.arrived);
-            self.ports[p].arrived = b.arrived;
+                .add_arrived(&self.ports[p].arrived, &arrived);
+            self.ports[p].arrived = arrived;
         }
         let c = &self.stats.ports[p];
         if let Some(starved) = self.ports[p].fill_watch.update(&b) {
@@ -205,6 +206,9 @@ impl ForwardWorker {
         c.rx_data_bytes[prio].add(len);
         let e = 1 - p;
         let (ingress, egress) = this_and_other(&mut self.ports, p);
+        if let Some(taken) = &mut ingress.taken {
+            taken[prio] = taken[prio].wrapping_add(len);
+        }
         // Every data frame counts towards the blocks received, kept or not.
         if !ingress.credit.on_data(now, prio, flen) {
             return drop_data(c, &mut self.pool, rx.frame, DropReason::CreditOverrun, prio);
