@@ -230,6 +230,8 @@ fn each_source_obeys_its_own_sfc_messages_through_a_flooding_bridge() {
 /// addressed to it pauses it for the 1 ms it says. Before, it paused for 100 ms.
 #[test]
 fn a_generator_obeys_only_sfc_messages_addressed_to_it() {
+    // It pushes traffic and runs scapy: not beside another traffic test's lossless claim.
+    let _serial = traffic_lock();
     let (gn, pn) = (Netns::new("lg"), Netns::new("lp"));
     let (g, p) = (unique("g"), unique("p"));
     veth(&gn, &g, &pn, &p);
