@@ -298,15 +298,7 @@ fn check_config_refuses_what_run_refuses_and_tells_what_runs() {
         err.contains("field `port[0].mtu`") && err.contains("lo's MTU 65536"),
         "{err}"
     );
-    let out = ns
-        .cmd(BIN)
-        .args(["check-config", "--json", lo.path()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(78));
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["ok"], false);
-    assert!(r["error"].as_str().unwrap().contains("port[0].mtu"), "{r}");
+    check_config_json_refuses(&ns, lo.path(), 78, "port[0].mtu");
     // With `mtu` set, lo is checked against it and passes.
     let fixed = TempFile::new(
         "lo",
@@ -364,6 +356,20 @@ fn check_config_refuses_what_run_refuses_and_tells_what_runs() {
 /// before, a warning under `OK`), and a worker CPU the process may not run on (exit 78;
 /// before, `run` logged "pinning failed" and both accepted it). `--file-only` checks the
 /// file alone, for a file meant for another machine.
+/// `check-config --json` on `path` in `ns` exits `code` with `ok: false` and an error saying
+/// `what`.
+fn check_config_json_refuses(ns: &Netns, path: &str, code: i32, what: &str) {
+    let out = ns
+        .cmd(BIN)
+        .args(["check-config", "--json", path])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(code));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r["ok"], false);
+    assert!(r["error"].as_str().unwrap().contains(what), "{r}");
+}
+
 /// check-config names the process that holds a port (its lock read from the kernel's list,
 /// not taken) in a warning, and still passes: `run` would be refused while it runs, but on
 /// `systemctl reload` the holder is the daemon being reloaded. Before, nothing said so.
@@ -430,15 +436,7 @@ fn check_config_sees_what_a_start_refuses() {
     for sub in [&["check-config"][..], &["run", "--config"][..]] {
         refused(&["env"], &[sub, &[missing.path()]].concat(), 1, &no_iface);
     }
-    let out = ns
-        .cmd(BIN)
-        .args(["check-config", "--json", missing.path()])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(r["ok"], false);
-    assert!(r["error"].as_str().unwrap().contains(no_iface[0]), "{r}");
+    check_config_json_refuses(&ns, missing.path(), 1, no_iface[0]);
     let text = String::from_utf8_lossy(&stdout_of(ns.cmd(BIN).args([
         "check-config",
         "--file-only",

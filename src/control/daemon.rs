@@ -213,7 +213,8 @@ fn ports_in_use(plan: &Plan) -> Vec<String> {
             let pid = iface_lock::holder(ifindex(&p.iface)?)?;
             (pid != std::process::id()).then(|| {
                 format!(
-                    "port[{i}].iface {} is in use by lossless pid {pid}: `run` is refused while                      that process runs (a reload of it is not)",
+                    "port[{i}].iface {} is in use by lossless pid {pid}: `run` is refused while \
+                     that process runs (a reload of it is not)",
                     p.iface
                 )
             })

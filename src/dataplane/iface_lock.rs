@@ -131,7 +131,6 @@ fn still_at(file: &File, path: &Path) -> bool {
     }
 }
 
-/// The lock file of interface `ifindex` in this thread's network namespace.
 /// The process holding the lock of the interface of index `ifindex` in this thread's network
 /// namespace, looked up without taking it: taking it to see would refuse a daemon starting at
 /// that instant, and on a reload find the daemon being reloaded. The kernel lists every
@@ -157,6 +156,7 @@ fn flock_holder(locks: &str, dev: u64, ino: u64) -> Option<u32> {
     })
 }
 
+/// The lock file of interface `ifindex` in this thread's network namespace.
 fn lock_path(ifindex: i32) -> Option<PathBuf> {
     let netns = std::fs::metadata("/proc/thread-self/ns/net").ok()?.ino();
     Some(PathBuf::from(LOCK_DIR).join(format!("xdp-{netns}-{ifindex}.lock")))

@@ -35,8 +35,8 @@
 //! as blind: one flow on worker 1's queue (`tests/tools.rs`, compilers running) raised the
 //! notice term to 497 kB, the headroom in force to 608 kB (the buffer is 320 KiB), XOFF to its
 //! minimum (3 kB) and XON to 0, and the line ran dry after each XON (0.71 of it); after,
-//! 70-82 kB, and XOFF and XON as configured. With the bound alone, `tests/under_load.rs`'s 8 KiB floor lost
-//! 1-5 frames in 5 of 14 runs on the lab VM with no stall called (the notice term
+//! 70-82 kB, and XOFF and XON as configured. With the bound alone, `tests/under_load.rs`'s
+//! 8 KiB floor lost 1-5 frames in 5 of 14 runs on the lab VM with no stall called (the notice term
 //! 127-153 kB), and 2-3 frames in 3 of 14 with two CPU hogs running, the worker's longest lag
 //! under 0.26-0.52 ms (notice 92-100 kB); with both, 0 of 20 and 0 of 30 with the hogs.
 //! Measured alone (with the hogs) the term was 64-80 kB, under the bound most of the time, and

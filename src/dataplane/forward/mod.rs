@@ -715,7 +715,7 @@ impl ForwardWorker {
         for port in &self.ports {
             // Read before the look: a crossing those bytes made is in what it reads.
             let arrived = port.shared.arrived_all();
-            if !port.shared.egress_held() && port.shared.pfc_crossing(mask) {
+            if crossing_due(&port.shared, mask) {
                 bell.ring();
                 return;
             }
@@ -724,13 +724,10 @@ impl ForwardWorker {
     }
 
     /// Whether a PFC priority of a port stands where the leader's congestion point would send
-    /// PFC ([`SharedPort::pfc_crossing`]). Not on a port whose egress is held: nothing is sent
-    /// there until its carrier is back, and its crossing would wake the leader for nothing.
+    /// PFC ([`crossing_due`]).
     fn a_crossing_stands(&self) -> bool {
         let mask = pfc_mask(&self.setup.prios);
-        self.ports
-            .iter()
-            .any(|p| !p.shared.egress_held() && p.shared.pfc_crossing(mask))
+        self.ports.iter().any(|p| crossing_due(&p.shared, mask))
     }
 
     /// The earliest time something can happen without a frame arriving.
@@ -834,6 +831,14 @@ impl ForwardWorker {
             }
         }
     }
+}
+
+/// Whether a PFC priority of `mask` on `port` stands where the leader's congestion point
+/// would send PFC ([`SharedPort::pfc_crossing`]). Not on a port whose egress is held: nothing
+/// is sent there until its carrier is back, and its crossing would wake the leader for nothing.
+#[inline]
+fn crossing_due(port: &SharedPort, mask: u8) -> bool {
+    !port.egress_held() && port.pfc_crossing(mask)
 }
 
 #[cfg(test)]
