@@ -31,22 +31,41 @@ pub struct IfaceArgs {
     pub xdp_mode: XdpMode,
     /// Frames in the frame pool (2 KiB each). A quarter of them, at most 8192, wait in the
     /// fill ring: the buffers a receiver has while it is not running (split between the
-    /// interface's RX queues where it has several).
-    #[arg(long, default_value_t = 32768)]
-    pub frames: u32,
+    /// interface's RX queues where it has several) [default: sink 32768; gen, send and
+    /// measure 4096, which their sending needs, since binding a large pool stalls its CPU].
+    #[arg(long)]
+    pub frames: Option<u32>,
     /// Spin instead of sleeping when idle (lowest latency; burns a core).
     #[arg(long)]
     pub busy_poll: bool,
 }
 
+/// `--frames` of the sink when not given: its fill ring, a quarter of the pool (8,192
+/// frames), is what it can receive while it is not running.
+pub const RECEIVER_FRAMES: u32 = 32768;
+
+/// `--frames` of the tools that mostly send (`gen`, `send`, `measure`) when not given. What
+/// they hold is at most 128 frames in flight on the TX ring and a fill ring of a quarter of
+/// the pool, so 4,096 frames (8 MiB) are plenty; and a small pool is quick to bind. Binding
+/// an AF_XDP socket sets up one kernel struct per frame of its pool without letting any
+/// other thread onto the CPU: 9.2-9.5 ms for 32,768 frames on the lab VM (`strace -T`),
+/// during which a `SCHED_FIFO` thread on that CPU waited 8.7-9.1 ms, and the XDP detach at
+/// the exit held it 5.8-6.5 ms more; with 4,096 frames neither waited 2 ms. A generator
+/// started beside a running daemon does that to the worker pinned to its CPU: in a traced run
+/// of `tests/credits.rs` the generator's start held it 44 ms (under load it takes longer than
+/// on an idle VM), and in an untraced one a worker took no frame for 52 ms as the generator
+/// started and a credit lane timed out.
+pub const SENDER_FRAMES: u32 = 4096;
+
 impl IfaceArgs {
-    /// The traffic module's view of these flags.
-    pub fn setup(&self) -> IfaceSetup {
+    /// The traffic module's view of these flags, with `default_frames` ([`RECEIVER_FRAMES`]
+    /// or [`SENDER_FRAMES`]) unless `--frames` was given.
+    pub fn setup(&self, default_frames: u32) -> IfaceSetup {
         IfaceSetup {
             iface: self.iface.clone(),
             backend: self.backend,
             xdp_mode: self.xdp_mode,
-            frames: self.frames,
+            frames: self.frames.unwrap_or(default_frames),
             busy_poll: self.busy_poll,
         }
     }

@@ -122,7 +122,7 @@ pub fn run(args: &GenArgs) -> Result<(), CliError> {
         test_udp_port: 0,
         sfc_udp_port: args.sfc_udp_port,
     };
-    let (ports, _attached) = open_iface(&args.iface.setup(), steering)?;
+    let (ports, _attached) = open_iface(&args.iface.setup(common::SENDER_FRAMES), steering)?;
     if args.size > ports.max_frame as usize {
         return Err(CliError::Usage(format!(
             "--size {}: {} carries frames of at most {} bytes (its MTU plus 18); raise its MTU \

@@ -129,7 +129,7 @@ pub fn run(args: &MeasureArgs) -> Result<(), CliError> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let (mut wp, attached) = open_iface(&args.iface.setup(), steering)?;
+    let (mut wp, attached) = open_iface(&args.iface.setup(common::SENDER_FRAMES), steering)?;
     let port = &mut wp.ports[0];
     let mac = port.mac();
     let enabled = args.pfc_priorities.iter().fold(0u8, |m, p| m | (1 << p));

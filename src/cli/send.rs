@@ -102,7 +102,7 @@ pub fn run(cmd: &SendCommand) -> Result<(), CliError> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let (mut wp, _attached) = open_iface(&stream.iface.setup(), steering)?;
+    let (mut wp, _attached) = open_iface(&stream.iface.setup(common::SENDER_FRAMES), steering)?;
     let port = &mut wp.ports[0];
     let mut sent = 0;
     let mut next = now_ns();

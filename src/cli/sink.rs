@@ -168,7 +168,7 @@ pub fn run(args: &SinkArgs) -> Result<(), CliError> {
         test_udp_port: args.port,
         sfc_udp_port: 0,
     };
-    let (ports, attached) = open_iface(&args.iface.setup(), steering)?;
+    let (ports, attached) = open_iface(&args.iface.setup(common::RECEIVER_FRAMES), steering)?;
     let link_speed_bps = common::link_speed(args.link_speed, &args.iface.iface);
     let realtime = args.realtime.request(sched::DEFAULT_PRIORITY);
     // With SFC, the sources the sink takes frames from, whom it and its guard pause.
