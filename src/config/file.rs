@@ -12,7 +12,7 @@ use crate::{
         sched::{RealtimeMode, DEFAULT_PRIORITY},
         xdp_prog::XdpMode,
     },
-    fc::{sfc_guard::SfcSourcePolicy, watchdog::StormAction},
+    fc::{credit_port::CreditTimers, sfc_guard::SfcSourcePolicy, watchdog::StormAction},
 };
 
 /// A byte size written as an integer (bytes) or a string with a unit ("64KiB").
@@ -395,18 +395,26 @@ pub struct CreditSection {
     /// after a lost frame ("1ms").
     #[serde(default = "default_credit_interval")]
     pub resync_interval: String,
-    /// Re-initialise a lane that heard nothing from its peer for this long ("50ms"; more
-    /// than the peer's intervals plus a round trip).
+    /// Re-initialise a lane that heard nothing from its peer for this long ("200ms"; more
+    /// than the peer's intervals plus a round trip plus the longest its host's kernel may
+    /// keep it off its CPU).
     #[serde(default = "default_credit_timeout")]
     pub timeout: String,
 }
 
+/// `ns` as the config file writes it, in whole milliseconds.
+fn as_ms(ns: u64) -> String {
+    format!("{}ms", ns / 1_000_000)
+}
+
 fn default_credit_interval() -> String {
-    "1ms".to_string()
+    let t = CreditTimers::default();
+    debug_assert_eq!(t.update_interval_ns, t.resync_interval_ns);
+    as_ms(t.update_interval_ns)
 }
 
 fn default_credit_timeout() -> String {
-    "50ms".to_string()
+    as_ms(CreditTimers::default().timeout_ns)
 }
 
 impl Default for CreditSection {

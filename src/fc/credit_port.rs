@@ -35,12 +35,20 @@ pub struct CreditTimers {
 }
 
 impl Default for CreditTimers {
-    /// 1 ms update and resync intervals, a 50 ms timeout (the `[credit]` defaults).
+    /// 1 ms update and resync intervals, a 200 ms timeout (the `[credit]` defaults).
+    ///
+    /// The timeout is for a peer gone silent, not for one held up: a peer restarted says so
+    /// with its `Init` at once. What holds a healthy peer up is its host's kernel, which can
+    /// keep a real-time worker off its CPU for tens of milliseconds (a process binding an
+    /// AF_XDP socket or a kernel worker tearing down a namespace, neither preemptible here):
+    /// with 50 ms, `tests/credits.rs` saw a worker take no frame for 52 ms and its sink
+    /// re-initialise a running lane, and scheduler traces of that test showed real-time
+    /// threads held 20-44 ms a few times per run. 200 ms is four times the longest seen.
     fn default() -> Self {
         CreditTimers {
             update_interval_ns: 1_000_000,
             resync_interval_ns: 1_000_000,
-            timeout_ns: 50_000_000,
+            timeout_ns: 200_000_000,
         }
     }
 }
