@@ -463,6 +463,9 @@ fn credits_carry_jumbo_frames() {
 /// one 9,000-byte frame, and a jumbo `gen --credit` would wait for it for ever.
 #[test]
 fn a_sink_credit_window_shorter_than_two_jumbo_frames_is_refused() {
+    // The accepted sink binds a pool of 32,768 frames, which holds its CPU about 10 ms:
+    // not beside this file's traffic tests.
+    let _serial = traffic_lock();
     let w = wire_at_9000();
     let sink = |credit_buffer: &str, duration: &str| {
         w.sink_ns

@@ -1,5 +1,10 @@
 //! Real-time workers: `[daemon] realtime` / `realtime_priority`, and `--realtime` on the
 //! tools. The kernel's own answer (`chrt -p` on the thread) is the oracle.
+//!
+//! Every test that opens a port takes the traffic lock, idle ones too: binding an AF_XDP
+//! socket holds its CPU without preemption (9.2-9.5 ms for a pool of 32,768 frames, four such
+//! binds in a two-worker daemon), which beside this file's traffic test is a worker or a
+//! tool of that test held off its CPU (README, known limitations).
 
 mod common;
 
@@ -51,6 +56,7 @@ fn locked_kib(pid: u32) -> u64 {
 /// does, memory is locked, and status, metrics and the report say so.
 #[test]
 fn on_runs_workers_sched_fifo_at_the_configured_priority() {
+    let _serial = traffic_lock(); // its start binds AF_XDP pools (module doc)
     let (dut, d) = running("realtime = \"on\"\nrealtime_priority = 37", &[]);
     assert_eq!(worker_policies(&d), [("SCHED_FIFO".to_string(), 37)]);
     assert_eq!(
@@ -119,6 +125,7 @@ fn busy_poll_with_realtime_warns_of_throttling() {
 /// and says why in one warning.
 #[test]
 fn auto_without_permission_runs_normal_and_says_why() {
+    let _serial = traffic_lock(); // its start binds AF_XDP pools (module doc)
     let (dut, d) = running("realtime = \"auto\"", &without_permission());
     assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
     let log = d.stderr();
@@ -148,6 +155,7 @@ fn auto_without_permission_runs_normal_and_says_why() {
 /// `realtime = "off"` keeps normal workers even where SCHED_FIFO is permitted.
 #[test]
 fn off_keeps_normal_workers_where_permitted() {
+    let _serial = traffic_lock(); // its start binds AF_XDP pools (module doc)
     let (_dut, d) = running("realtime = \"off\"", &[]);
     assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
     assert!(
@@ -283,6 +291,7 @@ fn tools_run_sched_fifo_with_realtime() {
 /// missing; `--realtime-priority` alone is a usage error.
 #[test]
 fn tools_refuse_realtime_without_permission() {
+    let _serial = traffic_lock(); // its start binds AF_XDP pools (module doc)
     let (na, nb) = (Netns::new("ta"), Netns::new("tb"));
     let (a, b) = (unique("a"), unique("b"));
     veth(&na, &a, &nb, &b);
