@@ -282,6 +282,13 @@ impl LldpAgent {
         &self.neighbours
     }
 
+    /// The neighbour learnt last, the one to report as the port's peer: when a cable moves to
+    /// another peer, the one now heard, while the one before waits out its TTL (120 s from
+    /// `lldpd`) in the table. The first learnt, reported before, named the old peer that long.
+    pub fn newest(&self) -> Option<&Neighbour> {
+        self.neighbours.iter().max_by_key(|n| n.first_seen_ns)
+    }
+
     /// Which neighbours are known, as a number that changes whenever one is learnt, removed
     /// by its TTL-0 LLDPDU or expired. Their count would not do: one going and another
     /// coming between two looks leave it the same, and whoever reports the neighbour would
@@ -456,6 +463,21 @@ mod tests {
         assert_eq!(a.handle_rx(2 * S, src, bye), NeighbourChange::Removed);
         assert!(a.neighbours().is_empty());
         assert_eq!(a.table_version(), 2);
+    }
+
+    #[test]
+    fn the_newest_neighbour_is_the_one_learnt_last() {
+        let mut a = agent(1, "eth0");
+        let (b, c) = (agent(2, "eth1"), agent(3, "eth2"));
+        let (src_b, src_c) = (MacAddr([2, 0, 0, 0, 0, 2]), MacAddr([2, 0, 0, 0, 0, 3]));
+        assert!(a.newest().is_none());
+        a.handle_rx(S, src_b, b.pdu());
+        a.handle_rx(2 * S, src_c, c.pdu());
+        // The first peer heard again after the second was learnt is still the older one.
+        a.handle_rx(3 * S, src_b, b.pdu());
+        assert_eq!(a.newest().map(|n| n.src), Some(src_c));
+        a.expire(2 * S + 120 * S, |_| {});
+        assert_eq!(a.newest().map(|n| n.src), Some(src_b), "the newest expired");
     }
 
     #[test]

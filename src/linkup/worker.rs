@@ -117,8 +117,7 @@ impl PortAgent for ForwardingAgent {
         if self.table_seen != Some(lldp.table_version()) {
             self.table_seen = Some(lldp.table_version());
             let peer = lldp
-                .neighbours()
-                .first()
+                .newest()
                 .map(|n| format!("{} / {}", n.pdu.chassis_id, n.pdu.port_id));
             self.link.set_peer(peer);
         }
