@@ -49,8 +49,8 @@ pub const RECEIVER_FRAMES: u32 = 32768;
 /// the pool, so 4,096 frames (8 MiB) are plenty; and a small pool is quick to bind. Binding
 /// an AF_XDP socket sets up one kernel struct per frame of its pool without letting any
 /// other thread onto the CPU: 9.2-9.5 ms for 32,768 frames on the lab VM (`strace -T`),
-/// during which a `SCHED_FIFO` thread on that CPU waited 8.7-9.1 ms, and the XDP detach at
-/// the exit held it 5.8-6.5 ms more; with 4,096 frames neither waited 2 ms. A generator
+/// during which a `SCHED_FIFO` thread on that CPU waited 8.7-9.1 ms, and the tool's exit held
+/// it 5.8-6.5 ms more; with 4,096 frames neither waited 2 ms. A generator
 /// started beside a running daemon does that to the worker pinned to its CPU: in a traced run
 /// of `tests/credits.rs` the generator's start held it 44 ms (under load it takes longer than
 /// on an idle VM), and in an untraced one a worker took no frame for 52 ms as the generator

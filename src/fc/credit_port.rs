@@ -40,7 +40,7 @@ impl Default for CreditTimers {
     /// The timeout is for a peer gone silent, not for one held up: a peer restarted says so
     /// with its `Init` at once. What holds a healthy peer up is its host's kernel, which can
     /// keep a real-time worker off its CPU for tens of milliseconds (a process binding an
-    /// AF_XDP socket or a kernel worker tearing down a namespace, neither preemptible here):
+    /// AF_XDP socket, or a kernel worker whose work is not known; neither preemptible here):
     /// with 50 ms, `tests/credits.rs` saw a worker take no frame for 52 ms and its sink
     /// re-initialise a running lane, and scheduler traces of that test showed real-time
     /// threads held 20-44 ms a few times per run. 200 ms is four times the longest seen.
