@@ -389,11 +389,11 @@ impl Default for HeadroomSection {
 pub struct CreditSection {
     /// Advertise credit at least this often, even when it did not grow ("1ms"); it is also
     /// advertised whenever it grew by an eighth of the window.
-    #[serde(default = "default_credit_interval")]
+    #[serde(default = "default_credit_update_interval")]
     pub update_interval: String,
     /// Send our blocks-sent count (FCTBS) at least this often, so the peer repairs its count
     /// after a lost frame ("1ms").
-    #[serde(default = "default_credit_interval")]
+    #[serde(default = "default_credit_resync_interval")]
     pub resync_interval: String,
     /// Re-initialise a lane that heard nothing from its peer for this long ("200ms"; more
     /// than the peer's intervals plus a round trip plus the longest its host's kernel may
@@ -407,10 +407,12 @@ fn as_ms(ns: u64) -> String {
     format!("{}ms", ns / 1_000_000)
 }
 
-fn default_credit_interval() -> String {
-    let t = CreditTimers::default();
-    debug_assert_eq!(t.update_interval_ns, t.resync_interval_ns);
-    as_ms(t.update_interval_ns)
+fn default_credit_update_interval() -> String {
+    as_ms(CreditTimers::default().update_interval_ns)
+}
+
+fn default_credit_resync_interval() -> String {
+    as_ms(CreditTimers::default().resync_interval_ns)
 }
 
 fn default_credit_timeout() -> String {
@@ -420,8 +422,8 @@ fn default_credit_timeout() -> String {
 impl Default for CreditSection {
     fn default() -> Self {
         CreditSection {
-            update_interval: default_credit_interval(),
-            resync_interval: default_credit_interval(),
+            update_interval: default_credit_update_interval(),
+            resync_interval: default_credit_resync_interval(),
             timeout: default_credit_timeout(),
         }
     }

@@ -18,6 +18,7 @@ use crate::{
     },
     fc::{
         adaptive::HeadroomSettings,
+        credit_port::CreditTimers,
         plan::{PrioPlan, SfcPlan},
         PRIORITIES,
     },
@@ -195,6 +196,14 @@ fn sfc_modes() {
         "{GOOD}\n[priority.4]\nmode = \"pfc\"\nsfc_threshold = 5000\n"
     ));
     assert!(e.contains("priority.4.sfc_threshold"), "{e}");
+}
+
+/// A file without `[credit]` gets the timers the generator and the sink run with.
+#[test]
+fn credit_timers_default_to_the_tools_timers() {
+    let p = Plan::parse(&format!("{GOOD}\n[priority.4]\nmode = \"credit\"\n"), "x").unwrap();
+    assert_eq!(p.credit, CreditTimers::default());
+    assert_eq!(p.credit.timeout_ns, 200_000_000);
 }
 
 #[test]
