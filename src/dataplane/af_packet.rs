@@ -379,17 +379,20 @@ impl Port for AfPacketPort {
     ) -> Result<usize, PortError> {
         let mut n = 0;
         // The kernel stamps on CLOCK_REALTIME, the worker's clock is CLOCK_MONOTONIC: one
-        // reading of their difference serves the batch.
-        let realtime_ahead = realtime_ns().wrapping_sub(now_ns());
+        // reading of their difference serves the batch, taken at its first stamped frame (a
+        // turn that finds the socket empty reads no clock).
+        let mut realtime_ahead = None;
         while n < max {
             let Some(mut frame) = pool.alloc() else { break };
             match recv_frame(self.fd, pool.buf_mut(&frame)) {
                 Ok(Some(r)) => {
                     frame.set_len(r.len);
                     // A stamp after `now` (the realtime clock stepped) is taken as `now`.
-                    let stamp = r
-                        .stamp_realtime
-                        .map(|t| t.wrapping_sub(realtime_ahead).min(now));
+                    let stamp = r.stamp_realtime.map(|t| {
+                        let ahead = *realtime_ahead
+                            .get_or_insert_with(|| realtime_ns().wrapping_sub(now_ns()));
+                        t.wrapping_sub(ahead).min(now)
+                    });
                     out.push(RxFrame {
                         frame,
                         rx_ns: stamp.unwrap_or(now),
