@@ -16,7 +16,7 @@ use std::{
 use pnet::datalink::{self, Channel, DataLinkReceiver};
 
 use super::{
-    clock::{now_ns, realtime_ns},
+    clock::{now_ns, realtime_ns, ArrivedBy},
     pool::{Frame, FramePool},
     port::{iface_mac, KernelDrops, Port, PortError, RxFrame, Stamping},
 };
@@ -381,17 +381,18 @@ impl Port for AfPacketPort {
         // The kernel stamps on CLOCK_REALTIME, the worker's clock is CLOCK_MONOTONIC: one
         // reading of their difference serves the batch, taken at its first stamped frame (a
         // turn that finds the socket empty reads no clock).
-        let mut realtime_ahead = None;
+        let (mut realtime_ahead, mut arrived) = (None, ArrivedBy::new(now));
         while n < max {
             let Some(mut frame) = pool.alloc() else { break };
             match recv_frame(self.fd, pool.buf_mut(&frame)) {
                 Ok(Some(r)) => {
                     frame.set_len(r.len);
-                    // A stamp after `now` (the realtime clock stepped) is taken as `now`.
+                    // A stamp past the clock (the realtime clock stepped) is taken as
+                    // the clock's time.
                     let stamp = r.stamp_realtime.map(|t| {
                         let ahead = *realtime_ahead
                             .get_or_insert_with(|| realtime_ns().wrapping_sub(now_ns()));
-                        t.wrapping_sub(ahead).min(now)
+                        arrived.clamp(t.wrapping_sub(ahead))
                     });
                     out.push(RxFrame {
                         frame,

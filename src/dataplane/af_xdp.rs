@@ -11,6 +11,7 @@ use xsk_rs::{
 };
 
 use super::{
+    clock::ArrivedBy,
     hwstamp::{DomainMap, HwClock},
     ingress::{FillRing, IngressTracker, RxBacklog},
     pool::{
@@ -49,7 +50,7 @@ const MAX_STAMP_AGE_NS: u64 = 1_000_000_000;
 /// if it is a hardware stamp; `None` if there is none or it is not believable (more than
 /// [`MAX_STAMP_AGE_NS`] from the receive time `now`: a stale value, or a PHC stepped since the
 /// last sample). A stamp after `now` is a frame that arrived after the worker read its clock
-/// for the batch: it was received at `now`, with no lag.
+/// for the batch ([`ArrivedBy`] bounds it).
 #[inline]
 fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> Option<u64> {
     let t = match stamp {
@@ -57,7 +58,7 @@ fn rx_time(stamp: RxStamp, hw: Option<&DomainMap>, now: u64) -> Option<u64> {
         RxStamp::Hardware(t) => hw.and_then(|c| c.to_mono(t)).unwrap_or(0),
         RxStamp::None => 0,
     };
-    (t != 0 && t.abs_diff(now) < MAX_STAMP_AGE_NS).then_some(t.min(now))
+    (t != 0 && t.abs_diff(now) < MAX_STAMP_AGE_NS).then_some(t)
 }
 
 /// Buffers a socket keeps in its fill ring over a pool of `pool_frames` frames at `depth`:
@@ -368,7 +369,7 @@ impl Port for AfXdpPort {
         for d in &self.scratch[..n] {
             pool.prefetch_rx(d, !self.zero_copy);
         }
-        let mut frames = 0;
+        let (mut frames, mut arrived) = (0, ArrivedBy::new(now));
         for d in &self.scratch[..n] {
             // SAFETY: consumed from this socket's RX ring just above: the kernel hands the
             // frame back (its token went with the fill ring).
@@ -392,7 +393,8 @@ impl Port for AfXdpPort {
             if let (Some(t), Some(s)) = (&mut self.ingress, meta.stamps) {
                 t.on_taken(s);
             }
-            let stamp = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now);
+            let stamp = rx_time(meta.stamp, self.hw_clock.as_ref().map(HwClock::map), now)
+                .map(|t| arrived.clamp(t));
             let rx = RxFrame {
                 frame: seg,
                 rx_ns: stamp.unwrap_or(now),
@@ -614,8 +616,9 @@ mod tests {
             rx_time(RxStamp::Xdp(NOW - 3_000), None, NOW),
             Some(NOW - 3_000)
         );
-        // A frame that arrived after the worker read its clock: received then, no lag.
-        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), Some(NOW));
+        // A frame that arrived after the worker read its clock: its stamp (the receive
+        // bounds it by the clock read again, `ArrivedBy`).
+        assert_eq!(rx_time(RxStamp::Xdp(NOW + 1), None, NOW), Some(NOW + 1));
         // No stamp, one a second from now either way: none.
         assert_eq!(rx_time(RxStamp::None, None, NOW), None);
         assert_eq!(

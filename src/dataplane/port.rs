@@ -23,7 +23,9 @@ use crate::{
 pub struct RxFrame {
     /// The frame, now owned by the worker.
     pub frame: Frame,
-    /// RX timestamp: from the XDP program where available, else the worker's clock.
+    /// RX timestamp: from the XDP program where available, else the worker's clock. It may
+    /// be later than the `now` the receive was given (a frame that arrived after that clock
+    /// read), never later than the receive itself ([`super::clock::ArrivedBy`]).
     pub rx_ns: u64,
     /// Whether `rx_ns` is the program's (or the NIC's) stamp; false where it is the worker's
     /// clock at receipt (AF_PACKET, and a sampled port's unstamped frames:
