@@ -40,6 +40,8 @@ pub struct AfPacketPort {
     pending: VecDeque<Frame>,
     /// Times the kernel refused a frame ([`Port::tx_refusals`]).
     refusals: u64,
+    /// Frames still refused when the worker stopped ([`Port::give_up_tx`]).
+    given_up: u64,
     /// The port's egress is held ([`Port::hold_tx`]): `pending` waits.
     tx_held: bool,
 }
@@ -332,6 +334,7 @@ impl AfPacketPort {
             rx_queue_drops: Cell::new(0),
             pending: VecDeque::with_capacity(TX_PENDING),
             refusals: 0,
+            given_up: 0,
             tx_held: false,
         })
     }
@@ -467,6 +470,17 @@ impl Port for AfPacketPort {
         self.tx_held = held;
     }
 
+    fn give_up_tx(&mut self, pool: &mut FramePool) {
+        // One more try (a carrier back sends them); what the kernel still refuses goes with
+        // the port.
+        self.tx_held = false;
+        let _ = self.flush(pool);
+        self.given_up += self.pending.len() as u64;
+        for f in self.pending.drain(..) {
+            pool.release(f);
+        }
+    }
+
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.fd)
     }
@@ -484,6 +498,7 @@ impl Port for AfPacketPort {
         }
         KernelDrops {
             rx_ring_full: self.rx_queue_drops.get(),
+            tx_refused: self.given_up,
             ..KernelDrops::default()
         }
     }

@@ -518,6 +518,29 @@ impl Port for AfXdpPort {
         self.tx_held = held;
     }
 
+    fn give_up_tx(&mut self, pool: &mut FramePool) {
+        // A kick into a dead link completes the ring's first frame unsent and says so (EBUSY,
+        // counted by `kick`); into a live one it sends a batch (EAGAIN: more to send). The
+        // completions are taken back after each, so this ends within one kick per frame.
+        self.tx_held = false;
+        for _ in 0..self.in_tx {
+            if self.in_tx == 0 {
+                break;
+            }
+            if let Err(e) = self.kick() {
+                if !matches!(
+                    e.raw_os_error(),
+                    Some(libc::EAGAIN | libc::EBUSY | libc::ENOBUFS)
+                ) {
+                    break; // (the interface itself down: the kernel takes nothing)
+                }
+            }
+            if self.reclaim(pool).is_err() {
+                break;
+            }
+        }
+    }
+
     fn set_fill_depth(&mut self, depth: FillDepth) -> u64 {
         // Deeper: the next refill tops up. Shallower: the ring drains to it as frames
         // arrive, and refills resume below it.

@@ -222,6 +222,17 @@ impl Port for MemPort {
         self.q.lock().expect("test queue").held = held;
     }
 
+    /// A held link is a dead one here: what the ring keeps is refused, as the kernel would.
+    fn give_up_tx(&mut self, _pool: &mut FramePool) {
+        let mut q = self.q.lock().expect("test queue");
+        if q.held {
+            q.kernel_drops.tx_refused += q.in_ring.len() as u64;
+            q.in_ring.clear();
+        } else {
+            q.kick();
+        }
+    }
+
     fn kernel_drops(&self) -> KernelDrops {
         self.q.lock().expect("test queue").kernel_drops
     }

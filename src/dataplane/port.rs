@@ -263,6 +263,11 @@ pub trait Port: Send {
     /// refused). The worker sends no data while held; a link agent's frame (an LLDPDU) waits
     /// behind what the port holds.
     fn hold_tx(&mut self, _held: bool) {}
+    /// The worker stops, and what the port took and has not sent (its egress held: no
+    /// carrier) goes with it. Those frames were counted as sent when the port took them: each
+    /// is pushed at the link once more (a carrier back sends it), and one that stays unsent
+    /// is counted as refused ([`KernelDrops::tx_refused`]) rather than lost uncounted.
+    fn give_up_tx(&mut self, _pool: &mut FramePool) {}
     /// A file descriptor that becomes readable when frames arrive, for `poll()`.
     fn poll_fd(&self) -> Option<RawFd>;
     /// What waits in this port's RX ring for the worker (no syscall: call once per turn).

@@ -118,6 +118,10 @@ impl Port for QueueSet {
         self.tx().hold_tx(held);
     }
 
+    fn give_up_tx(&mut self, pool: &mut FramePool) {
+        self.queues.iter_mut().for_each(|q| q.give_up_tx(pool));
+    }
+
     fn rx_chunk(&self) -> u64 {
         self.queues[0].rx_chunk()
     }

@@ -567,6 +567,7 @@ impl ForwardWorker {
         let outcome = self
             .forward(stop, &mut idler)
             .and_then(|()| self.drain(&mut idler));
+        self.give_up_tx();
         self.read_kernel_drops();
         self.shutdown();
         self.publish_gauges(now_ns());
@@ -641,6 +642,14 @@ impl ForwardWorker {
                 && (s.tx_held || s.io.tx_in_flight() == 0)
                 && (0..PRIORITIES).all(|p| pfc & (1 << p) == 0 || s.rx_backlog[p] == 0)
         })
+    }
+
+    /// What the ports took and could not send by the end of the drain (an egress held, with no
+    /// carrier) goes with their sockets, each frame counted ([`Port::give_up_tx`]).
+    fn give_up_tx(&mut self) {
+        for s in &mut self.ports {
+            s.io.give_up_tx(&mut self.pool);
+        }
     }
 
     /// The idler leaves alone the sockets of ports whose egress is held ([`Idler::hold`]).
@@ -1508,6 +1517,33 @@ mod tests {
             "received on port 0"
         );
         assert_eq!(w.pool.available(), free);
+    }
+
+    /// Frames the port took before its egress was held go with it at the stop, each counted
+    /// as refused (they were counted as sent when taken), none lost uncounted: on AF_XDP a
+    /// copy-mode ring keeps what came after the first frame a dead link refused (1-6 frames
+    /// a stop by hand, the sink's veth set down mid-traffic and the daemon stopped then;
+    /// before, only that first refusal was counted).
+    #[test]
+    fn what_a_held_ports_ring_keeps_at_the_stop_is_counted_as_refused() {
+        let (mut w, src, dst, stats) = worker(PrioPlan::lossy(1 << 20));
+        dst.set_kick(0);
+        src.inject(&frame(0), 0);
+        src.inject(&frame(1), 0);
+        w.step(1_000).unwrap();
+        w.step(1_000_000).unwrap(); // (the egress is shaped to 1 Gbit/s)
+        assert_eq!(w.ports[1].io.tx_in_flight(), 2);
+        w.ports[1].shared.set_link_up(false);
+        w.step(2_000_000).unwrap();
+        w.give_up_tx();
+        w.read_kernel_drops();
+        let kernel = std::array::from_fn(|i| stats.ports[1].kernel[i].get());
+        assert_eq!(
+            crate::dataplane::port::KernelDrops::from_array(kernel).tx_refused,
+            2
+        );
+        assert_eq!(w.ports[1].io.tx_in_flight(), 0);
+        assert!(dst.take().is_empty(), "nothing sent into the dead link");
     }
 
     /// A frame longer than the port takes is dropped whole and counted as `oversize` for
