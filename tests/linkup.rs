@@ -717,14 +717,16 @@ fn peak_overshoot(port: &Value) -> Option<u64> {
 }
 
 /// The configured headroom (8 KiB: a short cable's) overflows on a 1 ms link when it is held
-/// fixed; with link-up and the adaptive headroom (the defaults: no hand-set peer response), the
-/// same 128 KiB buffer stays lossless, and the headroom in force covers every overshoot seen.
+/// fixed (and nothing beyond the buffer is kept in spare frames of the pool: `borrow =
+/// false`); with link-up and the adaptive headroom (the defaults: no hand-set peer response),
+/// the same 128 KiB buffer stays lossless with no frame kept beyond it, and the headroom in
+/// force covers every overshoot seen.
 #[test]
 fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows() {
     let _l = traffic_lock();
     let n = |v: &Value| v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"));
     let (gen, sink, dut, st) =
-        long_link_run("[linkup]\nenabled = false\n[headroom]\nadaptive = false");
+        long_link_run("[linkup]\nenabled = false\n[headroom]\nadaptive = false\nborrow = false");
     assert_eq!(st["ports"][0]["priorities"][3]["source"], "config", "{st}");
     let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
     let sent = n(&gen["frames_sent"]);
@@ -748,7 +750,7 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
         },
         |(_, _, dut, _)| {
             let overflow = n(&dut["ports"][0]["drops"]["headroom_overflow"]);
-            (overflow, where_frames_went(dut))
+            (overflow + common::borrowed(dut), where_frames_went(dut))
         },
     );
     let p3 = &st["ports"][0]["priorities"][3];
@@ -775,6 +777,7 @@ fn measured_headroom_keeps_a_long_link_lossless_where_the_static_one_overflows()
     for (reason, count) in d0["drops"].as_object().unwrap() {
         assert_eq!(n(count), 0, "drops {reason}: {d0}");
     }
+    assert_eq!(common::borrowed(&dut), 0, "kept beyond the buffer: {d0}");
     assert_eq!(n(&sink["unique"]), sent, "{sink}");
     assert_eq!(n(&sink["lost"]), 0, "{sink}");
     // The headroom in force at the end covers the largest overshoot seen (the lower bound of

@@ -323,6 +323,9 @@ fn assert_lossless(gens: &[Value], sink: &Value, dut: &Value) {
     for (reason, count) in d0["drops"].as_object().unwrap() {
         assert_eq!(n(count), 0, "drops {reason}: {d0}");
     }
+    // SFC held the buffer, not the pool's spare frames (a source that ignores its messages
+    // would fill both).
+    assert_eq!(common::borrowed(dut), 0, "kept beyond the buffer: {d0}");
     // The queue really was congested.
     assert!(n(&dut["ports"][1]["queue_peak_bytes"][3]) > 32 * 1024);
 }

@@ -8,10 +8,10 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    control_section, http_get, json_u64 as u, loss_is_the_hosts, metric, once_more_after_a_loss,
-    promtool_check, report_port as port, set_mtu, start_sink_with, status_of, stdout_of,
-    threads_named, traffic_lock, unique, veth, where_frames_went, xdp_frames_per_queue,
-    FrozenThread, Hogs, Netns, Proc, SocketPath, TempFile, Wire, BIN,
+    borrowed, control_section, http_get, json_u64 as u, loss_is_the_hosts, metric,
+    once_more_after_a_loss, promtool_check, report_port as port, set_mtu, start_sink_with,
+    status_of, stdout_of, threads_named, traffic_lock, unique, veth, where_frames_went,
+    xdp_frames_per_queue, FrozenThread, Hogs, Netns, Proc, SocketPath, TempFile, Wire, BIN,
 };
 use serde_json::Value;
 
@@ -103,6 +103,26 @@ fn assert_no_drops(dut: &Value, iface: &str) {
     }
 }
 
+/// No frame on `iface` of the daemon was kept beyond its priority's buffer in a spare frame of
+/// the pool (`headroom_borrowed`): where a test shows what keeps the buffers (the ingress
+/// accounting, the stall guard, the headroom in force), the pool's spare frames are not it.
+fn assert_within_the_buffer(dut: &Value, iface: &str) {
+    let p = port(dut, iface);
+    assert_eq!(
+        p["headroom_borrowed"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).sum::<u64>()),
+        Some(0),
+        "frames kept beyond the buffer: {p}"
+    );
+}
+
+/// Frames a run lost, or would have lost but for the pool's spare frames: what a test of the
+/// headroom judges (see [`assert_within_the_buffer`]).
+fn beyond_the_buffer(r: &Run) -> u64 {
+    u(&r.sink, &["lost"]) + borrowed(&r.dut)
+}
+
 /// Both ports at 10 Gbit/s: nothing is shaped, the daemon itself is the bottleneck (its
 /// worker at normal priority, sharing the CPUs with the generator and the sink).
 fn daemon_bound_config(w: &Wire, plan: &str) -> String {
@@ -167,6 +187,7 @@ fn daemon_bound_pfc_is_lossless() {
     assert!(u(&r.gen, &["paused_ns"]) > 0, "{}", r.gen);
     assert!(u(d0, &["rx_backlog_frames_peak"]) > 0, "{d0}");
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
     // XOFF + the 256 KiB floor of 128-byte frames is 2,560 buffers, more than half a lean
     // ring holds: the fill ring stays deep.
@@ -191,6 +212,7 @@ fn a_measured_headroom_lets_the_fill_ring_go_lean_and_loses_nothing() {
     let d0 = port(&r.dut, &w.d0);
     assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
     let (headroom, xoff) = (prio3(d0, "headroom_in_force"), prio3(d0, "xoff_in_force"));
     println!(
@@ -277,6 +299,7 @@ fn daemon_bound_pfc_with_xoff_time_caps_xoff_at_the_measured_drain() {
     let d0 = port(&r.dut, &w.d0);
     assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
     let rate = prio3(d0, "pfc_drain_rate");
     assert!(rate > 0, "a backlog was there to measure: {d0}");
@@ -317,6 +340,7 @@ fn daemon_bound_sfc_is_lossless() {
     assert!(prio3(d0, "sfcm_tx") > 0, "no SFCM to the source: {d0}");
     assert!(u(&r.gen, &["sfcm_rx"]) > 0, "gen saw no SFCM: {}", r.gen);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     // Nothing bounds an SFC-only priority's backlog in frames (no headroom measures what
     // arrives before its source reacts): the fill ring stays deep.
     assert_eq!(u(d0, &["fill_target"]), 8192, "{d0}");
@@ -335,6 +359,7 @@ fn daemon_bound_pfc_and_sfc_is_lossless() {
         "neither PFC nor SFCM upstream: {d0}"
     );
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
 }
 
 #[test]
@@ -652,17 +677,18 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
             let (r, _) = run_with(&w, &config, &gen, &["--realtime"]);
             (w, r)
         },
-        |(_, r)| (u(&r.sink, &["lost"]), where_frames_went(&r.dut)),
+        |(_, r)| (beyond_the_buffer(r), where_frames_went(&r.dut)),
     );
     let d0 = port(&r.dut, &w.d0);
     assert!(prio3(d0, "pfc_tx") > 0, "{d0}");
     // A loss with the worker held off longer than the whole 320 KiB buffer lasts at the
     // 2 Gbit/s offered (1.31 ms) is the host's: reported, not judged. A run without loss is
     // judged whatever the worker's lag.
-    if loss_is_the_hosts(u(&r.sink, &["lost"]), d0, 327_680, 2_000_000_000) {
+    if loss_is_the_hosts(beyond_the_buffer(&r), d0, 327_680, 2_000_000_000) {
         return;
     }
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
     assert_lossless(&r);
     let (headroom, notice) = (prio3(d0, "headroom_in_force"), prio3(d0, "headroom_notice"));
@@ -687,6 +713,9 @@ fn an_8kib_floor_leaves_the_headroom_to_the_daemon_and_loses_nothing() {
 enum Stops {
     /// Three times during 3 s of traffic, for 5, 20 and 100 ms.
     DuringTraffic,
+    /// Three times during 3 s of traffic, for 5 ms each: 1.25 MB at 2 Gbit/s, four times the
+    /// default buffer, and within a lean fill ring (2,048 buffers).
+    Briefly,
     /// Before the generator's first frame, until 200 ms after its frames reach d0 (it takes
     /// 100-200 ms to start), during 1 s of traffic: 50,000 frames, six times the RX ring.
     BeforeTheFirstFrame,
@@ -697,11 +726,18 @@ enum Stops {
 /// vCPU or a hung call holds a thread). Both egresses run at 10 Gbit/s, so that outside the
 /// stops the worker keeps up and nothing but a stop can lose frames, however busy the host.
 fn stop_the_worker(plan: &str, daemon: &str, stops: Stops) -> (Wire, Run) {
-    stop_the_worker_sending(plan, daemon, stops, 1000)
+    stop_the_worker_sending(plan, daemon, stops, 1000, "10Gbit")
 }
 
-/// [`stop_the_worker`] with frames of `size` bytes (every link's MTU 9,000 for a jumbo size).
-fn stop_the_worker_sending(plan: &str, daemon: &str, stops: Stops, size: usize) -> (Wire, Run) {
+/// [`stop_the_worker`] with frames of `size` bytes (every link's MTU 9,000 for a jumbo size)
+/// into an egress (d1) of `egress`.
+fn stop_the_worker_sending(
+    plan: &str,
+    daemon: &str,
+    stops: Stops,
+    size: usize,
+    egress: &str,
+) -> (Wire, Run) {
     let w = wire();
     if size > 1514 {
         for (ns, iface) in [
@@ -717,7 +753,7 @@ fn stop_the_worker_sending(plan: &str, daemon: &str, stops: Stops, size: usize) 
     let sized: &[&str] = &["--size", &size_arg];
     let config = format!(
         "[daemon]\n{daemon}\n\n[[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n\
-         [[port]]\niface = \"{}\"\nspeed = \"10Gbit\"\n\n[priority.3]\n{plan}\n",
+         [[port]]\niface = \"{}\"\nspeed = \"{egress}\"\n\n[priority.3]\n{plan}\n",
         w.d0, w.d1
     );
     // The daemon's workers and guard are real-time: after a stop the worker forwards its
@@ -729,9 +765,13 @@ fn stop_the_worker_sending(plan: &str, daemon: &str, stops: Stops, size: usize) 
     let worker = threads_named(dut.pid(), "lossless-w0");
     assert_eq!(worker.len(), 1, "one worker thread");
     let gen = match stops {
-        Stops::DuringTraffic => {
+        Stops::DuringTraffic | Stops::Briefly => {
             let gen = gen_2gbit(&w.gen_ns, &w.g, "3s", sized);
-            for stop_ms in [5, 20, 100] {
+            let stops: &[u64] = match stops {
+                Stops::Briefly => &[5, 5, 5],
+                _ => &[5, 20, 100],
+            };
+            for &stop_ms in stops {
                 std::thread::sleep(Duration::from_millis(600));
                 let frozen = FrozenThread::freeze(worker[0]);
                 std::thread::sleep(Duration::from_millis(stop_ms));
@@ -807,6 +847,7 @@ fn a_stopped_worker_is_covered_by_the_stall_guard() {
     let (w, r) = stop_the_worker(PLAN, "", Stops::DuringTraffic);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
     // Every stop, the 5 ms one included: the XDP program's doorbell wakes the guard
     // `stall_guard` into each (it sleeps up to 100 ms between stalls).
@@ -836,9 +877,11 @@ fn a_stopped_worker_with_a_short_fill_ring_is_covered_by_the_stall_guard() {
 /// upstream.
 fn stops_with_a_short_fill_ring(xoff: &str, xon: &str, size: usize) {
     let plan = format!("mode = \"pfc\"\nxoff = \"{xoff}\"\nxon = \"{xon}\"");
-    let (w, r) = stop_the_worker_sending(&plan, "frames = 4096", Stops::DuringTraffic, size);
+    let (w, r) =
+        stop_the_worker_sending(&plan, "frames = 4096", Stops::DuringTraffic, size, "10Gbit");
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
     assert_eq!(u(d0, &["fill_target"]), 1024, "{d0}");
     assert!(u(d0, &["stalls"]) >= 3, "{d0}");
@@ -868,6 +911,7 @@ fn a_stopped_worker_is_covered_for_sfc_by_the_stall_guard() {
     let (w, r) = stop_the_worker(PLAN, "", Stops::DuringTraffic);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
     assert!(u(d0, &["stalls"]) >= 3, "{d0}");
     assert!(prio3(d0, "stall_sfcm_tx") > 0, "{d0}");
@@ -897,9 +941,49 @@ fn a_source_first_seen_during_a_stall_is_paused_by_the_stall_guard() {
     let (w, r) = stop_the_worker("mode = \"sfc\"", "", Stops::BeforeTheFirstFrame);
     assert_lossless(&r);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     let d0 = port(&r.dut, &w.d0);
     assert!(u(d0, &["stalls"]) >= 1, "{d0}");
     assert!(prio3(d0, "stall_sfcm_tx") > 0, "{d0}");
+}
+
+/// A worker stopped for 5 ms three times with the stall guard off, so that nobody pauses the
+/// generator until the worker is back: about 1.25 MB reaches d0's RX ring each time, and with
+/// the quick start's egress of 1 Gbit/s it queues there, four times the buffer (XOFF 64 KiB +
+/// the default 256 KiB headroom), as when the host holds a worker off its CPU for longer than
+/// the headroom in force was sized for. What finds the
+/// buffer full is kept in spare frames of the pool (`[headroom] borrow`, on by default) and
+/// counted, and nothing is lost; with `borrow = false` the same stops overflow the buffer
+/// (the control).
+#[test]
+fn a_backlog_beyond_the_buffer_is_kept_in_spare_frames_of_the_pool() {
+    let _serial = traffic_lock();
+    const PLAN: &str = "mode = \"pfc\"\nxoff = \"64KiB\"\nxon = \"32KiB\"";
+    let stops = |daemon: &str| stop_the_worker_sending(PLAN, daemon, Stops::Briefly, 1000, "1Gbit");
+    let (w, r) = stops("stall_guard = \"off\"");
+    assert_lossless(&r);
+    assert_no_drops(&r.dut, &w.d0);
+    let d0 = port(&r.dut, &w.d0);
+    assert_eq!(u(d0, &["stalls"]), 0, "no guard: {d0}");
+    let kept = prio3(d0, "headroom_borrowed");
+    let beyond = prio3(d0, "headroom_borrowed_peak");
+    assert!(kept > 0 && beyond > 0, "{d0}");
+    // At most what one stop brought, less the buffer (a little more: a frame or two came
+    // while the worker was sending XOFF).
+    assert!(beyond < 2_000_000, "{beyond} B beyond the buffer: {d0}");
+    println!("kept {kept} frames beyond the buffer, at most {beyond} B beyond it");
+
+    let (w, r) = stops("stall_guard = \"off\"\n[headroom]\nborrow = false");
+    let d0 = port(&r.dut, &w.d0);
+    let overflow = u(d0, &["drops", "headroom_overflow"]);
+    assert!(overflow > 0, "the stops overflowed nothing: {d0}");
+    assert_eq!(
+        u(&r.sink, &["lost"]),
+        overflow,
+        "lost at the buffer: {}",
+        r.sink
+    );
+    assert_eq!(prio3(d0, "headroom_borrowed"), 0, "{d0}");
 }
 
 /// What the fill ring's size cannot see coming: frames smaller than any the port has carried.
@@ -966,7 +1050,7 @@ fn small_frames_after_the_ring_went_lean_lose_nothing() {
                 },
             )
         },
-        |(_, _, _, r)| (u(&r.sink, &["lost"]), where_frames_went(&r.dut)),
+        |(_, _, _, r)| (beyond_the_buffer(r), where_frames_went(&r.dut)),
     );
     let d0 = port(&r.dut, &w.d0);
     assert_eq!(lean, 2048, "the 1,000-byte frames left the ring deep: {d0}");
@@ -975,7 +1059,7 @@ fn small_frames_after_the_ring_went_lean_lose_nothing() {
     let sent = u(&large, &["frames_sent"]) + small_sent;
     // A loss with the worker held off longer than the buffer lasts at the small frames'
     // offered rate (about 0.4 Gbit/s of wire here) is the host's: reported, not judged.
-    if loss_is_the_hosts(u(&r.sink, &["lost"]), d0, 327_680, 400_000_000) {
+    if loss_is_the_hosts(beyond_the_buffer(&r), d0, 327_680, 400_000_000) {
         return;
     }
     assert_eq!(
@@ -988,6 +1072,7 @@ sink: {}",
     );
     assert_eq!(u(&r.sink, &["unique"]), sent, "sink: {}", r.sink);
     assert_no_drops(&r.dut, &w.d0);
+    assert_within_the_buffer(&r.dut, &w.d0);
     assert_no_drops(&r.dut, &w.d1);
     // Sized by what it carried, the ring is deep again for frames of 70 bytes.
     assert_eq!(u(d0, &["fill_target"]), 8192, "{d0}");

@@ -356,6 +356,10 @@ pub struct HeadroomSection {
     /// this ("800us"); default: XOFF in bytes only.
     #[serde(default)]
     pub xoff_time: Option<String>,
+    /// Keep a lossless priority's frame that finds its buffer full in a spare frame of the
+    /// pool rather than drop it, while the pool has frames to spare.
+    #[serde(default = "yes")]
+    pub borrow: bool,
 }
 
 fn default_margin() -> f64 {
@@ -379,6 +383,7 @@ impl Default for HeadroomSection {
             half_life: default_half_life(),
             quiet: default_quiet(),
             xoff_time: None,
+            borrow: true,
         }
     }
 }

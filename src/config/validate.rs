@@ -950,5 +950,6 @@ fn headroom(c: &Check, h: &HeadroomSection) -> Result<HeadroomSettings, ConfigEr
                 ns => Some(ns),
             },
         },
+        borrow: h.borrow,
     })
 }

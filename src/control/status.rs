@@ -580,6 +580,13 @@ pub fn text(s: &Status) -> String {
                     o(q.peak_excess_bytes)
                 );
             }
+            if c.headroom_borrowed[prio] > 0 {
+                let _ = writeln!(
+                    out,
+                    "       beyond the buffer: {} frames kept in spare frames of the pool ([headroom] borrow), at most {} bytes beyond it",
+                    c.headroom_borrowed[prio], c.headroom_borrowed_peak[prio],
+                );
+            }
         }
     }
     out

@@ -104,6 +104,12 @@ impl SharedPort {
         true
     }
 
+    /// Charges `bytes` to priority `p` whatever its limit; returns the occupancy after it.
+    #[inline]
+    pub fn charge(&self, p: usize, bytes: u64) -> u64 {
+        self.occupancy[p].fetch_add(bytes, Relaxed) + bytes
+    }
+
     /// Releases `bytes` of priority `p`.
     #[inline]
     pub fn release(&self, p: usize, bytes: u64) {

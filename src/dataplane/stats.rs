@@ -281,6 +281,11 @@ pub struct PortCounters {
     /// `oversize` drops of this (ingress) port per priority (their sum is the `oversize`
     /// entry of `drops`; both only through [`PortCounters::drop_oversize`]).
     pub oversize: [Counter; PRIORITIES],
+    /// Frames of this (ingress) port's lossless priorities that found their buffer full and
+    /// were kept in a spare frame of the pool (`[headroom] borrow`), per priority.
+    pub headroom_borrowed: [Counter; PRIORITIES],
+    /// The most bytes such frames held a priority beyond its buffer (gauge).
+    pub headroom_borrowed_peak: [Counter; PRIORITIES],
     /// Bytes of this (ingress) port's priorities waiting in its RX ring (gauge).
     pub rx_backlog_bytes: [Counter; PRIORITIES],
     /// Highest number of frames seen waiting in this port's RX ring (gauge).
@@ -507,6 +512,13 @@ pub struct PortSnapshot {
     /// `oversize` entry of `drops` is their sum).
     #[serde(default)]
     pub oversize: [u64; PRIORITIES],
+    /// Frames of a lossless priority that found its buffer full and were kept in a spare
+    /// frame of the pool rather than dropped, per priority.
+    #[serde(default)]
+    pub headroom_borrowed: [u64; PRIORITIES],
+    /// The most bytes such frames held a priority beyond its buffer, per priority.
+    #[serde(default)]
+    pub headroom_borrowed_peak: [u64; PRIORITIES],
     /// Bytes arrived after each XOFF until the pause took effect, per priority.
     #[serde(default)]
     pub overshoot: Vec<Log2Snapshot>,
@@ -706,6 +718,14 @@ pub fn snapshot(
         zero_copy_sockets: sum(|p| &p.zero_copy_sockets),
         rx_backlog_drops: arr(|p| &p.rx_backlog_drops),
         oversize: arr(|p| &p.oversize),
+        headroom_borrowed: arr(|p| &p.headroom_borrowed),
+        // Of one port's shared occupancy, whichever worker saw it: the highest, not a sum.
+        headroom_borrowed_peak: std::array::from_fn(|p| {
+            c.iter()
+                .map(|pc| pc.headroom_borrowed_peak[p].get())
+                .max()
+                .unwrap_or(0)
+        }),
         overshoot: (0..PRIORITIES)
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.overshoot[p])))
             .collect(),

@@ -100,6 +100,11 @@ pub struct HeadroomSettings {
     /// The stall guard's `stall_guard`, ns (`None`: the guard is off, and there is no notice
     /// term).
     pub stall_guard_ns: Option<u64>,
+    /// A frame of a lossless priority (PFC, SFC or credit alike) that finds its buffer full is
+    /// kept in a spare frame of the pool rather than dropped, while the pool has frames to
+    /// spare (`dataplane::forward`'s admission); `false`: dropped at the buffer
+    /// (`headroom_overflow`).
+    pub borrow: bool,
 }
 
 impl HeadroomSettings {
@@ -130,6 +135,7 @@ impl Default for HeadroomSettings {
             quiet_ns: 1_000_000,
             xoff_time_ns: None,
             stall_guard_ns: None,
+            borrow: true,
         }
     }
 }

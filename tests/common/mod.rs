@@ -813,6 +813,18 @@ pub fn rx_lag_samples(port: &serde_json::Value) -> u64 {
         .sum()
 }
 
+/// Frames a daemon (its JSON report) kept beyond a full buffer in spare frames of its pool
+/// (`headroom_borrowed`, over every port and priority): what that buffer alone would have lost.
+pub fn borrowed(dut: &serde_json::Value) -> u64 {
+    let ports = dut["ports"].as_array().map(Vec::as_slice).unwrap_or(&[]);
+    ports
+        .iter()
+        .filter_map(|p| p["headroom_borrowed"].as_array())
+        .flatten()
+        .filter_map(serde_json::Value::as_u64)
+        .sum()
+}
+
 /// Whether `lost` frames are the host's: frames were lost and the worker on `port` (a port
 /// of a daemon's JSON report) left a frame waiting at least as long as a `buffer_bytes` buffer lasts
 /// at `offered_bps`. A worker the host held off that long (the VM stopping a vCPU) overflows
@@ -891,11 +903,17 @@ pub fn where_frames_went_port(port: &serde_json::Value) -> String {
             .map_or(0, |a| a.iter().filter_map(|n| n.as_u64()).sum())
     };
     format!(
-        "{}: drops [{}] kernel [{}] pfc_tx {} stall_pfc_tx {} stalls {} guard waits {} us \
-         longest rx lag {} us",
+        "{}: drops [{}] kernel [{}] borrowed {} (at most {} B beyond the buffer) pfc_tx {} \
+         stall_pfc_tx {} stalls {} guard waits {} us longest rx lag {} us",
         port["iface"].as_str().unwrap_or("?"),
         nonzero(&port["drops"]),
         nonzero(&port["kernel_drops"]),
+        total(&port["headroom_borrowed"]),
+        port["headroom_borrowed_peak"].as_array().map_or(0, |a| a
+            .iter()
+            .filter_map(|n| n.as_u64())
+            .max()
+            .unwrap_or(0)),
         total(&port["pfc_tx"]),
         total(&port["stall_pfc_tx"]),
         port["stalls"],

@@ -642,6 +642,25 @@ impl Collector for DaemonCollector {
         )?;
         family(
             &mut enc,
+            "headroom_borrowed_frames",
+            "Frames of a lossless priority that found its buffer on this ingress port full and \
+             were kept in a spare frame of the frame pool rather than dropped ([headroom] \
+             borrow): what arrived beyond XOFF plus the headroom.",
+            None,
+            Counter,
+            counters(|p| &p.headroom_borrowed),
+        )?;
+        family(
+            &mut enc,
+            "headroom_borrowed_peak",
+            "The most bytes such frames held the priority beyond its buffer since start: what \
+             the buffer would have needed to hold them.",
+            bytes(),
+            Gauge,
+            gauges(|p| &p.headroom_borrowed_peak),
+        )?;
+        family(
+            &mut enc,
             "pfc_overshoot",
             "Bytes of the priority that arrived after each XOFF this ingress port sent, until \
              the pause took effect: what the headroom had to hold.",

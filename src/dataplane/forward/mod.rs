@@ -117,6 +117,11 @@ const STOP_GRACE_NS: u64 = 20_000_000;
 /// them) and for control frames.
 const LOSSY_RESERVE_DIVISOR: usize = 4;
 
+/// Lossless frames beyond their buffers may use the frame pool down to 1/this of it (half the
+/// lossy reserve): what is left refills the fill rings and carries the XOFFs and SFCMs that
+/// such a backlog calls for, each of which takes a frame of the pool.
+const BORROW_FLOOR_DIVISOR: usize = 8;
+
 /// How often the kernel's socket drop statistics are read, ns (a syscall per port): by time,
 /// not by loop turns, whose length goes from microseconds to the idler's 10 ms (16,384 idle
 /// turns left a burst's drops unseen for nearly three minutes).
@@ -227,6 +232,9 @@ pub struct ForwardWorker {
     /// Free frames the pool keeps for lossless priorities and control: below it, lossy frames
     /// are tail-dropped, so a lossy flood cannot starve the RX fill ring of lossless traffic.
     lossy_reserve: usize,
+    /// Free frames the pool keeps from lossless frames beyond their buffers (`[headroom]
+    /// borrow`): at or below it such a frame is dropped as `headroom_overflow`.
+    borrow_floor: usize,
     rx: Vec<RxFrame>,
     tx: Vec<Frame>,
     /// The priority of each data frame in `tx`: what the port does not take is taken off
@@ -407,6 +415,7 @@ impl ForwardWorker {
         let mut worker = ForwardWorker {
             // Set with the fill depth below, from the same priorities.
             lossy_reserve: 0,
+            borrow_floor: 0,
             gauges_due: now,
             kernel_stats_due: now,
             settings_seen: setup.live.as_ref().map_or(0, |l| l.generation()),
@@ -436,14 +445,16 @@ impl ForwardWorker {
 
     /// Keeps what the pool holds back for lossless priorities as the priorities in force ask:
     /// every port's receive buffers as deep ([`fill_depth`]; with a lossless priority as its
-    /// [`FillSizer`] finds, published), and the frames lossy priorities may not take. A socket
-    /// opens deep: a lean one lets the ring drain to it.
+    /// [`FillSizer`] finds, published), the frames lossy priorities may not take, and those
+    /// lossless frames beyond their buffers may not. A socket opens deep: a lean one lets the
+    /// ring drain to it.
     fn keep_lossless_buffers(&mut self) {
         let depth = fill_depth(&self.setup.prios);
         self.lossy_reserve = match depth {
             FillDepth::Deep => self.pool.capacity() as usize / LOSSY_RESERVE_DIVISOR,
             FillDepth::Lean => 0,
         };
+        self.borrow_floor = self.pool.capacity() as usize / BORROW_FLOOR_DIVISOR;
         for p in 0..self.ports.len() {
             self.set_fill_depth(p, depth);
         }
@@ -1124,6 +1135,77 @@ mod tests {
         assert_eq!(w.lossy_reserve, 0);
         // In-memory ports keep no buffers in a kernel ring: the gauge says none.
         assert_eq!(stats.ports[0].fill_target.get(), 0);
+    }
+
+    /// `n` frames of priority 3 into `w` at one instant, as a source that went on sending past
+    /// XOFF and the headroom would (a stalled worker's RX backlog, a source held off its
+    /// CPU), then time for the 1 Gbit/s egress to send what was kept: the sequence numbers
+    /// delivered.
+    fn burst_past_the_buffer(
+        w: &mut ForwardWorker,
+        src: &MemPeer,
+        dst: &MemPeer,
+        n: u64,
+    ) -> Vec<u64> {
+        for seq in 0..n {
+            src.inject(&frame(seq), 0);
+        }
+        let mut delivered = Vec::new();
+        for now in (0..100_000_000u64).step_by(10_000) {
+            w.step(now).unwrap();
+            src.take();
+            delivered.extend(
+                dst.take()
+                    .iter()
+                    .map(|f| TestFrameView::parse(f).unwrap().seq),
+            );
+        }
+        delivered
+    }
+
+    #[test]
+    fn frames_beyond_a_full_buffer_are_kept_in_spare_frames_down_to_the_pools_floor() {
+        // A buffer of 32 KiB: 32 of the 1000-byte frames.
+        let plan = PrioPlan::pfc(16 * 1024, 8 * 1024, 16 * 1024);
+        let (mut w, src, dst, stats) = worker(plan);
+        let delivered = burst_past_the_buffer(&mut w, &src, &dst, 1000);
+        let c = &stats.ports[0];
+        assert_eq!(
+            delivered,
+            (0..1000).collect::<Vec<_>>(),
+            "every frame, in order"
+        );
+        assert_eq!(c.drops.iter().map(Counter::get).sum::<u64>(), 0);
+        let borrowed = c.headroom_borrowed[3].get();
+        assert!((900..=968).contains(&borrowed), "{borrowed}");
+        let peak = c.headroom_borrowed_peak[3].get();
+        assert!(
+            (borrowed - 100) * 1000 <= peak && peak <= borrowed * 1000,
+            "{peak} bytes beyond the buffer at most, of {borrowed} frames"
+        );
+        assert!(c.pfc_tx[3].get() > 0, "and the source was paused");
+
+        // The pool of 4,096 frames lends down to an eighth of it; beyond, frames are dropped.
+        let (mut w, src, dst, stats) = worker(plan);
+        let delivered = burst_past_the_buffer(&mut w, &src, &dst, 4000);
+        let c = &stats.ports[0];
+        let overflow = c.drops[DropReason::HeadroomOverflow as usize].get();
+        assert!(overflow > 0, "{overflow}");
+        assert_eq!(delivered.len() as u64 + overflow, 4000);
+        // At most the frames above the floor were held at once, one frame each.
+        let most = (4096 - 4096 / BORROW_FLOOR_DIVISOR as u64) * 1000;
+        let peak = c.headroom_borrowed_peak[3].get();
+        assert!(most - 100_000 < peak && peak < most, "{peak}");
+
+        // `[headroom] borrow = false`: dropped at the buffer.
+        let (mut w, src, dst, stats) = worker(plan);
+        w.setup.headroom.borrow = false;
+        let delivered = burst_past_the_buffer(&mut w, &src, &dst, 1000);
+        let c = &stats.ports[0];
+        let overflow = c.drops[DropReason::HeadroomOverflow as usize].get();
+        assert!(overflow >= 900, "{overflow}");
+        assert_eq!(delivered.len() as u64 + overflow, 1000);
+        assert_eq!(c.headroom_borrowed[3].get(), 0);
     }
 
     #[test]

@@ -214,10 +214,20 @@ impl ForwardWorker {
             return drop_data(c, &mut self.pool, rx.frame, DropReason::CreditOverrun, prio);
         }
         let admit = ingress.admission[prio];
-        let reserve_hit = !admit.lossless && self.pool.available() < self.lossy_reserve;
         // The bytes are reserved by the check itself: two workers admitting to one (port,
         // priority) at once cannot both pass a limit that has room for one of them.
-        if reserve_hit || !ingress.shared.try_charge(prio, len, admit.limit) {
+        let admitted = if !admit.lossless {
+            self.pool.available() >= self.lossy_reserve
+                && ingress.shared.try_charge(prio, len, admit.limit)
+        } else if ingress.shared.try_charge(prio, len, admit.limit) {
+            true
+        } else if self.setup.headroom.borrow && self.pool.available() > self.borrow_floor {
+            borrow(ingress, c, prio, len, admit.limit);
+            true
+        } else {
+            false
+        };
+        if !admitted {
             let reason = if admit.lossless {
                 DropReason::HeadroomOverflow
             } else {
@@ -333,6 +343,26 @@ impl ForwardWorker {
         let deadlines = PauseTimers::deadlines(m, now, self.setup.ports[p].speed_bps);
         self.ports[p].shared.set_pause(now, &deadlines);
     }
+}
+
+/// Keeps a frame of lossless priority `prio` (`len` bytes) that found the buffer of its
+/// ingress port `ingress` full (`limit`): its bytes are charged beyond the limit, so the
+/// congestion point sees them and keeps its source paused until they have left, and the
+/// frame and how far beyond the buffer it went are counted in `c`. The caller has checked
+/// that the pool has the frame to spare.
+///
+/// A switch drops such a frame because the memory behind its buffer is used up; here the
+/// frame is already in a frame of the pool, and dropping it would only free that frame. A
+/// worker or a source held off its CPU for milliseconds (a host that stops a vCPU, kernel
+/// work that is not preempted) sends more than the headroom in force was sized for
+/// (bench/RESULTS.md (29)); the pool's spare frames hold it, as a switch's shared headroom
+/// pool holds what one priority's headroom cannot. Beyond [`super::BORROW_FLOOR_DIVISOR`]'s
+/// share of the pool the frame is dropped after all, as `headroom_overflow`: the fill rings
+/// and the control frames need what is left.
+fn borrow(ingress: &PortState, c: &PortCounters, prio: usize, len: u64, limit: u64) {
+    let held = ingress.shared.charge(prio, len);
+    c.headroom_borrowed[prio].add(1);
+    c.headroom_borrowed_peak[prio].max(held.saturating_sub(limit));
 }
 
 /// Drops a data frame of priority `prio`, counted in `c` per reason and per priority: what
