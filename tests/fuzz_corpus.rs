@@ -236,6 +236,7 @@ margin = 2.5
 half_life = "5min"
 quiet = "2ms"
 xoff_time = "800us"
+borrow = false
 
 [[port]]
 iface = "eth0"

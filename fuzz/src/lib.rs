@@ -273,6 +273,7 @@ fn print_headroom(o: &mut String, h: &HeadroomSettings) {
         quiet_ns,
         xoff_time_ns,
         stall_guard_ns: _,
+        borrow,
     } = h;
     let _ = writeln!(o, "\n[headroom]");
     let _ = writeln!(o, "adaptive = {adaptive}");
@@ -285,6 +286,7 @@ fn print_headroom(o: &mut String, h: &HeadroomSettings) {
     if let Some(t) = xoff_time_ns {
         let _ = writeln!(o, "xoff_time = {}", ns(*t));
     }
+    let _ = writeln!(o, "borrow = {borrow}");
 }
 
 /// One `[[port]]`.
