@@ -20,7 +20,9 @@ use super::rt_duty;
 pub enum RealtimeMode {
     /// When permitted; otherwise normal scheduling and a warning that names what is missing.
     /// The default: with the duty cycle ([`rt_duty`]) a real-time worker is never stopped by
-    /// the kernel, so it only gains over a normal one.
+    /// the kernel, so its reaction time only gains over a normal one's. What it takes is the
+    /// CPU of the host's other processes (on veth the receiver of the forwarded traffic among
+    /// them: bench/RESULTS.md (30)).
     #[default]
     Auto,
     /// Always: not being permitted is an error at start.
