@@ -11,6 +11,9 @@
 //! Both run until SIGINT/SIGTERM (or `--duration`) and then print one JSON line with the
 //! frames they counted. They assert nothing and measure no time themselves: the bench
 //! scripts divide by the sender's window, the same way for every receiver.
+//!
+//! - `lateness`: a real-time thread per CPU that notes how late it wakes (`bench/lateness`),
+//!   to tell a CPU held by kernel work from a VM whose vCPUs the host stops.
 
 use std::{
     os::fd::{AsFd, AsRawFd, BorrowedFd},
@@ -34,6 +37,8 @@ use lossless::{
 };
 use serde::Serialize;
 
+#[path = "lossless-bench/lateness.rs"]
+mod lateness;
 #[path = "lossless-bench/profile.rs"]
 mod profile;
 
@@ -56,6 +61,29 @@ enum Command {
     Rx(RxArgs),
     /// Drive the forwarding worker over in-memory ports with simulated time (for callgrind).
     WorkerProfile(ProfileArgs),
+    /// How late a SCHED_FIFO thread on each CPU wakes, and when the CPUs are late together.
+    Lateness(LatenessArgs),
+}
+
+/// Flags of `lateness`.
+#[derive(Debug, clap::Args)]
+struct LatenessArgs {
+    /// CPUs to watch, a thread pinned to each (default: every CPU this process may use).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// How far apart each thread's deadlines are.
+    #[arg(long, default_value = "1ms", value_parser = common::duration)]
+    period: Duration,
+    /// SCHED_FIFO priority of the threads: above the daemon's workers (50) and its duty
+    /// thread (51), so that only the kernel or the host holds them.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u8).range(1..=99))]
+    priority: u8,
+    /// List every wake-up at least this late.
+    #[arg(long, default_value = "1ms", value_parser = common::duration)]
+    report: Duration,
+    /// Stop after this long (default: at SIGINT/SIGTERM).
+    #[arg(long, value_parser = common::duration)]
+    duration: Option<Duration>,
 }
 
 /// Flags of `worker-profile`.
@@ -301,6 +329,24 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
     Ok(merge(&a.iface, results))
 }
 
+fn watch_lateness(a: &LatenessArgs) -> lateness::Report {
+    let stop = signals::install();
+    let cpus = if a.cpus.is_empty() {
+        sched::allowed_cpus()
+    } else {
+        a.cpus.clone()
+    };
+    let ns = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    eprintln!("lossless-bench lateness: watching CPUs {cpus:?}");
+    std::thread::scope(|s| {
+        let t =
+            s.spawn(|| lateness::run(&cpus, ns(a.period).max(1), a.priority, ns(a.report), stop));
+        wait(stop, a.duration, || {});
+        stop.store(true, Ordering::Relaxed);
+        t.join().expect("lateness threads")
+    })
+}
+
 fn main() {
     let cli = Cli::parse();
     let out = match &cli.command {
@@ -311,6 +357,7 @@ fn main() {
             usize::from(a.size),
             a.frames,
         ))),
+        Command::Lateness(a) => Ok(serde_json::to_string(&watch_lateness(a))),
     };
     match out {
         Ok(json) => println!("{}", json.expect("reports serialise")),
@@ -369,10 +416,27 @@ mod tests {
                 assert_eq!(a.cores, vec![0, 1]);
                 assert_eq!(a.batch, 64);
             }
-            Command::XdpDrop(_) | Command::WorkerProfile(_) => {
+            Command::XdpDrop(_) | Command::WorkerProfile(_) | Command::Lateness(_) => {
                 panic!("parsed the wrong subcommand")
             }
         }
         assert!(Cli::try_parse_from(["lossless-bench", "xdp-drop"]).is_err());
+        let c = Cli::try_parse_from([
+            "lossless-bench",
+            "lateness",
+            "--cpus",
+            "1",
+            "--period",
+            "500us",
+        ])
+        .unwrap();
+        let Command::Lateness(a) = c.command else {
+            panic!("parsed the wrong subcommand")
+        };
+        assert_eq!(
+            (a.cpus, a.period, a.priority),
+            (vec![1], Duration::from_micros(500), 60)
+        );
+        assert!(Cli::try_parse_from(["lossless-bench", "lateness", "--priority", "0"]).is_err());
     }
 }
