@@ -644,6 +644,10 @@ pub fn snapshot(
     let arr = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| {
         sum8(&c.iter().map(|pc| f(pc)).collect::<Vec<_>>())
     };
+    // Per priority, the highest over the workers.
+    let most8 = |f: fn(&PortCounters) -> &[Counter; PRIORITIES]| -> [u64; PRIORITIES] {
+        std::array::from_fn(|p| c.iter().map(|pc| f(pc)[p].get()).max().unwrap_or(0))
+    };
     let stall = shared.stall_counts();
     PortSnapshot {
         iface: iface.to_string(),
@@ -677,24 +681,9 @@ pub fn snapshot(
         data_drops: arr(|p| &p.data_drops),
         paused_ns: shared.paused_ns(now),
         queue_bytes: arr(|p| &p.queue_bytes),
-        queue_peak_bytes: std::array::from_fn(|p| {
-            c.iter()
-                .map(|pc| pc.queue_peak_bytes[p].get())
-                .max()
-                .unwrap_or(0)
-        }),
-        watchdog_storms: std::array::from_fn(|p| {
-            c.iter()
-                .map(|pc| pc.watchdog_storms[p].get())
-                .max()
-                .unwrap_or(0)
-        }),
-        watchdog_stormed: std::array::from_fn(|p| {
-            c.iter()
-                .map(|pc| pc.watchdog_stormed[p].get())
-                .max()
-                .unwrap_or(0)
-        }),
+        queue_peak_bytes: most8(|p| &p.queue_peak_bytes),
+        watchdog_storms: most8(|p| &p.watchdog_storms),
+        watchdog_stormed: most8(|p| &p.watchdog_stormed),
         drops: DropReason::ALL
             .iter()
             .map(|r| {
@@ -720,12 +709,7 @@ pub fn snapshot(
         oversize: arr(|p| &p.oversize),
         headroom_borrowed: arr(|p| &p.headroom_borrowed),
         // Of one port's shared occupancy, whichever worker saw it: the highest, not a sum.
-        headroom_borrowed_peak: std::array::from_fn(|p| {
-            c.iter()
-                .map(|pc| pc.headroom_borrowed_peak[p].get())
-                .max()
-                .unwrap_or(0)
-        }),
+        headroom_borrowed_peak: most8(|p| &p.headroom_borrowed_peak),
         overshoot: (0..PRIORITIES)
             .map(|p| Log2Snapshot::of(c.iter().map(|pc| &pc.overshoot[p])))
             .collect(),
