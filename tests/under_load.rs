@@ -951,10 +951,9 @@ fn a_source_first_seen_during_a_stall_is_paused_by_the_stall_guard() {
 /// generator until the worker is back: about 1.25 MB reaches d0's RX ring each time, and with
 /// the quick start's egress of 1 Gbit/s it queues there, four times the buffer (XOFF 64 KiB +
 /// the default 256 KiB headroom), as when the host holds a worker off its CPU for longer than
-/// the headroom in force was sized for. What finds the
-/// buffer full is kept in spare frames of the pool (`[headroom] borrow`, on by default) and
-/// counted, and nothing is lost; with `borrow = false` the same stops overflow the buffer
-/// (the control).
+/// the headroom in force was sized for. What finds the buffer full is kept in spare frames of
+/// the pool (`[headroom] borrow`, on by default) and counted, and nothing is lost; with
+/// `borrow = false` the same stops overflow the buffer (the control).
 #[test]
 fn a_backlog_beyond_the_buffer_is_kept_in_spare_frames_of_the_pool() {
     let _serial = traffic_lock();
