@@ -8,7 +8,7 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{
-    borrowed, control_section, http_get, json_u64 as u, loss_is_the_hosts, metric,
+    borrowed, borrowed_on, control_section, http_get, json_u64 as u, loss_is_the_hosts, metric,
     once_more_after_a_loss, promtool_check, report_port as port, set_mtu, start_sink_with,
     status_of, stdout_of, threads_named, traffic_lock, unique, veth, where_frames_went,
     xdp_frames_per_queue, FrozenThread, Hogs, Netns, Proc, SocketPath, TempFile, Wire, BIN,
@@ -108,13 +108,7 @@ fn assert_no_drops(dut: &Value, iface: &str) {
 /// accounting, the stall guard, the headroom in force), the pool's spare frames are not it.
 fn assert_within_the_buffer(dut: &Value, iface: &str) {
     let p = port(dut, iface);
-    assert_eq!(
-        p["headroom_borrowed"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_u64).sum::<u64>()),
-        Some(0),
-        "frames kept beyond the buffer: {p}"
-    );
+    assert_eq!(borrowed_on(p), 0, "frames kept beyond the buffer: {p}");
 }
 
 /// Frames a run lost, or would have lost but for the pool's spare frames: what a test of the

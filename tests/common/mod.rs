@@ -817,12 +817,14 @@ pub fn rx_lag_samples(port: &serde_json::Value) -> u64 {
 /// (`headroom_borrowed`, over every port and priority): what that buffer alone would have lost.
 pub fn borrowed(dut: &serde_json::Value) -> u64 {
     let ports = dut["ports"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-    ports
-        .iter()
-        .filter_map(|p| p["headroom_borrowed"].as_array())
-        .flatten()
-        .filter_map(serde_json::Value::as_u64)
-        .sum()
+    ports.iter().map(borrowed_on).sum()
+}
+
+/// [`borrowed`] for one port of a daemon's JSON report, over its priorities.
+pub fn borrowed_on(port: &serde_json::Value) -> u64 {
+    port["headroom_borrowed"]
+        .as_array()
+        .map_or(0, |a| a.iter().filter_map(serde_json::Value::as_u64).sum())
 }
 
 /// Whether `lost` frames are the host's: frames were lost and the worker on `port` (a port
@@ -908,7 +910,7 @@ pub fn where_frames_went_port(port: &serde_json::Value) -> String {
         port["iface"].as_str().unwrap_or("?"),
         nonzero(&port["drops"]),
         nonzero(&port["kernel_drops"]),
-        total(&port["headroom_borrowed"]),
+        borrowed_on(port),
         port["headroom_borrowed_peak"].as_array().map_or(0, |a| a
             .iter()
             .filter_map(|n| n.as_u64())
