@@ -99,6 +99,57 @@ fn on_runs_workers_sched_fifo_at_the_configured_priority() {
     assert_eq!(report["memory_locked"], true);
 }
 
+/// `realtime = "auto"` (the default) keeps the workers real-time only while a priority is
+/// lossless: a daemon with every priority lossy runs them `SCHED_OTHER` (no buffer of its own
+/// for them to guard, and a real-time worker takes the CPU of a receiver beside it:
+/// bench/RESULTS.md (30)), with memory locked all the same; a reload that makes priority 3
+/// PFC makes them `SCHED_FIFO` at the configured priority, and one that makes it lossy again
+/// returns them. `on` is the other side: real-time with every priority lossy (the test above).
+#[test]
+fn auto_is_real_time_only_while_a_priority_is_lossless() {
+    let _serial = traffic_lock(); // its start binds AF_XDP pools (module doc)
+    let (dut, d) = running("realtime = \"auto\"\nrealtime_priority = 41", &[]);
+    let normal = [("SCHED_OTHER".to_string(), 0)];
+    assert_eq!(worker_policies(&d), normal, "{}", d.stderr());
+    assert!(
+        d.stderr().contains("no priority is lossless, so the workers run normal"),
+        "{}",
+        d.stderr()
+    );
+    assert!(locked_kib(d.pid()) > 0, "memory locked for a switch to come");
+    let lossy = std::fs::read_to_string(dut.cfg.path()).unwrap();
+    // The policy the worker's thread has once it took the reload (it does at its next turn).
+    let after_reload = |cfg: &str, want: &[(String, u32)]| {
+        std::fs::write(dut.cfg.path(), cfg).unwrap();
+        d.hangup();
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while worker_policies(&d) != want && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        worker_policies(&d)
+    };
+    let pfc = format!("[priority.3]\nmode = \"pfc\"\n{lossy}");
+    let realtime = [("SCHED_FIFO".to_string(), 41)];
+    assert_eq!(after_reload(&pfc, &realtime), realtime, "{}", d.stderr());
+    assert!(
+        d.stderr().contains("a priority is lossless now: the worker runs real-time"),
+        "{}",
+        d.stderr()
+    );
+    let st = status_of(&dut.socket);
+    assert_eq!(st["worker_threads"][0]["realtime"], true, "{st}");
+    assert_eq!(after_reload(&lossy, &normal), normal, "{}", d.stderr());
+    assert!(
+        d.stderr().contains("no priority is lossless now: the worker runs normal"),
+        "{}",
+        d.stderr()
+    );
+    d.interrupt();
+    let report = d.json(Duration::from_secs(10));
+    assert_eq!(report["worker_threads"][0]["policy"], "SCHED_OTHER");
+    assert_eq!(report["memory_locked"], true);
+}
+
 /// A real-time worker that busy-polls keeps its CPU from normal tasks except in the duty
 /// cycle's slice: the daemon says so at start, with the share the kernel keeps for them,
 /// unless real-time throttling is off (kernel.sched_rt_runtime_us -1).

@@ -153,15 +153,18 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
     );
 }
 
+/// `realtime = "auto"` with a lossless priority: what makes the workers real-time.
+const REALTIME_AUTO: &str = "[daemon]\nrealtime = \"auto\"\n[priority.3]\nmode = \"pfc\"";
+
 /// The daemon gets AF_XDP, and SCHED_FIFO workers (`realtime = "auto"` at the default
-/// priority), with exactly the unit's capability bounding set (as root, which the unit
+/// priority, with a lossless priority), with exactly the unit's capability bounding set (as root, which the unit
 /// runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not the unit's
 /// LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
 #[test]
 fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
     let mut wrapper = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
     wrapper.extend(unit_capabilities_except(&[]));
-    let dut = Dut::new("ly", "[daemon]\nrealtime = \"auto\"");
+    let dut = Dut::new("ly", REALTIME_AUTO);
     let mut d = dut.start(&wrapper);
     d.wait_ready(Duration::from_secs(10));
     let workers = threads_named(d.pid(), "lossless-w");
@@ -226,7 +229,7 @@ fn runs_in_the_units_sandbox_as_an_unprivileged_user() {
     .map(String::from)
     .to_vec();
     wrapper.extend(unit_user_capabilities());
-    let dut = Dut::new("lp", "[daemon]\nrealtime = \"auto\"");
+    let dut = Dut::new("lp", REALTIME_AUTO);
     let mut d = dut.start(&wrapper);
     d.wait_ready(Duration::from_secs(10));
     let workers = threads_named(d.pid(), "lossless-w");

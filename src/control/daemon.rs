@@ -37,7 +37,10 @@ use crate::{
         leader_bell::LeaderBell,
         open::{attach_for, open_worker_ports, uncovered_queues, Attached, OpenError, Queues},
         port::{iface_mtu, iface_rx_queues, Stamping, TimeStamping},
-        sched::{self, Decision, Permission, RealtimeError, RealtimeMode, Request, WorkerSched},
+        sched::{
+            self, Decision, Permission, RealtimeError, RealtimeMode, Request, WorkerRealtime,
+            WorkerSched,
+        },
         settings::SettingsCell,
         shared::SharedPort,
         stall_guard::{GuardSetup, GuardedPort, GuardedWorker, StallGuard},
@@ -582,6 +585,18 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
     let realtime_request = realtime_request(plan);
     // Decided before anything is attached: `on` without permission stops here.
     let realtime = sched::prepare(&realtime_request)?;
+    // What the workers' policy follows; real-time from the start if a priority is lossless.
+    let worker_realtime = realtime.map(|priority| WorkerRealtime {
+        priority,
+        always: d.realtime == RealtimeMode::On,
+    });
+    let lossless_at_start = plan.prios.iter().any(PrioPlan::lossless);
+    if worker_realtime.is_some_and(|r| !r.wanted(lossless_at_start)) {
+        tracing::info!(
+            "no priority is lossless, so the workers run normal (SCHED_OTHER) scheduling until \
+             a reload makes one lossless (realtime = \"on\" keeps them real-time regardless)"
+        );
+    }
     if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())
     {
         tracing::warn!(
@@ -738,8 +753,10 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
             .spawn(move || {
                 // However this worker ends, the daemon stops.
                 let shutdown = shutdown.trigger_on_drop();
-                let setup = set_up_worker_thread(core, realtime);
+                let fifo = worker_realtime.and_then(|r| r.now(lossless_at_start));
+                let setup = set_up_worker_thread(core, fifo);
                 let forward = setup.is_ok() || !required;
+                let worker = worker.with_realtime(worker_realtime, fifo.is_some() && setup.is_ok());
                 let _ = started.send(WorkerStart {
                     worker: w,
                     tid: sched::this_thread_id(),

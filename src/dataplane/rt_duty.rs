@@ -247,7 +247,9 @@ impl Duty {
                     .unwrap_or_else(|| self.slice_at_or_after(t.judge_from.max(now + 1)))
             })
             .min()
-            .unwrap_or_else(|| self.slice_at_or_after(now + 1))
+            // Nobody enrolled (every worker left when the last lossless priority went): look
+            // again as seldom as at a light group, for a thread that enrols meanwhile.
+            .unwrap_or_else(|| self.slice_at_or_after(now + LIGHT_SKIP * self.window_ns))
     }
 
     /// The start of the latest slice that began at or before `t`.
@@ -385,6 +387,12 @@ pub(super) fn enroll(tid: i32, priority: u8, cpu: Option<usize>, own_priority: u
             tracing::warn!(error = %e, "no duty thread: real-time threads may be throttled");
         }
     });
+}
+
+/// Takes the calling thread out of the duty cycle (a worker that leaves `SCHED_FIFO`): under
+/// the list's lock, so the duty thread switches it no more once this returns.
+pub(super) fn leave() {
+    ENROLLMENT.with(|e| e.borrow_mut().take());
 }
 
 /// The duty thread: at each window's start returns the demoted threads to `SCHED_FIFO` and

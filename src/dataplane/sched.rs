@@ -18,14 +18,20 @@ use super::rt_duty;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RealtimeMode {
-    /// When permitted; otherwise normal scheduling and a warning that names what is missing.
-    /// The default: with the duty cycle ([`rt_duty`]) a real-time worker is never stopped by
-    /// the kernel, so its reaction time only gains over a normal one's. What it takes is the
-    /// CPU of the host's other processes (on veth the receiver of the forwarded traffic among
-    /// them: bench/RESULTS.md (30)).
+    /// When permitted, while some priority is lossless (PFC, SFC or credits); otherwise
+    /// normal scheduling, and a warning that names what is missing when it is not permitted.
+    /// The default. A real-time worker bounds the reaction time of the lossless priorities on
+    /// a busy host, and with the duty cycle ([`rt_duty`]) the kernel never stops it, so what
+    /// it guards only gains. What it takes is the CPU of the host's other processes, on veth
+    /// the receiver of the forwarded traffic among them (bench/RESULTS.md (30)); with no
+    /// lossless priority there is no buffer of ours whose overflow it prevents, so the
+    /// workers run `SCHED_OTHER` then, and switch when a reload makes a priority lossless
+    /// (or the last one lossy): [`WorkerRealtime`].
     #[default]
     Auto,
-    /// Always: not being permitted is an error at start.
+    /// Always, lossless priorities or not (a lossy forwarder that must still answer a peer's
+    /// PFC within the peer's headroom on a busy host): not being permitted is an error at
+    /// start.
     On,
     /// Never: normal (`SCHED_OTHER`) scheduling.
     Off,
@@ -39,6 +45,29 @@ impl RealtimeMode {
             RealtimeMode::On => "on",
             RealtimeMode::Off => "off",
         }
+    }
+}
+
+/// What a worker's scheduling follows once real-time scheduling is permitted
+/// ([`RealtimeMode`]): `on` keeps it `SCHED_FIFO`, `auto` only while a priority is lossless.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerRealtime {
+    /// The `SCHED_FIFO` priority it takes.
+    pub priority: u8,
+    /// Real-time whatever the priorities (`on`).
+    pub always: bool,
+}
+
+impl WorkerRealtime {
+    /// Whether a worker runs `SCHED_FIFO` while `any_lossless` says whether some priority is
+    /// lossless.
+    pub fn wanted(&self, any_lossless: bool) -> bool {
+        self.always || any_lossless
+    }
+
+    /// The priority to enter `SCHED_FIFO` at now, if the worker is to.
+    pub fn now(&self, any_lossless: bool) -> Option<u8> {
+        self.wanted(any_lossless).then_some(self.priority)
     }
 }
 
@@ -310,6 +339,13 @@ pub fn enter_fifo(priority: u8) -> io::Result<()> {
         rt_duty::Duty::for_kernel(rt_throttle()),
     );
     Ok(())
+}
+
+/// Returns the calling thread, made `SCHED_FIFO` by [`enter_fifo`], to `SCHED_OTHER` and takes
+/// it out of the duty cycle.
+pub fn leave_fifo() -> io::Result<()> {
+    rt_duty::leave();
+    rt_duty::set_policy(0, libc::SCHED_OTHER, 0)
 }
 
 /// Makes the calling thread `SCHED_FIFO` at `priority` outside the duty cycle: only for a

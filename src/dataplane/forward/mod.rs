@@ -24,6 +24,7 @@ use super::{
     pool::{Frame, FramePool, XSK_MAX_FRAME},
     port::{FillDepth, Port, PortError, RxFrame},
     queue::{PrioQueues, Ring},
+    sched::WorkerRealtime,
     settings::SettingsCell,
     sfc_roster::RosterWriter,
     shaper::LineRate,
@@ -248,6 +249,11 @@ pub struct ForwardWorker {
     /// Leader: frames of a PFC priority arrived at a port (on any worker's queue) since its
     /// previous turn, so it watches by the clock ([`LEADER_WATCH_NS`]).
     pfc_flowing: bool,
+    /// What this worker's scheduling follows, where real-time scheduling is permitted
+    /// ([`ForwardWorker::with_realtime`]).
+    realtime: Option<WorkerRealtime>,
+    /// This worker's thread runs `SCHED_FIFO` (under the duty cycle).
+    fifo: bool,
 }
 
 /// What a worker keeps for one port: its socket, the state it shares with the other workers,
@@ -425,6 +431,8 @@ impl ForwardWorker {
             handoff: None,
             leader_bell: None,
             pfc_flowing: false,
+            realtime: None,
+            fifo: false,
             pool,
             ports,
             stats,
@@ -529,6 +537,15 @@ impl ForwardWorker {
     /// it when frames of a PFC priority reach their queues while the leader sleeps long.
     pub fn with_leader_bell(mut self, bell: Option<Arc<LeaderBell>>) -> Self {
         self.leader_bell = bell;
+        self
+    }
+
+    /// Has the worker's thread enter or leave `SCHED_FIFO` when a reload makes the first
+    /// priority lossless or the last one lossy, as `realtime` asks ([`WorkerRealtime`]);
+    /// `fifo`: whether it runs `SCHED_FIFO` now.
+    pub fn with_realtime(mut self, realtime: Option<WorkerRealtime>, fifo: bool) -> Self {
+        self.realtime = realtime;
+        self.fifo = fifo;
         self
     }
 

@@ -1,7 +1,14 @@
 //! Settings reloaded while the worker runs, and the gauges it publishes for readers.
 
-use crate::dataplane::{clock::now_ns, pfc_headroom::HeadroomReport, settings::LiveSettings};
-use crate::fc::{plan::pfc_mask, sfc_guard::SfcGuard, watchdog::PfcWatchdog, PRIORITIES};
+use crate::dataplane::{
+    clock::now_ns, pfc_headroom::HeadroomReport, sched, settings::LiveSettings,
+};
+use crate::fc::{
+    plan::{pfc_mask, PrioPlan},
+    sfc_guard::SfcGuard,
+    watchdog::PfcWatchdog,
+    PRIORITIES,
+};
 
 use super::{admission_row, sfc_congestion_points, ForwardWorker};
 
@@ -80,8 +87,43 @@ impl ForwardWorker {
         }
     }
 
+    /// Enters or leaves `SCHED_FIFO` as `[daemon] realtime` asks of the priorities now
+    /// ([`sched::WorkerRealtime`]), from the worker's own thread, at a reload only. A refusal
+    /// leaves the policy as it was, and the next reload tries again.
+    fn follow_realtime(&mut self) {
+        let Some(rt) = self.realtime else {
+            return;
+        };
+        let want = rt.wanted(self.setup.prios.iter().any(PrioPlan::lossless));
+        if want == self.fifo {
+            return;
+        }
+        let (switched, policy) = if want {
+            (sched::enter_fifo(rt.priority), "SCHED_FIFO")
+        } else {
+            (sched::leave_fifo(), "SCHED_OTHER")
+        };
+        match switched {
+            Ok(()) => {
+                self.fifo = want;
+                tracing::info!(
+                    policy,
+                    priority = rt.priority,
+                    "{}",
+                    if want {
+                        "a priority is lossless now: the worker runs real-time"
+                    } else {
+                        "no priority is lossless now: the worker runs normal scheduling"
+                    }
+                );
+            }
+            Err(e) => tracing::warn!(policy, error = %e, "the worker's policy was not switched"),
+        }
+    }
+
     /// Applies reloaded settings without dropping queued frames: admission and PFC use the new
-    /// thresholds from now on; PFC and watchdog keep their state.
+    /// thresholds from now on; PFC and watchdog keep their state; the worker's policy follows
+    /// the priorities ([`Self::follow_realtime`]).
     pub(super) fn apply(&mut self, s: &LiveSettings) {
         let sfc_changed =
             s.prios.map(|p| p.sfc) != self.setup.prios.map(|p| p.sfc) || s.sfc != self.setup.sfc;
@@ -94,6 +136,7 @@ impl ForwardWorker {
             }
         }
         self.setup.prios = s.prios;
+        self.follow_realtime();
         // A priority turned lossless gets its buffers from the next refill on, and the pool's
         // reserve against lossy frames at once; a lean ring is deep again until its bound has
         // fitted a while under the new settings.
