@@ -112,11 +112,15 @@ fn auto_is_real_time_only_while_a_priority_is_lossless() {
     let normal = [("SCHED_OTHER".to_string(), 0)];
     assert_eq!(worker_policies(&d), normal, "{}", d.stderr());
     assert!(
-        d.stderr().contains("no priority is lossless, so the workers run normal"),
+        d.stderr()
+            .contains("no priority is lossless, so the workers run normal"),
         "{}",
         d.stderr()
     );
-    assert!(locked_kib(d.pid()) > 0, "memory locked for a switch to come");
+    assert!(
+        locked_kib(d.pid()) > 0,
+        "memory locked for a switch to come"
+    );
     let lossy = std::fs::read_to_string(dut.cfg.path()).unwrap();
     // The policy the worker's thread has once it took the reload (it does at its next turn).
     let after_reload = |cfg: &str, want: &[(String, u32)]| {
@@ -132,7 +136,8 @@ fn auto_is_real_time_only_while_a_priority_is_lossless() {
     let realtime = [("SCHED_FIFO".to_string(), 41)];
     assert_eq!(after_reload(&pfc, &realtime), realtime, "{}", d.stderr());
     assert!(
-        d.stderr().contains("a priority is lossless now: the worker runs real-time"),
+        d.stderr()
+            .contains("a priority is lossless now: the worker runs real-time"),
         "{}",
         d.stderr()
     );
@@ -140,7 +145,8 @@ fn auto_is_real_time_only_while_a_priority_is_lossless() {
     assert_eq!(st["worker_threads"][0]["realtime"], true, "{st}");
     assert_eq!(after_reload(&lossy, &normal), normal, "{}", d.stderr());
     assert!(
-        d.stderr().contains("no priority is lossless now: the worker runs normal"),
+        d.stderr()
+            .contains("no priority is lossless now: the worker runs normal"),
         "{}",
         d.stderr()
     );

@@ -270,7 +270,7 @@ impl CheckReport {
             self.realtime.name(),
             self.realtime_priority,
             match self.realtime {
-                RealtimeMode::Auto => " when permitted",
+                RealtimeMode::Auto => " when permitted, while a priority is lossless",
                 RealtimeMode::On => ", required",
                 RealtimeMode::Off => " not used",
             }
