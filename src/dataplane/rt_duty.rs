@@ -52,7 +52,9 @@
 //! thread per window and two small `/proc` reads per judged thread, none in the frame loops); it runs
 //! `SCHED_FIFO` one priority above the workers so that it wakes on time on a CPU they keep
 //! busy. Threads enroll when they enter `SCHED_FIFO` ([`super::sched::enter_fifo`]) and leave
-//! when they exit.
+//! when they exit or return to `SCHED_OTHER` ([`super::sched::leave_fifo`]: a worker whose
+//! last lossless priority a reload made lossy); with nobody enrolled the duty thread looks
+//! again only every [`LIGHT_SKIP`] windows.
 
 use std::{
     cell::RefCell,
