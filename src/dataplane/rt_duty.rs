@@ -54,7 +54,7 @@
 //! busy. Threads enroll when they enter `SCHED_FIFO` ([`super::sched::enter_fifo`]) and leave
 //! when they exit or return to `SCHED_OTHER` ([`super::sched::leave_fifo`]: a worker whose
 //! last lossless priority a reload made lossy); with nobody enrolled the duty thread looks
-//! again only every [`LIGHT_SKIP`] windows.
+//! again only every `LIGHT_SKIP` windows.
 
 use std::{
     cell::RefCell,
@@ -566,6 +566,15 @@ mod tests {
         let mut list = vec![thread(1, None)];
         let (_, turns) = simulate_turns(&mut list, |_, _| Some(1_000_000), 100 * 10_000_000);
         assert!((199..=201).contains(&turns), "{turns} turns");
+    }
+
+    #[test]
+    fn with_nobody_enrolled_the_cycle_looks_again_as_seldom_as_at_a_light_group() {
+        // Every worker left SCHED_FIFO (the last lossless priority went): a turn per
+        // LIGHT_SKIP windows, not one per window, and no switches.
+        let (s, turns) = simulate_turns(&mut Vec::new(), |_, _| None, 100 * 10_000_000);
+        assert_eq!(s, []);
+        assert!(turns <= 1 + 100 / LIGHT_SKIP, "{turns} turns");
     }
 
     #[test]
