@@ -660,10 +660,11 @@ fn sighup_reload_applies_thresholds_live_and_refuses_a_broken_file() {
 }
 
 /// The daemon's receive path follows the priorities in force: a lossy-only daemon keeps lean
-/// fill rings (2,048 buffers) and a sampled XDP program, and a SIGHUP that makes priority 3
-/// PFC deepens the rings to 8,192 on both ports, in `status` and in the metrics, and has the
-/// program account and stamp every frame: the traffic after it arrives whole, paused by PFC,
-/// with every frame's RX lag measured.
+/// fill rings (2,048 buffers), a sampled XDP program and a `SCHED_OTHER` worker (`realtime =
+/// "auto"`), and a SIGHUP that makes priority 3 PFC deepens the rings to 8,192 on both ports,
+/// in `status` and in the metrics, makes the worker `SCHED_FIFO`, and has the program account
+/// and stamp every frame: the traffic after it arrives whole, paused by PFC, with every
+/// frame's RX lag measured.
 #[test]
 fn fill_rings_deepen_when_a_reload_makes_a_priority_lossless() {
     let _serial = traffic_lock();
@@ -688,11 +689,14 @@ fn fill_rings_deepen_when_a_reload_makes_a_priority_lossless() {
             (p["counters"]["fill_target"].as_u64(), metric(&m, &series))
         })
     };
+    let policy = || status_of(&socket)["worker_threads"][0]["policy"].clone();
     assert_eq!(depths(), [(Some(2048), 2048.0); 2]);
+    assert_eq!(policy(), "SCHED_OTHER");
     std::fs::write(&cfg.path, format!("{}{metrics}{control}", config(&w, PFC))).unwrap();
     dut.hangup();
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(depths(), [(Some(8192), 8192.0); 2]);
+    assert_eq!(policy(), "SCHED_FIFO");
     let sink = common::start_sink_with(&w.sink_ns, &w.s, &["--realtime"]);
     let gen = start_gen(&w, "2Gbit", "af-xdp").json(Duration::from_secs(20));
     let sink = sink.json(Duration::from_secs(20));
