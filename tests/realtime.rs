@@ -178,6 +178,44 @@ fn busy_poll_with_realtime_warns_of_throttling() {
     }
 }
 
+/// With `realtime = "auto"` and every priority lossy the busy-polling worker runs
+/// `SCHED_OTHER` and nothing is said; the reload that makes priority 3 PFC makes it real-time,
+/// and the warning comes then.
+#[test]
+fn busy_poll_warns_when_a_reload_makes_the_workers_real_time() {
+    let _serial = traffic_lock(); // a spinning SCHED_FIFO thread takes a CPU while it runs
+    let (dut, d) = running("realtime = \"auto\"\nbusy_poll = true", &[]);
+    let runtime = std::fs::read_to_string("/proc/sys/kernel/sched_rt_runtime_us").unwrap();
+    let throttled = runtime.trim() != "-1";
+    assert_eq!(worker_policies(&d), [("SCHED_OTHER".to_string(), 0)]);
+    assert!(
+        !d.stderr().contains("busy_poll with real-time workers"),
+        "{}",
+        d.stderr()
+    );
+    let lossy = std::fs::read_to_string(dut.cfg.path()).unwrap();
+    std::fs::write(
+        dut.cfg.path(),
+        format!("[priority.3]\nmode = \"pfc\"\n{lossy}"),
+    )
+    .unwrap();
+    d.hangup();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while worker_policies(&d) != [("SCHED_FIFO".to_string(), 50)]
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    d.interrupt();
+    let (_, log) = d.json_and_log(Duration::from_secs(10));
+    assert!(log.contains("the worker runs real-time"), "{log}");
+    assert_eq!(
+        log.contains("busy_poll with real-time workers"),
+        throttled,
+        "warned exactly where the kernel keeps a share for normal tasks:\n{log}"
+    );
+}
+
 /// `realtime = "auto"` where SCHED_FIFO is not permitted: the daemon runs with normal workers
 /// and says why in one warning.
 #[test]

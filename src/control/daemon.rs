@@ -597,16 +597,8 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
              a reload makes one lossless (realtime = \"on\" keeps them real-time regardless)"
         );
     }
-    if let (Some(_), true, Some((runtime, period))) = (realtime, d.busy_poll, sched::rt_throttle())
-    {
-        tracing::warn!(
-            runtime_us = runtime,
-            period_us = period,
-            "busy_poll with real-time workers: a worker that never sleeps keeps its CPU from every \
-             normal task except in the duty cycle's slice of each window (the share the kernel \
-             keeps for them, runtime_us of period_us); give it a core of its own (cores) or set \
-             busy_poll = false"
-        );
+    if d.busy_poll && worker_realtime.is_some_and(|r| r.wanted(lossless_at_start)) {
+        sched::warn_of_busy_polling();
     }
     let live = Arc::new(SettingsCell::new(plan.live_settings()));
     let links: Vec<Arc<LinkShared>> = plan.ports.iter().map(|_| Arc::default()).collect();

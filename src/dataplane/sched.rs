@@ -341,6 +341,22 @@ pub fn enter_fifo(priority: u8) -> io::Result<()> {
     Ok(())
 }
 
+/// Warns that real-time workers with `busy_poll` keep their CPUs from every normal task except
+/// in the duty cycle's slices, with the share the kernel keeps for them; nothing where the
+/// kernel keeps none (real-time throttling off).
+pub fn warn_of_busy_polling() {
+    if let Some((runtime, period)) = rt_throttle() {
+        tracing::warn!(
+            runtime_us = runtime,
+            period_us = period,
+            "busy_poll with real-time workers: a worker that never sleeps keeps its CPU from every \
+             normal task except in the duty cycle's slice of each window (the share the kernel \
+             keeps for them, runtime_us of period_us); give it a core of its own (cores) or set \
+             busy_poll = false"
+        );
+    }
+}
+
 /// Returns the calling thread, made `SCHED_FIFO` by [`enter_fifo`], to `SCHED_OTHER` and takes
 /// it out of the duty cycle.
 pub fn leave_fifo() -> io::Result<()> {

@@ -106,6 +106,9 @@ impl ForwardWorker {
         match switched {
             Ok(()) => {
                 self.fifo = want;
+                if want && self.setup.busy_poll {
+                    sched::warn_of_busy_polling();
+                }
                 tracing::info!(
                     policy,
                     priority = rt.priority,
