@@ -143,7 +143,25 @@ fn auto_is_real_time_only_while_a_priority_is_lossless() {
     );
     let st = status_of(&dut.socket);
     assert_eq!(st["worker_threads"][0]["realtime"], true, "{st}");
+    assert_eq!(
+        (&st["realtime"], &st["realtime_priority"]),
+        (&"auto".into(), &41.into())
+    );
     assert_eq!(after_reload(&lossy, &normal), normal, "{}", d.stderr());
+    // What an operator reads: the rule, and what it gives now.
+    let text = String::from_utf8(common::stdout_of(Command::new(BIN).args([
+        "status",
+        "--socket",
+        &dut.socket,
+    ])))
+    .unwrap();
+    assert!(
+        text.contains(
+            "real-time: auto (SCHED_FIFO priority 41 when permitted, while a priority is \
+             lossless)\nworker 0 (thread "
+        ) && text.contains("): SCHED_OTHER\n"),
+        "{text}"
+    );
     assert!(
         d.stderr()
             .contains("no priority is lossless now: the worker runs normal"),

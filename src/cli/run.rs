@@ -265,15 +265,9 @@ impl CheckReport {
             ),
         };
         out += &format!(
-            "workers: {}, real-time {} (SCHED_FIFO priority {}{})\n",
+            "workers: {}, real-time {}\n",
             self.workers,
-            self.realtime.name(),
-            self.realtime_priority,
-            match self.realtime {
-                RealtimeMode::Auto => " when permitted, while a priority is lossless",
-                RealtimeMode::On => ", required",
-                RealtimeMode::Off => " not used",
-            }
+            self.realtime.describe(self.realtime_priority)
         );
         for p in &self.ports {
             out += &format!(

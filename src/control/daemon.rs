@@ -840,6 +840,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
         started_ns: now_ns(),
         links: links.clone(),
         worker_tids: tids,
+        realtime: (d.realtime, d.realtime_priority),
         reloads: reloads.clone(),
         time_stamping,
         xdp: xdp_programs,

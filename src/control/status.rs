@@ -25,7 +25,7 @@ use crate::{
     dataplane::{
         clock::now_ns,
         port::{iface_link, TimeStamping},
-        sched::WorkerSched,
+        sched::{RealtimeMode, WorkerSched},
         settings::{ModelTerms, SettingsCell},
         shared::SharedPort,
         stats::{snapshot, PortSnapshot, WorkerStats},
@@ -143,6 +143,13 @@ pub struct Status {
     pub backend: String,
     /// Worker threads.
     pub workers: usize,
+    /// `[daemon] realtime`: what the workers' scheduling follows (`worker_threads` is what
+    /// it gives now).
+    #[serde(default)]
+    pub realtime: RealtimeMode,
+    /// `[daemon] realtime_priority`.
+    #[serde(default)]
+    pub realtime_priority: u8,
     /// Each worker thread's scheduling now (real-time policy and priority).
     pub worker_threads: Vec<WorkerSched>,
     /// Seconds since start.
@@ -172,6 +179,8 @@ pub struct StatusSource {
     pub links: Vec<Arc<LinkShared>>,
     /// Thread id of each worker.
     pub worker_tids: Vec<i32>,
+    /// `[daemon] realtime` and `realtime_priority`.
+    pub realtime: (RealtimeMode, u8),
     /// The last configuration load (start or SIGHUP reload).
     pub reloads: Arc<ReloadLog>,
     /// How each port's times are taken (as set up; see [`TimeStamping::as_seen`]).
@@ -273,6 +282,8 @@ impl StatusSource {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backend: self.backend.to_string(),
             workers: self.workers.len(),
+            realtime: self.realtime.0,
+            realtime_priority: self.realtime.1,
             worker_threads: self
                 .worker_tids
                 .iter()
@@ -426,6 +437,11 @@ pub fn text(s: &Status) -> String {
         out,
         "lossless {} up {:.0} s, {} worker(s), backend {}",
         s.version, s.uptime_s, s.workers, s.backend
+    );
+    let _ = writeln!(
+        out,
+        "real-time: {}",
+        s.realtime.describe(s.realtime_priority)
     );
     for t in &s.worker_threads {
         let _ = writeln!(out, "worker {} (thread {}): {}", t.worker, t.tid, t);

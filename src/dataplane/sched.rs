@@ -46,6 +46,17 @@ impl RealtimeMode {
             RealtimeMode::Off => "off",
         }
     }
+
+    /// What the mode does with `priority`, as `check-config` and `status` say it:
+    /// `auto (SCHED_FIFO priority 50 when permitted, while a priority is lossless)`.
+    pub fn describe(self, priority: u8) -> String {
+        let when = match self {
+            RealtimeMode::Auto => " when permitted, while a priority is lossless",
+            RealtimeMode::On => ", required",
+            RealtimeMode::Off => " not used",
+        };
+        format!("{} (SCHED_FIFO priority {priority}{when})", self.name())
+    }
 }
 
 /// What a worker's scheduling follows once real-time scheduling is permitted
