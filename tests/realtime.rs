@@ -43,6 +43,23 @@ fn worker_policies(d: &Proc) -> Vec<(String, u32)> {
         .collect()
 }
 
+/// Writes `cfg` over the daemon's configuration, reloads it and waits up to 5 s for the worker
+/// threads to run `want` (a worker takes a reload at its next turn); returns what they run.
+fn policies_after_reload(
+    dut: &Dut,
+    d: &Proc,
+    cfg: &str,
+    want: &[(String, u32)],
+) -> Vec<(String, u32)> {
+    std::fs::write(dut.cfg.path(), cfg).unwrap();
+    d.hangup();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while worker_policies(d) != want && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    worker_policies(d)
+}
+
 fn locked_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap()
@@ -122,16 +139,8 @@ fn auto_is_real_time_only_while_a_priority_is_lossless() {
         "memory locked for a switch to come"
     );
     let lossy = std::fs::read_to_string(dut.cfg.path()).unwrap();
-    // The policy the worker's thread has once it took the reload (it does at its next turn).
-    let after_reload = |cfg: &str, want: &[(String, u32)]| {
-        std::fs::write(dut.cfg.path(), cfg).unwrap();
-        d.hangup();
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        while worker_policies(&d) != want && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        worker_policies(&d)
-    };
+    let after_reload =
+        |cfg: &str, want: &[(String, u32)]| policies_after_reload(&dut, &d, cfg, want);
     let pfc = format!("[priority.3]\nmode = \"pfc\"\n{lossy}");
     let realtime = [("SCHED_FIFO".to_string(), 41)];
     assert_eq!(after_reload(&pfc, &realtime), realtime, "{}", d.stderr());
@@ -212,18 +221,9 @@ fn busy_poll_warns_when_a_reload_makes_the_workers_real_time() {
         d.stderr()
     );
     let lossy = std::fs::read_to_string(dut.cfg.path()).unwrap();
-    std::fs::write(
-        dut.cfg.path(),
-        format!("[priority.3]\nmode = \"pfc\"\n{lossy}"),
-    )
-    .unwrap();
-    d.hangup();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while worker_policies(&d) != [("SCHED_FIFO".to_string(), 50)]
-        && std::time::Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let pfc = format!("[priority.3]\nmode = \"pfc\"\n{lossy}");
+    let realtime = [("SCHED_FIFO".to_string(), 50)];
+    assert_eq!(policies_after_reload(&dut, &d, &pfc, &realtime), realtime);
     d.interrupt();
     let (_, log) = d.json_and_log(Duration::from_secs(10));
     assert!(log.contains("the worker runs real-time"), "{log}");

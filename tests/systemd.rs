@@ -157,9 +157,9 @@ fn watchdog_pings_stop_when_a_worker_is_wedged() {
 const REALTIME_AUTO: &str = "[daemon]\nrealtime = \"auto\"\n[priority.3]\nmode = \"pfc\"";
 
 /// The daemon gets AF_XDP, and SCHED_FIFO workers (`realtime = "auto"` at the default
-/// priority, with a lossless priority), with exactly the unit's capability bounding set (as root, which the unit
-/// runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not the unit's
-/// LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
+/// priority, with a lossless priority), with exactly the unit's capability bounding set (as
+/// root, which the unit runs as). RLIMIT_RTPRIO is 0, so the capability alone grants it, not
+/// the unit's LimitRTPRIO (which the test could not raise without CAP_SYS_RESOURCE anyway).
 #[test]
 fn runs_on_af_xdp_and_realtime_with_only_the_units_capabilities() {
     let mut wrapper = vec!["prlimit".to_string(), "--rtprio=0".to_string()];
