@@ -207,7 +207,7 @@ fn busy_poll_with_realtime_warns_of_throttling() {
 
 /// With `realtime = "auto"` and every priority lossy the busy-polling worker runs
 /// `SCHED_OTHER` and nothing is said; the reload that makes priority 3 PFC makes it real-time,
-/// and the warning comes then.
+/// and the warning comes then. The run report shows the policy it ran last.
 #[test]
 fn busy_poll_warns_when_a_reload_makes_the_workers_real_time() {
     let _serial = traffic_lock(); // a spinning SCHED_FIFO thread takes a CPU while it runs
@@ -225,8 +225,12 @@ fn busy_poll_warns_when_a_reload_makes_the_workers_real_time() {
     let realtime = [("SCHED_FIFO".to_string(), 50)];
     assert_eq!(policies_after_reload(&dut, &d, &pfc, &realtime), realtime);
     d.interrupt();
-    let (_, log) = d.json_and_log(Duration::from_secs(10));
+    let (report, log) = d.json_and_log(Duration::from_secs(10));
     assert!(log.contains("the worker runs real-time"), "{log}");
+    assert_eq!(
+        report["worker_threads"][0]["policy"], "SCHED_FIFO",
+        "the report says what the worker ran last, not at start"
+    );
     assert_eq!(
         log.contains("busy_poll with real-time workers"),
         throttled,

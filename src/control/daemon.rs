@@ -127,7 +127,7 @@ pub struct DaemonReport {
     pub priorities: [PrioPlan; PRIORITIES],
     /// Per-port counters summed over workers.
     pub ports: Vec<PortSnapshot>,
-    /// Each worker thread's scheduling, as it ran.
+    /// Each worker thread's scheduling as it ran last, read as the stop began.
     pub worker_threads: Vec<WorkerSched>,
     /// Memory was locked (`mlockall`) for real-time workers.
     pub memory_locked: bool,
@@ -871,7 +871,7 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
             .map(|(i, iface)| snapshot(iface, i, &refs, &shared[i], now))
             .collect::<Vec<PortSnapshot>>()
     };
-    rt.block_on(async {
+    let worker_threads = rt.block_on(async {
         let mut servers = tokio::task::JoinSet::new();
         if let Some(l) = metrics_listener {
             match tokio::net::TcpListener::from_std(l) {
@@ -941,11 +941,21 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
         }
         // The last look at what the programs could not steer while the workers ran.
         drop_log.look_at_programs(steering_programs, &shared);
+        // What the workers ran last (a reload may have switched their policy), for the report;
+        // a worker already gone keeps what it ran at start.
+        let at_stop = worker_threads
+            .into_iter()
+            .map(|start| match WorkerSched::read(start.worker, start.tid) {
+                now if now.policy == "unknown" => start,
+                now => now,
+            })
+            .collect::<Vec<_>>();
         // The workers see the flag at their next loop turn and drain their queues.
         shutdown.trigger();
         notifier.notify("STOPPING=1");
         // Each server returns within `shutdown::DRAIN`.
         while servers.join_next().await.is_some() {}
+        at_stop
     });
     let failure = workers.join();
     // Guarding the workers' drain too, it stops once they are done.
