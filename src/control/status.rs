@@ -144,12 +144,12 @@ pub struct Status {
     /// Worker threads.
     pub workers: usize,
     /// `[daemon] realtime`: what the workers' scheduling follows (`worker_threads` is what
-    /// it gives now).
+    /// it gives now); `None` from a daemon older than the field.
     #[serde(default)]
-    pub realtime: RealtimeMode,
-    /// `[daemon] realtime_priority`.
+    pub realtime: Option<RealtimeMode>,
+    /// `[daemon] realtime_priority` (`None` likewise).
     #[serde(default)]
-    pub realtime_priority: u8,
+    pub realtime_priority: Option<u8>,
     /// Each worker thread's scheduling now (real-time policy and priority).
     pub worker_threads: Vec<WorkerSched>,
     /// Seconds since start.
@@ -282,8 +282,8 @@ impl StatusSource {
             version: env!("CARGO_PKG_VERSION").to_string(),
             backend: self.backend.to_string(),
             workers: self.workers.len(),
-            realtime: self.realtime.0,
-            realtime_priority: self.realtime.1,
+            realtime: Some(self.realtime.0),
+            realtime_priority: Some(self.realtime.1),
             worker_threads: self
                 .worker_tids
                 .iter()
@@ -438,11 +438,9 @@ pub fn text(s: &Status) -> String {
         "lossless {} up {:.0} s, {} worker(s), backend {}",
         s.version, s.uptime_s, s.workers, s.backend
     );
-    let _ = writeln!(
-        out,
-        "real-time: {}",
-        s.realtime.describe(s.realtime_priority)
-    );
+    if let (Some(mode), Some(priority)) = (s.realtime, s.realtime_priority) {
+        let _ = writeln!(out, "real-time: {}", mode.describe(priority));
+    }
     for t in &s.worker_threads {
         let _ = writeln!(out, "worker {} (thread {}): {}", t.worker, t.tid, t);
     }
@@ -642,5 +640,32 @@ mod tests {
         };
         assert_eq!(more_full.by_reason()[4], ("other", 5));
         assert_eq!(more_full.rx_lost(), 10 + 6);
+    }
+
+    #[test]
+    fn the_scheduling_rule_is_shown_where_the_daemon_says_it() {
+        let mut s = Status {
+            version: "0".into(),
+            backend: "af_xdp".into(),
+            workers: 0,
+            realtime: Some(RealtimeMode::Auto),
+            realtime_priority: Some(50),
+            worker_threads: Vec::new(),
+            uptime_s: 0.0,
+            last_reload: None,
+            ports: Vec::new(),
+        };
+        assert!(text(&s).contains(
+            "\nreal-time: auto (SCHED_FIFO priority 50 when permitted, while a priority is \
+             lossless)\n"
+        ));
+        // A daemon older than the fields answers without them: no line rather than a guess.
+        let mut older = serde_json::to_value(&s).unwrap();
+        let fields = older.as_object_mut().unwrap();
+        fields.remove("realtime");
+        fields.remove("realtime_priority");
+        s = serde_json::from_value(older).unwrap();
+        assert_eq!(s.realtime, None);
+        assert!(!text(&s).contains("real-time"), "{}", text(&s));
     }
 }
