@@ -108,6 +108,10 @@ fn assert_no_drops(dut: &Value, iface: &str) {
 /// accounting, the stall guard, the headroom in force), the pool's spare frames are not it.
 fn assert_within_the_buffer(dut: &Value, iface: &str) {
     let p = port(dut, iface);
+    assert!(
+        p["headroom_borrowed"].is_array(),
+        "no headroom_borrowed: {p}"
+    );
     assert_eq!(borrowed_on(p), 0, "frames kept beyond the buffer: {p}");
 }
 
