@@ -1531,3 +1531,40 @@ fn gen_and_sink_log_progress_lines() {
         "{sink_log}"
     );
 }
+
+/// `bench/forward`'s reference forwarder (`lossless-bench forward`) carries every frame of a
+/// modest stream from one port to the other over real AF_XDP sockets, counts them, and takes
+/// its programs off both ports at SIGINT: a bench row it measures means forwarding, not loss.
+#[test]
+fn the_bench_forwarder_carries_every_frame() {
+    let _l = common::traffic_lock();
+    let w = common::Wire::new("bf");
+    let sink = common::start_sink(&w.sink_ns, &w.s);
+    let mut fwd = Proc::command(
+        &w.dut_ns,
+        env!("CARGO_BIN_EXE_lossless-bench"),
+        &["forward", "--ifaces", &w.d0, &w.d1, "--poll"],
+    );
+    fwd.wait_for("ready", Duration::from_secs(10));
+    let gen = Proc::spawn(
+        &w.gen_ns,
+        &[
+            "gen", "--iface", &w.g, "--rate", "100Mbit", "--count", "3000", "--json",
+        ],
+    )
+    .json(Duration::from_secs(20));
+    let sink = sink.json(Duration::from_secs(20));
+    fwd.interrupt();
+    let report = fwd.json(Duration::from_secs(10));
+    assert_eq!(json_u64(&gen, &["frames_sent"]), 3000, "{gen}");
+    assert_eq!(json_u64(&sink, &["unique"]), 3000, "{sink}");
+    assert_eq!(json_u64(&sink, &["lost"]), 0, "{sink}");
+    let there = &report["directions"][0];
+    assert_eq!(there["from"], w.d0.as_str(), "{report}");
+    assert!(
+        json_u64(there, &["forwarded"]) >= 3000,
+        "the test frames and any of the kernel's own: {report}"
+    );
+    assert_eq!(json_u64(there, &["no_room"]), 0, "{report}");
+    assert!(!has_xdp(&w.dut_ns, &w.d0) && !has_xdp(&w.dut_ns, &w.d1));
+}

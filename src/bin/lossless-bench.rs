@@ -8,7 +8,10 @@
 //!   frames to the pool (the next receive refills the fill ring) and counts. Nothing else:
 //!   the userspace ceiling the daemon's worker is compared with.
 //!
-//! Both run until SIGINT/SIGTERM (or `--duration`) and then print one JSON line with the
+//! - `forward`: a bare AF_XDP forwarder between two interfaces over the same socket code
+//!   (`forward.rs`): the ceiling of a userspace forwarder on this machine.
+//!
+//! They run until SIGINT/SIGTERM (or `--duration`) and then print one JSON line with the
 //! frames they counted. They assert nothing and measure no time themselves: the bench
 //! scripts divide by the sender's window, the same way for every receiver.
 //!
@@ -37,6 +40,8 @@ use lossless::{
 };
 use serde::Serialize;
 
+#[path = "lossless-bench/forward.rs"]
+mod forward;
 #[path = "lossless-bench/lateness.rs"]
 mod lateness;
 #[path = "lossless-bench/profile.rs"]
@@ -59,6 +64,8 @@ enum Command {
     XdpDrop(DropArgs),
     /// Bare AF_XDP receive loop: receive, recycle the frames, count (the userspace ceiling).
     Rx(RxArgs),
+    /// Bare AF_XDP forwarder between two interfaces (the userspace forwarding ceiling).
+    Forward(ForwardArgs),
     /// Drive the forwarding worker over in-memory ports with simulated time (for callgrind).
     WorkerProfile(ProfileArgs),
     /// How late a SCHED_FIFO thread on each CPU wakes, and when the CPUs are late together.
@@ -139,6 +146,33 @@ struct RxArgs {
     /// Pin queue q's thread to CPU `cores[q]` (default: no pinning).
     #[arg(long, value_delimiter = ',')]
     cores: Vec<usize>,
+    /// Stop after this long (default: at SIGINT/SIGTERM).
+    #[arg(long, value_parser = common::duration)]
+    duration: Option<Duration>,
+}
+
+/// Flags of `forward`.
+#[derive(Debug, clap::Args)]
+struct ForwardArgs {
+    /// The two interfaces (queue 0 of each): frames from one are sent on the other.
+    #[arg(long, num_args = 2, value_names = ["A", "B"], required = true)]
+    ifaces: Vec<String>,
+    /// Frames in the UMEM both sockets share (2 KiB each): the daemon's default.
+    #[arg(long, default_value_t = 32768)]
+    frames: u32,
+    /// Frames taken per receive call (at most 256): the daemon worker's batch.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// XDP attach mode of the steering program.
+    #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
+    xdp_mode: XdpMode,
+    /// When a turn receives nothing, sleep in poll() on both sockets (up to 10 ms) instead of
+    /// spinning.
+    #[arg(long)]
+    poll: bool,
+    /// Pin the thread to this CPU (default: no pinning).
+    #[arg(long)]
+    core: Option<usize>,
     /// Stop after this long (default: at SIGINT/SIGTERM).
     #[arg(long, value_parser = common::duration)]
     duration: Option<Duration>,
@@ -329,6 +363,36 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
     Ok(merge(&a.iface, results))
 }
 
+fn bare_forward(a: &ForwardArgs) -> Result<forward::Report, String> {
+    let stop = signals::install();
+    let [x, y] = [&a.ifaces[0], &a.ifaces[1]];
+    let setup = forward::Setup {
+        ifaces: [x.clone(), y.clone()],
+        frames: a.frames,
+        batch: a.batch,
+        xdp_mode: a.xdp_mode,
+        poll: a.poll,
+        stop,
+    };
+    std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            if let Some(c) = a.core {
+                sched::pin_this_thread(c).map_err(|e| format!("pinning to CPU {c}: {e}"))?;
+            }
+            forward::run(setup, || {
+                eprintln!("lossless-bench forward: ready, {x} <-> {y}");
+            })
+        });
+        wait(stop, a.duration, || {
+            if t.is_finished() {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        stop.store(true, Ordering::Relaxed);
+        t.join().expect("forward thread")
+    })
+}
+
 fn watch_lateness(a: &LatenessArgs) -> lateness::Report {
     let stop = signals::install();
     let cpus = if a.cpus.is_empty() {
@@ -352,6 +416,7 @@ fn main() {
     let out = match &cli.command {
         Command::XdpDrop(a) => xdp_drop(a).map(|r| serde_json::to_string(&r)),
         Command::Rx(a) => bare_rx(a).map(|r| serde_json::to_string(&r)),
+        Command::Forward(a) => bare_forward(a).map(|r| serde_json::to_string(&r)),
         Command::WorkerProfile(a) => Ok(serde_json::to_string(&profile::run(
             a.scenario,
             usize::from(a.size),
@@ -416,7 +481,10 @@ mod tests {
                 assert_eq!(a.cores, vec![0, 1]);
                 assert_eq!(a.batch, 64);
             }
-            Command::XdpDrop(_) | Command::WorkerProfile(_) | Command::Lateness(_) => {
+            Command::XdpDrop(_)
+            | Command::Forward(_)
+            | Command::WorkerProfile(_)
+            | Command::Lateness(_) => {
                 panic!("parsed the wrong subcommand")
             }
         }
@@ -438,5 +506,23 @@ mod tests {
             (vec![1], Duration::from_micros(500), 60)
         );
         assert!(Cli::try_parse_from(["lossless-bench", "lateness", "--priority", "0"]).is_err());
+        let c = Cli::try_parse_from(["lossless-bench", "forward", "--ifaces", "d0", "d1"]).unwrap();
+        let Command::Forward(a) = c.command else {
+            panic!("parsed the wrong subcommand")
+        };
+        assert_eq!(
+            (a.ifaces, a.frames, a.batch, a.poll, a.core),
+            (
+                vec!["d0".to_string(), "d1".to_string()],
+                32768,
+                64,
+                false,
+                None
+            )
+        );
+        assert!(
+            Cli::try_parse_from(["lossless-bench", "forward", "--ifaces", "d0"]).is_err(),
+            "two interfaces"
+        );
     }
 }

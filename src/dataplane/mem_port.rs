@@ -86,12 +86,12 @@ impl MemPeer {
         self.ingress.drop_oversize(0, prio);
     }
 
-    /// Delivers `frame` to the port, received at `rx_ns`.
     /// Makes the port's next receive fail with an I/O error.
     pub fn fail(&self) {
         self.q.lock().expect("test queue").fail = true;
     }
 
+    /// Delivers `frame` to the port, received at `rx_ns`.
     pub fn inject(&self, frame: &[u8], rx_ns: u64) {
         let prio =
             EthernetFrame::new_checked(frame).map_or(0, |e| classify::priority(&e, Trust::Pcp));
