@@ -433,12 +433,21 @@ fn uncovered_message(port: usize, iface: &str, active: u32, workers: u32) -> Str
 /// counts what arrived between its attach and the sockets, and after the last what arrives
 /// once the workers are gone, which were never theirs. On veth a queue added under a program
 /// runs none, so only the channel count tells: an error in the log, once per change.
+///
+/// And it tells, once per port, of frames the program redirected with no room for its
+/// metadata (`no_meta_area`): a driver without an XDP metadata area. Such a frame carries no
+/// arrival stamp and is not counted into the port's RX backlog (the worker could not take it
+/// off again), so what waits in the RX ring is invisible to XOFF and to the stall guard's
+/// doorbell on that port; only the fill ring's watch and the queued bytes are left to pause
+/// the peer. The metric alone would leave an operator to find that out from late pauses.
 struct DropLog {
     seen: Vec<std::collections::BTreeMap<String, u64>>,
     /// Per port, the program's `redirect_failed` at the first look.
     unsteered_base: Vec<Option<u64>>,
     /// Per port, the RX queue count last reported beyond the workers.
     uncovered: Vec<Option<u32>>,
+    /// Per port, whether frames without a metadata area were told of.
+    no_meta_told: Vec<bool>,
     workers: u32,
 }
 
@@ -450,8 +459,18 @@ impl DropLog {
             seen: vec![Default::default(); ports],
             unsteered_base: vec![None; ports],
             uncovered: vec![None; ports],
+            no_meta_told: vec![false; ports],
             workers: workers as u32,
         }
+    }
+
+    /// Whether `no_meta` frames without a metadata area on `port` are news: the first look
+    /// that finds any, once per port.
+    fn no_meta_news(&mut self, port: usize, no_meta: u64) -> bool {
+        let told = &mut self.no_meta_told[port];
+        let news = no_meta > 0 && !*told;
+        *told |= news;
+        news
     }
 
     /// Where the workers run AF_XDP, reads the ports' XDP programs `xdp` (in port order) into
@@ -460,7 +479,19 @@ impl DropLog {
         let programs = xdp.map_or(&[][..], |a| &a.programs[..]);
         for (port, (prog, shared)) in programs.iter().zip(shared).enumerate() {
             let iface = prog.iface();
-            let failed = prog.counters().redirect_failed;
+            let counters = prog.counters();
+            let failed = counters.redirect_failed;
+            if self.no_meta_news(port, counters.no_meta) {
+                tracing::warn!(
+                    iface,
+                    frames = counters.no_meta,
+                    "port[{port}]: the driver gives the XDP program no metadata area for these \
+                     frames: they carry no arrival stamp and are not in the RX backlog, so XOFF \
+                     and the stall guard do not see them waiting in the RX ring; this port's \
+                     lossless priorities are paused on the fill ring's watch and the queued \
+                     bytes alone (metric lossless_xdp_rx_metadata_total{{result=\"no_meta_area\"}})"
+                );
+            }
             let base = *self.unsteered_base[port].get_or_insert(failed);
             shared.set_unsteered(failed.saturating_sub(base));
             let queues = uncovered_queues(iface, self.workers);
@@ -978,4 +1009,18 @@ pub fn run(plan: &Plan, config_path: &Path) -> Result<Stopped, DaemonError> {
         },
         failure,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_without_a_metadata_area_are_told_once_per_port() {
+        let mut log = DropLog::new(2, 1);
+        assert!(!log.no_meta_news(0, 0), "none yet");
+        assert!(log.no_meta_news(0, 3));
+        assert!(!log.no_meta_news(0, 9), "told already");
+        assert!(log.no_meta_news(1, 1), "the other port's are its own news");
+    }
 }
