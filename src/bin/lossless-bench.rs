@@ -9,7 +9,7 @@
 //!   the userspace ceiling the daemon's worker is compared with.
 //!
 //! - `forward`: a bare AF_XDP forwarder between two interfaces over the same socket code
-//!   (`forward.rs`): the ceiling of a userspace forwarder on this machine.
+//!   (`forward.rs`): what the kernel's copy-mode paths leave a forwarder that adds nothing.
 //!
 //! They run until SIGINT/SIGTERM (or `--duration`) and then print one JSON line with the
 //! frames they counted. They assert nothing and measure no time themselves: the bench
@@ -64,7 +64,7 @@ enum Command {
     XdpDrop(DropArgs),
     /// Bare AF_XDP receive loop: receive, recycle the frames, count (the userspace ceiling).
     Rx(RxArgs),
-    /// Bare AF_XDP forwarder between two interfaces (the userspace forwarding ceiling).
+    /// Bare AF_XDP forwarder between two interfaces (nothing between receive and send).
     Forward(ForwardArgs),
     /// Drive the forwarding worker over in-memory ports with simulated time (for callgrind).
     WorkerProfile(ProfileArgs),

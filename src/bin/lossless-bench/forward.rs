@@ -1,21 +1,23 @@
-//! `forward`: a bare AF_XDP forwarder between two interfaces, the ceiling that `bench/forward`
+//! `forward`: a bare AF_XDP forwarder between two interfaces, the reference `bench/forward`
 //! holds the daemon's worker and Open vSwitch against.
 //!
 //! It is built from the project's own socket code, as the daemon's worker is: the daemon's XDP
 //! program on both interfaces, one UMEM pool shared by one socket on queue 0 of each
 //! ([`open_worker_ports`]), so a frame received on one port is sent on the other without a copy.
-//! Below the sockets it runs as the daemon's lossy row does: the program sampled (no ingress
-//! counters, one data frame in 64 stamped) and the fill rings lean (libxdp's 2,048 buffers),
-//! since a deep ring's cold buffers cost the receiving CPU (bench/RESULTS.md (10)).
-//! Between the two there is nothing: no classification, no queue, no accounting, no flow
-//! control, no link-up. What a turn does is receive a batch on each port, hand it to the other
-//! port's transmit ring (a frame the ring has no room for is released and counted as
+//! Between receive and send there is nothing: no classification, no queue, no accounting, no
+//! flow control, no link-up. What a turn does is receive a batch on each port, hand it to the
+//! other port's transmit ring (a frame the ring has no room for is released and counted as
 //! `no_room`), then take back completed frames and refill the fill rings. It busy-polls, as
 //! Open vSwitch's PMD does, unless `--poll` (then it sleeps in `poll()` on both sockets, 10 ms
 //! at most, when a turn received nothing).
 //!
-//! So on a machine where this loop delivers what the daemon does, the per-frame time that
-//! remains is the kernel's (copy-mode receive and transmit), which no AF_XDP forwarder avoids.
+//! Below the sockets it runs as the daemon's lossy row does: the program sampled (no ingress
+//! counters, one data frame in 64 stamped) and the fill rings lean (libxdp's 2,048 buffers).
+//! With deep rings and every frame accounted it was the slowest of the three rows, since
+//! those cost the receiving CPU (bench/RESULTS.md (10), (11), (34)).
+//!
+//! So where this loop delivers what the daemon and OVS do, the per-frame time that sets the
+//! rate is the kernel's (copy-mode receive and transmit), which no AF_XDP forwarder avoids.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
