@@ -133,19 +133,26 @@ struct RxArgs {
     /// Frames in each queue's UMEM (2 KiB each).
     #[arg(long, default_value_t = 8192)]
     frames: u32,
-    /// Frames taken per receive call (at most 256).
+    #[command(flatten)]
+    run: LoopArgs,
+    /// Pin queue q's thread to CPU `cores[q]` (default: no pinning).
+    #[arg(long, value_delimiter = ',')]
+    cores: Vec<usize>,
+}
+
+/// Flags of the loops `rx` and `forward` run.
+#[derive(Debug, clap::Args)]
+struct LoopArgs {
+    /// Frames taken per receive call (at most 256; the daemon worker's batch is 64).
     #[arg(long, default_value_t = 64)]
     batch: usize,
     /// XDP attach mode of the steering program.
     #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
     xdp_mode: XdpMode,
-    /// When a receive finds nothing, sleep in poll() on the socket (up to 10 ms) instead of
+    /// When a turn receives nothing, sleep in poll() on the sockets (up to 10 ms) instead of
     /// spinning: the daemon's default idle strategy.
     #[arg(long)]
     poll: bool,
-    /// Pin queue q's thread to CPU `cores[q]` (default: no pinning).
-    #[arg(long, value_delimiter = ',')]
-    cores: Vec<usize>,
     /// Stop after this long (default: at SIGINT/SIGTERM).
     #[arg(long, value_parser = common::duration)]
     duration: Option<Duration>,
@@ -160,22 +167,11 @@ struct ForwardArgs {
     /// Frames in the UMEM both sockets share (2 KiB each): the daemon's default.
     #[arg(long, default_value_t = 32768)]
     frames: u32,
-    /// Frames taken per receive call (at most 256): the daemon worker's batch.
-    #[arg(long, default_value_t = 64)]
-    batch: usize,
-    /// XDP attach mode of the steering program.
-    #[arg(long, value_enum, default_value_t = XdpMode::Auto)]
-    xdp_mode: XdpMode,
-    /// When a turn receives nothing, sleep in poll() on both sockets (up to 10 ms) instead of
-    /// spinning.
-    #[arg(long)]
-    poll: bool,
+    #[command(flatten)]
+    run: LoopArgs,
     /// Pin the thread to this CPU (default: no pinning).
     #[arg(long)]
     core: Option<usize>,
-    /// Stop after this long (default: at SIGINT/SIGTERM).
-    #[arg(long, value_parser = common::duration)]
-    duration: Option<Duration>,
 }
 
 /// What `xdp-drop` prints.
@@ -322,7 +318,7 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let prog = XdpProgram::attach(&a.iface, a.xdp_mode, steering).map_err(|e| e.to_string())?;
+    let prog = XdpProgram::attach(&a.iface, a.run.xdp_mode, steering).map_err(|e| e.to_string())?;
     let mut opened = Vec::new();
     for q in 0..a.queues {
         let mut pool = FramePool::umem(a.frames).map_err(|e| e.to_string())?;
@@ -330,8 +326,8 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
             .map_err(|e| e.to_string())?;
         opened.push((pool, port));
     }
-    let batch = a.batch.clamp(1, 256);
-    let poll = a.poll;
+    let batch = a.run.batch.clamp(1, 256);
+    let poll = a.run.poll;
     eprintln!(
         "lossless-bench rx: ready on {} ({} queue(s))",
         a.iface, a.queues
@@ -352,7 +348,7 @@ fn bare_rx(a: &RxArgs) -> Result<RxReport, String> {
                 })
             })
             .collect();
-        wait(stop, a.duration, || {});
+        wait(stop, a.run.duration, || {});
         stop.store(true, Ordering::Relaxed);
         threads
             .into_iter()
@@ -369,9 +365,9 @@ fn bare_forward(a: &ForwardArgs) -> Result<forward::Report, String> {
     let setup = forward::Setup {
         ifaces: [x.clone(), y.clone()],
         frames: a.frames,
-        batch: a.batch,
-        xdp_mode: a.xdp_mode,
-        poll: a.poll,
+        batch: a.run.batch,
+        xdp_mode: a.run.xdp_mode,
+        poll: a.run.poll,
         stop,
     };
     std::thread::scope(|s| {
@@ -383,7 +379,7 @@ fn bare_forward(a: &ForwardArgs) -> Result<forward::Report, String> {
                 eprintln!("lossless-bench forward: ready, {x} <-> {y}");
             })
         });
-        wait(stop, a.duration, || {
+        wait(stop, a.run.duration, || {
             if t.is_finished() {
                 stop.store(true, Ordering::Relaxed);
             }
@@ -479,7 +475,7 @@ mod tests {
             Command::Rx(a) => {
                 assert_eq!(a.queues, 2);
                 assert_eq!(a.cores, vec![0, 1]);
-                assert_eq!(a.batch, 64);
+                assert_eq!(a.run.batch, 64);
             }
             Command::XdpDrop(_)
             | Command::Forward(_)
@@ -511,7 +507,7 @@ mod tests {
             panic!("parsed the wrong subcommand")
         };
         assert_eq!(
-            (a.ifaces, a.frames, a.batch, a.poll, a.core),
+            (a.ifaces, a.frames, a.run.batch, a.run.poll, a.core),
             (
                 vec!["d0".to_string(), "d1".to_string()],
                 32768,
