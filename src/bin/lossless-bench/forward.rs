@@ -31,7 +31,7 @@ use lossless::dataplane::{
 use serde::Serialize;
 
 /// What one direction of the forwarder counted.
-#[derive(Debug, Default, Serialize, PartialEq)]
+#[derive(Debug, Default, Serialize)]
 pub struct Direction {
     /// Interface received on.
     pub from: String,
@@ -75,14 +75,14 @@ pub fn run(setup: Setup, ready: impl FnOnce()) -> Result<Report, String> {
         test_udp_port: 0,
         sfc_udp_port: 0,
     };
-    let err = |e: &dyn std::fmt::Display| e.to_string();
-    let attached = attach_all(&setup.ifaces, setup.xdp_mode, steering).map_err(|e| err(&e))?;
+    let attached =
+        attach_all(&setup.ifaces, setup.xdp_mode, steering).map_err(|e| e.to_string())?;
     for prog in &attached.programs {
         prog.set_ingress_policy(IngressPolicy {
             sampled: true,
             ..IngressPolicy::default()
         })
-        .map_err(|e| err(&e))?;
+        .map_err(|e| e.to_string())?;
     }
     let wp = open_worker_ports(
         &setup.ifaces,
@@ -92,7 +92,7 @@ pub fn run(setup: Setup, ready: impl FnOnce()) -> Result<Report, String> {
         Backend::AfXdp,
         Some(&attached),
     )
-    .map_err(|e| err(&e))?;
+    .map_err(|e| e.to_string())?;
     let mut pool = wp.pool;
     let mut ports = wp.ports;
     let [a, b] = &setup.ifaces;
@@ -121,17 +121,17 @@ pub fn run(setup: Setup, ready: impl FnOnce()) -> Result<Report, String> {
     let mut tx: Vec<Frame> = Vec::with_capacity(batch);
     for p in ports.iter_mut() {
         p.set_fill_depth(FillDepth::Lean);
-        p.reclaim(&mut pool).map_err(|e| err(&e))?;
+        p.reclaim(&mut pool).map_err(|e| e.to_string())?;
     }
     ready();
     while !setup.stop.load(Ordering::Relaxed) {
         let mut got = 0;
         for (from, d) in directions.iter_mut().enumerate() {
             got += turn(&mut pool, &mut ports, from, d, &mut rx, &mut tx, batch)
-                .map_err(|e| err(&e))?;
+                .map_err(|e| e.to_string())?;
         }
         for p in ports.iter_mut() {
-            p.reclaim(&mut pool).map_err(|e| err(&e))?;
+            p.reclaim(&mut pool).map_err(|e| e.to_string())?;
         }
         if setup.poll && got == 0 {
             // SAFETY: `fds` holds two valid pollfds for the duration of the call.
